@@ -1,0 +1,41 @@
+"""alignflow: train and align language models as durable flows on Ray.
+
+The public face. Heavy pieces (Ray, torch) are imported on first use, so `import alignflow`
+stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "flow": "alignflow.flows.engine",
+    "task": "alignflow.flows.engine",
+    "gather": "alignflow.flows.engine",
+    "sleep": "alignflow.flows.engine",
+    "wait_for": "alignflow.flows.engine",
+    "worker_group": "alignflow.flows.workers",
+    "run": "alignflow.flows.api",
+    "resume": "alignflow.flows.api",
+    "list_runs": "alignflow.flows.api",
+    "get_status": "alignflow.flows.api",
+    "get_output": "alignflow.flows.api",
+    "get_metadata": "alignflow.flows.api",
+    "cancel": "alignflow.flows.api",
+    "delete": "alignflow.flows.api",
+    "Store": "alignflow.artifacts.store",
+    "Catalog": "alignflow.catalog.catalog",
+    "current_scope": "alignflow.artifacts.scope",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'alignflow' has no attribute {name!r}")

@@ -1,0 +1,78 @@
+"""The `alignflow` command line.
+
+Each command lives in the package that owns it and exposes `configure(parser)` and
+`run(args) -> int`; this module only dispatches, importing a command's module when that
+command is used so `alignflow --help` stays fast. Errors of ours print one line
+(`error: ...`); `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Keep sorted by workflow: run things, look at them, admin.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("alignflow.flows.cli", "run a flow (built-in name or path/to/file.py:function)"),
+    "resume": ("alignflow.flows.cli", "resume a run (or --all resumable runs) with the current code"),
+    "status": ("alignflow.flows.cli", "show a run's tasks: state, attempts, duration, outputs"),
+    "ls": ("alignflow.flows.cli", "list runs with flow, status, start, end and progress"),
+    "cancel": ("alignflow.flows.cli", "cancel a run"),
+    "delete": ("alignflow.flows.cli", "delete a run and its data from the store"),
+    "logs": ("alignflow.flows.cli", "print a run's logs, or one task's"),
+    "tick": ("alignflow.flows.cli", "advance scheduled runs whose wake time has passed (for cron)"),
+    "sql": ("alignflow.catalog.cli", "query the store with SQL (DuckDB); no query opens a shell"),
+    "report": ("alignflow.catalog.cli", "write a run report with plots"),
+    "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),
+    "models": ("alignflow.tasks.models.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
+    "demo": ("alignflow.flows.cli", "the main job: a short GRPO run on the embedded defaults"),
+}
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="alignflow",
+        description="Train and align language models as durable flows on Ray.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_module, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+        if name == command:
+            _command_module(name).configure(name, sp)
+    return parser
+
+
+def _command_module(name: str):
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if a in COMMANDS), None)
+    args = build_parser(command).parse_args(argv)
+    if args.command is None:
+        build_parser(None).print_help()
+        return 0
+    try:
+        return int(_command_module(args.command).run(args.command, args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the one place that turns errors into exit codes
+        from alignflow.artifacts.errors import AlignflowError
+
+        if args.debug:
+            raise
+        if isinstance(exc, AlignflowError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2 if exc.kind == "user" else 1
+        print(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
