@@ -1,0 +1,58 @@
+"""Several reward sources as one: a weighted sum, each source's reward kept by name.
+
+reward = Σ_i w_i · r_i. `scores[name]` holds source i's own reward r_i, and its components
+and logs are kept as `scores[f"{name}/{key}"]` / `extra_logs[f"{name}/{key}"]`, so the
+score step can commit every part as a column. Clipping belongs to the advantage code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.base import RewardOutput, RewardSource, check_batch
+from torch import Tensor
+
+
+class CombinedReward:
+    """Weighted sum of named sources; weights default to 1.0 each."""
+
+    def __init__(self, sources: Mapping[str, RewardSource],
+                 weights: Mapping[str, float] | None = None) -> None:
+        if not sources:
+            raise ConfigError("no reward sources given; expected at least one")
+        weights = dict(weights or {})
+        unknown = sorted(set(weights) - set(sources))
+        if unknown:
+            raise ConfigError(f"reward_weights name unknown sources {unknown}; "
+                              f"expected names among {sorted(sources)}")
+        self.sources = dict(sources)
+        self.weights = {name: float(weights.get(name, 1.0)) for name in sources}
+
+    def score(self, queries: list[str], prompts: list[str],
+              labels: list[str | None]) -> RewardOutput:
+        check_batch(queries, prompts, labels)
+        total = torch.zeros(len(queries), dtype=torch.float32)
+        scores: dict[str, Tensor] = {}
+        logs: dict[str, Tensor] = {}
+        for name, source in self.sources.items():
+            out = source.score(queries, prompts, labels)
+            total += self.weights[name] * out.rewards
+            scores[name] = out.rewards
+            scores |= {f"{name}/{k}": v for k, v in out.scores.items()}
+            logs |= {f"{name}/{k}": v for k, v in out.extra_logs.items()}
+        return RewardOutput(total, scores, logs)
+
+
+def filter_groups(rewards: Tensor, n: int) -> Tensor:
+    """DAPO dynamic sampling: True for each group of `n` consecutive samples (one prompt's
+    responses) whose rewards are not all equal — the groups that carry a learning signal.
+
+    (N,) rewards → (N // n,) bool; `mask.repeat_interleave(n)` gives the per-sample mask.
+    """
+    if n < 1 or rewards.dim() != 1 or rewards.shape[0] % n:
+        raise ConfigError(f"filter_groups: {tuple(rewards.shape)} rewards do not split into "
+                          f"groups of n={n}; expected a 1-D tensor with a multiple of n items")
+    groups = rewards.reshape(-1, n)
+    return (groups != groups[:, :1]).any(dim=1)

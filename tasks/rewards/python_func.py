@@ -1,0 +1,93 @@
+"""Custom Python reward functions, OpenRLHF style: a file defining
+`reward_func(queries, prompts, labels)`.
+
+The function may return a tensor or list of N floats, or a dict with `rewards` (required),
+`scores` (N floats as in OpenRLHF, or name -> N floats) and `extra_logs` (name -> N
+floats). Everything it returns is checked (length, numbers, finite) and a fault names the
+file. Each path is imported under its own module
+name, so two files both called `reward.py` do not clash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
+
+FUNC_NAME = "reward_func"
+
+
+def _module_name(path: Path) -> str:
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    return f"alignflow_reward_{path.stem}_{digest}"
+
+
+def load_reward_func(path: str | Path, func_name: str = FUNC_NAME) -> Callable:
+    """Import `path` and return its `func_name`; one-line ConfigError if either is missing."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"reward function file {path} not found; expected a .py file "
+                          f"defining {func_name}(queries, prompts, labels)")
+    name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"reward function file {path} cannot be imported; expected a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses/pickle inside the file look themselves up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise ConfigError(f"importing reward function file {path} failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ConfigError(f"reward function file {path} defines no function {func_name!r}; "
+                          f"expected def {func_name}(queries, prompts, labels)")
+    return func
+
+
+def _scores(values: object, n: int, where: str) -> dict:
+    """OpenRLHF's `scores` is one vector (0-1, for dynamic filtering): kept as 'score'."""
+    if values is None or isinstance(values, Mapping):
+        return to_vectors(values, n, what="scores", where=where)
+    return {"score": to_vector(values, n, what="scores", where=where)}
+
+
+class PythonRewardFunc:
+    """A RewardSource around a user's `reward_func` file."""
+
+    def __init__(self, path: str | Path, func_name: str = FUNC_NAME) -> None:
+        self.path = Path(path)
+        self.func_name = func_name
+        self._func = load_reward_func(path, func_name)
+
+    def __getstate__(self) -> dict:  # ship to Ray workers by path, not by pickled code
+        return {"path": self.path, "func_name": self.func_name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["func_name"])
+
+    def score(self, queries: list[str], prompts: list[str],
+              labels: list[str | None]) -> RewardOutput:
+        check_batch(queries, prompts, labels)
+        out = self._func(list(queries), list(prompts), list(labels))
+        return self._validate(out, len(queries))
+
+    def _validate(self, out: object, n: int) -> RewardOutput:
+        where = f"{self.func_name} in {self.path.name}"
+        if not isinstance(out, Mapping):
+            return RewardOutput(to_vector(out, n, what="rewards", where=where))
+        if "rewards" not in out:
+            raise ConfigError(f"{where} returned a dict without 'rewards' (keys: "
+                              f"{sorted(map(str, out))}); expected {{'rewards': [...], ...}}")
+        return RewardOutput(
+            to_vector(out["rewards"], n, what="rewards", where=where),
+            _scores(out.get("scores"), n, where),
+            to_vectors(out.get("extra_logs"), n, what="extra_logs", where=where),
+        )

@@ -1,0 +1,89 @@
+"""Reward specs → sources, and the score step's reward config.
+
+A spec is `[name=]<source>`: `rule:gsm8k`, `rule:format[:boxed]`, `rule:target:<text>`
+(rules.py); a `.py` file with `reward_func` (OpenRLHF passes these as `--remote_rm_url`);
+an `http(s)://` URL (remote RM); or a Hugging Face model folder (`--reward_pretrain`).
+Without `name=`, a source is named after the rule, file stem, `remote` or folder name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.base import RewardSource
+from alignflow.tasks.rewards.combine import CombinedReward
+
+_NAMED = re.compile(r"^([A-Za-z_][\w.-]*)=(.+)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardConfig:
+    """sources: specs (above); weights: one per source (default 1.0 each)."""
+
+    sources: tuple[str, ...]
+    weights: tuple[float, ...] | None = None
+    micro_batch: int = 8
+    remote_timeout: float = 60.0
+    remote_retries: int = 3
+    normalize: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ConfigError("reward sources: none given; expected e.g. ('rule:gsm8k',)")
+        if self.weights is not None and len(self.weights) != len(self.sources):
+            raise ConfigError(f"reward_weights: {len(self.weights)} weights for "
+                              f"{len(self.sources)} sources; expected one per source")
+        if self.micro_batch < 1:
+            raise ConfigError(f"reward micro_batch={self.micro_batch}; expected >= 1")
+
+
+def split_name(spec: str) -> tuple[str, str]:
+    """'acc=rule:gsm8k' → ('acc', 'rule:gsm8k'); 'rule:gsm8k' → ('gsm8k', 'rule:gsm8k')."""
+    match = _NAMED.match(spec)
+    if match:
+        return match.group(1), match.group(2)
+    if spec.startswith("rule:"):
+        return spec.split(":")[1], spec
+    if spec.startswith(("http://", "https://")):
+        return "remote", spec
+    return Path(spec).stem or spec, spec
+
+
+def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
+    """One spec (without `name=`) → its RewardSource."""
+    cfg = cfg or RewardConfig(sources=(spec,))
+    if spec.startswith("rule:"):
+        from alignflow.tasks.rewards.rules import rule_source
+
+        return rule_source(spec)
+    if spec.startswith(("http://", "https://")):
+        from alignflow.tasks.rewards.remote import RemoteRewardModel
+
+        return RemoteRewardModel(url=spec, timeout=cfg.remote_timeout,
+                                 retries=cfg.remote_retries, micro_batch=cfg.micro_batch)
+    if spec.endswith(".py"):
+        from alignflow.tasks.rewards.python_func import PythonRewardFunc
+
+        return PythonRewardFunc(spec)
+    if Path(spec).is_dir():
+        from alignflow.tasks.rewards.model_rm import ModelRewardModel
+
+        return ModelRewardModel(spec, micro_batch=cfg.micro_batch, normalize=cfg.normalize)
+    raise ConfigError(f"reward source {spec!r} is not a rule (rule:...), .py file, http(s) "
+                      f"URL or model folder")
+
+
+def build_reward(cfg: RewardConfig) -> CombinedReward:
+    """All of `cfg.sources`, combined with `cfg.weights`; names must be unique."""
+    named = [split_name(s) for s in cfg.sources]
+    names = [n for n, _ in named]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"reward sources share the name(s) {dupes}; give each a name "
+                          f"with 'name=<spec>'")
+    sources = {name: build_source(spec, cfg) for name, spec in named}
+    weights = dict(zip(names, cfg.weights, strict=True)) if cfg.weights else None
+    return CombinedReward(sources, weights)

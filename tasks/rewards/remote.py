@@ -1,0 +1,125 @@
+"""Remote HTTP reward model client (`remote_rm_url`), OpenRLHF's wire format.
+
+Request: POST JSON `{"query": [...], "prompts": [...], "labels": [...]}` (query = prompt +
+response). Reply: `{"rewards": [...], "scores": ..., "extra_logs": {...}}` or a plain list of
+rewards. Connection faults, timeouts, 429 and 5xx are retried with exponential backoff;
+a bad reply (not JSON, too big, wrong length, no `rewards`, not numbers) is a one-line
+ConfigError naming the URL, because retrying would not fix it. Stdlib only (urllib).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+from alignflow.artifacts.errors import AlignflowError, ConfigError, Kind
+from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
+
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+
+
+class RewardServerError(AlignflowError, ConnectionError):
+    """The reward server could not be reached or kept failing after retries (retryable)."""
+
+    kind: Kind = "system"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteRewardModel:
+    """POSTs micro-batches to `url`; `micro_batch=0` sends the whole batch at once."""
+
+    url: str
+    timeout: float = 60.0
+    retries: int = 3
+    backoff: float = 0.5
+    max_bytes: int = MAX_REPLY_BYTES
+    micro_batch: int = 0
+    score_key: str = "rewards"
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"remote_rm_url {self.url!r} is not an http(s) URL")
+        if self.timeout <= 0 or self.retries < 0 or self.micro_batch < 0 or self.max_bytes <= 0:
+            raise ConfigError(f"remote reward model {self.url}: timeout and max_bytes must be "
+                              f"> 0, retries and micro_batch >= 0")
+
+    def score(self, queries: list[str], prompts: list[str],
+              labels: list[str | None]) -> RewardOutput:
+        check_batch(queries, prompts, labels)
+        step = self.micro_batch or max(1, len(queries))
+        parts = [self._score_chunk(queries[i:i + step], prompts[i:i + step], labels[i:i + step])
+                 for i in range(0, len(queries), step)]
+        if not parts:
+            return RewardOutput(torch.zeros(0, dtype=torch.float32))
+        return RewardOutput(
+            torch.cat([p.rewards for p in parts]),
+            {k: torch.cat([p.scores[k] for p in parts]) for k in parts[0].scores},
+            {k: torch.cat([p.extra_logs[k] for p in parts]) for k in parts[0].extra_logs},
+        )
+
+    def _score_chunk(self, queries: list[str], prompts: list[str],
+                     labels: list[str | None]) -> RewardOutput:
+        body = json.dumps({"query": queries, "prompts": prompts, "labels": labels}).encode()
+        return self._parse(self._post(body), len(queries))
+
+    def _post(self, body: bytes) -> bytes:
+        """POST with retries on connection faults, timeouts, 429 and 5xx."""
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                return self._post_once(body)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 429 and exc.code < 500:
+                    raise ConfigError(f"reward server {self.url} answered HTTP {exc.code} "
+                                      f"{exc.reason}; expected 200 with JSON rewards") from None
+                last = f"HTTP {exc.code} {exc.reason}"
+            except (OSError, TimeoutError) as exc:  # URLError, refused, reset, timed out
+                reason = getattr(exc, "reason", exc)
+                last = f"{type(reason).__name__}: {reason}"
+        raise RewardServerError(f"reward server {self.url} failed {self.retries + 1} times "
+                                f"(last: {last}); expected a reachable server")
+
+    def _post_once(self, body: bytes) -> bytes:
+        request = urllib.request.Request(
+            self.url, data=body, method="POST",
+            headers={"Content-Type": "application/json", "Accept": "application/json"})
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            length = response.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > self.max_bytes:
+                self._too_big()
+            data = response.read(self.max_bytes + 1)  # never holds more than the limit
+        if len(data) > self.max_bytes:
+            self._too_big()
+        return data
+
+    def _too_big(self) -> None:
+        raise ConfigError(f"reward server {self.url} sent a reply over {self.max_bytes} bytes; "
+                          f"expected a smaller JSON reply (raise max_bytes?)")
+
+    def _parse(self, data: bytes, n: int) -> RewardOutput:
+        where = f"reward server {self.url}"
+        try:
+            reply = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            head = data[:60].decode("utf-8", "replace").replace("\n", " ")
+            raise ConfigError(f"{where} replied with non-JSON ({head!r}); "
+                              f"expected {{\"{self.score_key}\": [...]}}") from None
+        if not isinstance(reply, Mapping):
+            return RewardOutput(to_vector(reply, n, what="rewards", where=where))
+        if self.score_key not in reply:
+            raise ConfigError(f"{where} reply has no {self.score_key!r} key (keys: "
+                              f"{sorted(reply)[:8]}); expected {{\"{self.score_key}\": [...]}}")
+        scores = reply.get("scores")
+        return RewardOutput(
+            to_vector(reply[self.score_key], n, what="rewards", where=where),
+            to_vectors(scores, n, what="scores", where=where) if isinstance(scores, Mapping)
+            or scores is None else {"score": to_vector(scores, n, what="scores", where=where)},
+            to_vectors(reply.get("extra_logs"), n, what="extra_logs", where=where),
+        )
