@@ -1,0 +1,1 @@
+"""Generation engines: the contract (`base`) and the default HF engine (`hf`)."""

@@ -1,0 +1,123 @@
+"""Generation with a Hugging Face causal LM on CPU (or one GPU): the default engine.
+
+A hand-rolled decode loop over transformers' KV cache rather than `model.generate`: it gives
+the exact behaviour logprob of each sampled token for free, and per-row generators make the
+samples of a (prompt, sample) pair independent of the micro-batch it lands in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.sampling import StopChecker, row_generators, sample_tokens
+from alignflow.tasks.modeling.padding import left_pad
+from transformers import DynamicCache
+
+
+@dataclass
+class _Row:
+    prompt_index: int
+    sample_index: int
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+class HFEngine:
+    """Batched, left-padded sampling with a KV cache; see `engines.base` for the contract."""
+
+    def __init__(self, model, tokenizer, *, micro_rollout_batch_size: int = 8,
+                 policy_version: int = 0) -> None:
+        if micro_rollout_batch_size < 1:
+            raise ConfigError(
+                f"micro_rollout_batch_size={micro_rollout_batch_size}: expected an integer >= 1"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.micro_rollout_batch_size = micro_rollout_batch_size
+        self.policy_version = policy_version
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_token_id = int(pad if pad is not None else 0)
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kwargs) -> HFEngine:
+        from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+
+        return cls(load_causal_lm(path), load_tokenizer(path), **kwargs)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GeneratedSample]:
+        """`params.n` samples per prompt, ordered by (prompt_index, sample_index)."""
+        if any(len(p) == 0 for p in prompts):
+            raise ConfigError("generate: every prompt needs at least one token; got an empty one")
+        seed = params.seed
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        rows = [_Row(i, s, list(p)) for i, p in enumerate(prompts) for s in range(params.n)]
+        step = self.micro_rollout_batch_size
+        for start in range(0, len(rows), step):
+            self._decode(rows[start : start + step], params, seed)
+        return [self._sample(r) for r in rows]
+
+    def _sample(self, row: _Row) -> GeneratedSample:
+        return GeneratedSample(
+            prompt_index=row.prompt_index, sample_index=row.sample_index,
+            prompt_ids=row.prompt_ids, response_ids=row.response_ids,
+            behaviour_logprobs=row.logprobs, finish_reason=row.finish_reason or "length",
+            policy_version=self.policy_version,
+        )
+
+    @torch.inference_mode()
+    def _decode(self, rows: list[_Row], params: SamplingParams, seed: int) -> None:
+        """Fills each row's response in place: prefill once, then one token per step."""
+        ids, mask = left_pad([r.prompt_ids for r in rows], self.pad_token_id)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        gens = row_generators(seed, [(r.prompt_index, r.sample_index) for r in rows])
+        eos = set(params.eos_token_ids or self._default_eos())
+        stops = StopChecker(self.tokenizer, params.stop)
+        cache = DynamicCache(config=self.model.config)
+        for _ in range(params.max_new_tokens):
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+            tokens, logps = sample_tokens(out.logits[:, -1, :], params, gens)
+            for row, tok, lp in zip(rows, tokens.tolist(), logps.tolist(), strict=True):
+                if row.finish_reason is None:
+                    row.response_ids.append(tok)
+                    row.logprobs.append(lp)
+                    if tok in eos or stops.hit(row.response_ids):
+                        row.finish_reason = "stop"
+            if all(r.finish_reason is not None for r in rows):
+                return
+            ids = tokens[:, None]
+            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=-1)
+            positions = positions[:, -1:] + 1
+
+    def _default_eos(self) -> tuple[int, ...]:
+        eos = self.tokenizer.eos_token_id
+        return () if eos is None else (int(eos),)
+
+    @torch.no_grad()
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
+                       version: int | None = None) -> None:
+        """Copies tensors into the model's parameters and buffers by name, in place."""
+        own = self.model.state_dict()
+        for name, tensor in named_tensors:
+            if name not in own:
+                raise ConfigError(f"update_weights: unknown tensor {name!r}; expected a name "
+                                  f"of {type(self.model).__name__}.state_dict()")
+            if own[name].shape != tensor.shape:
+                raise ConfigError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}; "
+                                  f"expected {tuple(own[name].shape)}")
+            own[name].copy_(tensor)
+        self.policy_version = self.policy_version + 1 if version is None else version
+
+    def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
+        """Loads model weights from a checkpoint committed with `artifacts.checkpoints.save`."""
+        from alignflow.artifacts import checkpoints
+
+        ckpt = checkpoints.load(store, rel_dir)
+        self.update_weights(ckpt.state_dict.items(), version=version)

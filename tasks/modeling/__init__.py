@@ -1,0 +1,1 @@
+"""Forward passes the steps share: model loading, response logprobs (padded/packed), critic values."""

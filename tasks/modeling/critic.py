@@ -1,0 +1,50 @@
+"""The PPO critic: a transformer backbone with a linear value head, one value per token.
+
+Stored as a sequence-classification model (`num_labels=1`, head `score`), so it initialises
+from a reward-model checkpoint as is (OpenRLHF: "critic initialised from the reward model"),
+or from a causal LM with a fresh head; its saved folders load back the same way.
+"""
+
+from __future__ import annotations
+
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.modeling.loading import DTYPES, Dtype
+from torch import nn
+from transformers import AutoModelForSequenceClassification
+
+
+class Critic(nn.Module):
+    """Wraps `*ForSequenceClassification`; applies its `score` head to every hidden state."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        head = getattr(model, "score", None)
+        if not isinstance(head, nn.Linear) or head.out_features != 1:
+            raise ConfigError(f"Critic: {type(model).__name__} has no `score` Linear head with "
+                              "one output; expected a sequence classifier with num_labels=1")
+        self.model = model
+
+    @classmethod
+    def from_pretrained(cls, path: str, *, dtype: Dtype = "fp32") -> Critic:
+        """From a reward model (head kept) or a causal LM (head newly initialised)."""
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, dtype=DTYPES[dtype], local_files_only=True)
+        if model.config.pad_token_id is None:
+            model.config.pad_token_id = model.config.eos_token_id
+        return cls(model)
+
+    def token_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, T) value of every prefix; the last real token's value is the RM's score."""
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                       position_ids=positions, use_cache=False).last_hidden_state
+        return self.model.score(hidden).squeeze(-1).float()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                num_actions: int) -> torch.Tensor:
+        """(B, num_actions): value of the state before each response token (as logprobs)."""
+        return self.token_values(input_ids, attention_mask)[:, :-1][:, -num_actions:]
+
+    def save_pretrained(self, folder: str, **kwargs) -> None:
+        self.model.save_pretrained(folder, **kwargs)
