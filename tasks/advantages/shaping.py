@@ -1,0 +1,67 @@
+"""Turn one scalar reward per sequence into per-token rewards, and the discounted sums of them.
+
+Tensors are right- or left-padded (B, T) over response tokens with an action mask; the
+last valid token of a row is its EOS, where the sequence reward lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from alignflow.artifacts.errors import ConfigError
+from torch import Tensor
+
+LengthPenalty = Callable[[Tensor], Tensor]
+
+
+def last_valid_index(mask: Tensor) -> Tensor:
+    """(B,) index of each row's last True in `mask` (0 for an empty row)."""
+    positions = torch.arange(mask.shape[-1], device=mask.device).expand_as(mask)
+    return torch.where(mask.bool(), positions, 0).amax(dim=-1)
+
+
+def compute_token_rewards(
+    reward: Tensor, kl: Tensor | None, action_mask: Tensor, kl_coef: float = 0.0,
+    reward_clip: float | None = 10.0, length_penalty: LengthPenalty | None = None,
+) -> Tensor:
+    """r_t = [t = EOS] · clip(r + penalty(len), ±c) − β·kl_t·m_t, (B,) + (B, T) → (B, T).
+
+    `length_penalty` maps response lengths (B,) to an additive reward term (B,); it runs
+    before clipping. kl_coef ≤ 0 or kl=None drops the KL term (KL used as a loss instead).
+    """
+    mask = action_mask.bool()
+    r = reward.float()
+    if length_penalty is not None:
+        r = r + length_penalty(mask.sum(-1))
+    if reward_clip is not None:
+        r = r.clamp(-reward_clip, reward_clip)
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=reward.device)
+    out.scatter_(1, last_valid_index(mask).unsqueeze(1), r.unsqueeze(1))
+    if kl is not None and kl_coef > 0:
+        out = out - kl_coef * kl.float()
+    return out * mask
+
+
+def overlong_penalty(max_len: int, buffer_len: int, factor: float = 1.0) -> LengthPenalty:
+    """DAPO soft overlong punishment: −factor·min(len − (L−buf), buf)/buf when past L − buf."""
+    if not 0 < buffer_len <= max_len:
+        raise ConfigError(f"overlong buffer_len={buffer_len}: expected 0 < buffer_len <= max_len={max_len}")
+
+    def penalty(lengths: Tensor) -> Tensor:
+        excess = (lengths.float() - (max_len - buffer_len)).clamp(0, buffer_len)
+        return -factor * excess / buffer_len
+
+    return penalty
+
+
+def discounted_returns(token_rewards: Tensor, action_mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """G_t = Σ_{k≥t} γ^{k−t} r_k m_k, computed right to left; masked positions hold 0."""
+    mask = action_mask.to(token_rewards.dtype)
+    rewards = token_rewards * mask
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        running = rewards[:, t] + gamma * running
+        returns[:, t] = running
+    return returns * mask

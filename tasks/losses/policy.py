@@ -1,0 +1,114 @@
+"""PPO-family actor and critic losses on (B, T) per-token log-probs with an action mask.
+
+Per-token variants are registered in `POLICY_LOSSES`; `policy_loss` reduces them with an
+aggregation mode (aggregate.py) and reports metrics. Pass the step's `num_tokens` (or
+`num_seqs`) when accumulating gradients over micro-batches so the sum of micro-batch
+losses equals the one-batch loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, get_args
+
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
+from alignflow.tasks.losses.kl import KLEstimator, approx_kl
+from torch import Tensor
+
+PolicyLossName = Literal["ppo", "dual_clip"]
+
+
+def ppo_clip_tokens(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, *, eps_low: float = 0.2,
+    eps_high: float | None = None,
+) -> Tensor:
+    """ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t), ρ_t = exp(logp − old_logp)."""
+    ratio = torch.exp(logp - old_logp)
+    high = eps_low if eps_high is None else eps_high
+    return -torch.minimum(ratio * adv, ratio.clamp(1.0 - eps_low, 1.0 + high) * adv)
+
+
+def dual_clip_tokens(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, *, eps_low: float = 0.2,
+    eps_high: float | None = None, dual_clip: float = 3.0,
+) -> Tensor:
+    """Dual-clip PPO (Ye et al. 2020): for A_t < 0, ℓ_t = min(ℓ_t^ppo, −c·A_t); c > 1.
+
+    Bounds the loss of a negative-advantage token whose ratio has blown up at c·|A_t|.
+    """
+    if dual_clip <= 1.0:
+        raise ConfigError(f"dual_clip={dual_clip}: expected a value > 1.0 (e.g. 3.0)")
+    ppo = ppo_clip_tokens(logp, old_logp, adv, eps_low=eps_low, eps_high=eps_high)
+    return torch.where(adv < 0, torch.minimum(ppo, -dual_clip * adv), ppo)
+
+
+POLICY_LOSSES: dict[PolicyLossName, Callable[..., Tensor]] = {
+    "ppo": ppo_clip_tokens,
+    "dual_clip": dual_clip_tokens,
+}
+
+
+def policy_metrics(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *, eps_low: float = 0.2,
+    eps_high: float | None = None,
+) -> dict[str, Tensor]:
+    """Detached 0-dim tensors (call .item() to log): clip_frac, approx_kl, ratio_mean.
+
+    clip_frac: share of tokens where the clipped surrogate is the smaller one;
+    approx_kl: mean of old_logp − logp (k1 of KL(π_old ‖ π)), as OpenRLHF logs it.
+    """
+    with torch.no_grad():
+        ratio = torch.exp(logp - old_logp)
+        high = eps_low if eps_high is None else eps_high
+        clipped = ratio.clamp(1.0 - eps_low, 1.0 + high) * adv < ratio * adv
+        return {
+            "clip_frac": masked_mean(clipped.float(), mask),
+            "approx_kl": masked_mean((old_logp - logp).float(), mask),
+            "ratio_mean": masked_mean(ratio.float(), mask),
+        }
+
+
+def policy_loss(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *,
+    name: PolicyLossName = "ppo", eps_low: float = 0.2, eps_high: float | None = None,
+    dual_clip: float = 3.0, agg: Aggregation = "token-mean", num_tokens: float | None = None,
+    num_seqs: int | None = None, max_len: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The named per-token policy loss reduced by `agg`; returns (loss, metrics)."""
+    if name not in POLICY_LOSSES:
+        raise ConfigError(f"policy loss {name!r}: expected one of {get_args(PolicyLossName)}")
+    extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
+    per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low, eps_high=eps_high,
+                                    **extra)
+    loss = aggregate(per_token, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
+                     max_len=max_len)
+    return loss, policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high)
+
+
+def value_loss(
+    values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, *,
+    clip: float | None = 0.5, agg: Aggregation = "token-mean", num_tokens: float | None = None,
+    num_seqs: int | None = None, max_len: int | None = None,
+) -> Tensor:
+    """½ · agg(max((V_clip − R)², (V − R)²)), V_clip = V_old + clip(V − V_old, ±clip).
+
+    With clip=None the unclipped ½ · agg((V − R)²).
+    """
+    loss = (values - returns).pow(2)
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        loss = torch.maximum(loss, (clipped - returns).pow(2))
+    return 0.5 * aggregate(loss, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
+                           max_len=max_len)
+
+
+def kl_loss(
+    logp: Tensor, ref_logp: Tensor, mask: Tensor, *, estimator: KLEstimator = "k3",
+    agg: Aggregation = "token-mean", num_tokens: float | None = None,
+    num_seqs: int | None = None, max_len: int | None = None,
+) -> Tensor:
+    """KL-as-loss (GRPO): agg(k(logp, ref_logp)); the caller scales it by its β."""
+    kl = approx_kl(logp, ref_logp, estimator)
+    return aggregate(kl, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
