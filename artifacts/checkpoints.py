@@ -1,0 +1,136 @@
+"""Checkpoints: weights, optimizer, scheduler and RNG state as safetensors + JSON, no pickle.
+
+A checkpoint folder holds `model.safetensors`, `state.safetensors` (optimizer and RNG
+tensors), `state.json` (the rest) and, written last, `meta.json`: a folder without it is
+an unfinished save and `load` refuses it. Restoring everything makes training resume
+bitwise: same weights, same AdamW moments and step, same random draws.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from alignflow.artifacts import schemas, treecodec
+from alignflow.artifacts.errors import SchemaError
+from alignflow.artifacts.parquet_io import ArtifactRef, write_table
+from alignflow.artifacts.store import Store
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+FORMAT = 1
+
+
+@dataclass
+class Checkpoint:
+    """What `load` returns; feed the parts to `load_state_dict` / `restore_rng`."""
+
+    model_state: dict[str, torch.Tensor]
+    optimizer_state: dict[str, Any] | None = None
+    scheduler_state: dict[str, Any] | None = None
+    rng_state: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    bytes: int = 0
+
+    def restore_rng(self) -> None:
+        if self.rng_state is not None:
+            restore_rng(self.rng_state)
+
+
+def rng_state() -> dict[str, Any]:
+    """torch CPU (and CUDA, if present), Python `random` and numpy global RNG states."""
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """CPU, contiguous, with tied (storage-sharing) tensors cloned: safetensors refuses
+    shared memory."""
+    seen: set[int] = set()
+    out = {}
+    for name, t in state.items():
+        t = t.detach().cpu().contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        out[name] = t.clone() if ptr in seen and t.numel() else t
+        seen.add(ptr)
+    return out
+
+
+def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
+         optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None,
+         rng: bool = True, extra: dict[str, Any] | None = None) -> int:
+    """Write a checkpoint folder at `rel_dir`; returns its size in bytes."""
+    tensors: dict[str, torch.Tensor] = {}
+    tree = {
+        "optimizer": treecodec.encode(optimizer.state_dict(), tensors, "optimizer")
+        if optimizer is not None else None,
+        "scheduler": treecodec.encode(scheduler.state_dict(), tensors, "scheduler")
+        if scheduler is not None else None,
+        "rng": treecodec.encode(rng_state(), tensors, "rng") if rng else None,
+        "extra": treecodec.encode(extra or {}, tensors, "extra"),
+    }
+    files = {"model.safetensors": st_save(_weights(model_state)),
+             "state.safetensors": st_save(tensors),
+             "state.json": json.dumps(tree).encode()}
+    for name, data in files.items():
+        store.write_bytes(f"{rel_dir}/{name}", data)
+    sizes = {name: len(data) for name, data in files.items()}
+    store.write_json(f"{rel_dir}/meta.json", {"format": FORMAT, "files": sizes,
+                                              "saved": time.time()})
+    return sum(sizes.values())
+
+
+def load(store: Store, rel_dir: str) -> Checkpoint:
+    """Read a checkpoint folder written by `save`."""
+    try:
+        meta = store.read_json(f"{rel_dir}/meta.json")
+    except FileNotFoundError:
+        raise SchemaError(f"{store.url}/{rel_dir}: no meta.json; not a checkpoint or an "
+                          "unfinished save") from None
+    if meta.get("format") != FORMAT:
+        raise SchemaError(f"{store.url}/{rel_dir}/meta.json: format {meta.get('format')!r}, "
+                          f"expected {FORMAT}")
+    try:
+        model = st_load(store.read_bytes(f"{rel_dir}/model.safetensors"))
+        tensors = st_load(store.read_bytes(f"{rel_dir}/state.safetensors"))
+        tree = treecodec.decode(store.read_json(f"{rel_dir}/state.json"), tensors)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
+    return Checkpoint(model, tree["optimizer"], tree["scheduler"], tree["rng"], tree["extra"],
+                      sum(meta["files"].values()))
+
+
+def index_table(*, run_id: str, task_key: str, step: int, path: str, kind: str,
+                policy_version: int | None = None, nbytes: int | None = None,
+                ts: float | None = None) -> pa.Table:
+    """One `checkpoints` row (for the catalog's checkpoints view)."""
+    row = {"run_id": run_id, "task_key": task_key, "step": step, "path": path, "kind": kind,
+           "policy_version": policy_version, "bytes": nbytes,
+           "ts": time.time() if ts is None else ts}
+    return pa.Table.from_pylist([row], schema=schemas.CHECKPOINTS.arrow_schema)
+
+
+def write_index(store: Store, *, run_id: str, task_key: str, step: int, path: str, kind: str,
+                policy_version: int | None = None, nbytes: int | None = None) -> ArtifactRef:
+    """Stage the index row of a saved checkpoint as a `checkpoints` data file."""
+    table = index_table(run_id=run_id, task_key=task_key, step=step, path=path, kind=kind,
+                        policy_version=policy_version, nbytes=nbytes)
+    return write_table(store, schemas.CHECKPOINTS, table, run_id=run_id,
+                       task=task_key.replace("/", "-"), partition={"iter": step})

@@ -1,0 +1,64 @@
+"""Turn botocore / s3fs / aiohttp failures into one-line `StoreError`s that name the store.
+
+s3fs already maps most S3 answers onto builtins (403 → PermissionError, 404 →
+FileNotFoundError); what is left are connection errors and missing credentials, which
+arrive as botocore or aiohttp exceptions. A missing key stays a `FileNotFoundError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from alignflow.artifacts.errors import AlignflowError, StoreError
+
+_CONNECT_NAMES = {
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ConnectionClosedError",
+    "ClientConnectorError",
+    "ServerDisconnectedError",
+    "ReadTimeoutError",
+}
+
+
+def _store_error(message: str, *, user: bool) -> StoreError:
+    err = StoreError(message)
+    if user:
+        err.kind = "user"
+    return err
+
+
+def _classify(exc: BaseException, url: str, rel: str) -> StoreError | None:
+    where = f"{url.rstrip('/')}/{rel}" if rel else url
+    text = str(exc)
+    chain = [exc, exc.__cause__, exc.__context__]
+    names = {type(e).__name__ for e in chain if e is not None}
+    if names & _CONNECT_NAMES or "Could not connect to the endpoint" in text:
+        return _store_error(f"cannot reach the S3 endpoint for {where}: {text.splitlines()[0]}",
+                            user=False)
+    if "NoCredentialsError" in names or "Unable to locate credentials" in text:
+        return _store_error(f"no AWS credentials for {where}; set AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY or an AWS profile", user=True)
+    if isinstance(exc, PermissionError):
+        return _store_error(f"access denied to {where} (bad credentials or missing permission): "
+                            f"{text}", user=True)
+    if isinstance(exc, FileNotFoundError) and "bucket does not exist" in text.lower():
+        bucket = url[len("s3://"):].split("/", 1)[0]
+        return _store_error(f"S3 bucket {bucket!r} of {url} does not exist; create it or fix "
+                            "the store URL", user=True)
+    return None
+
+
+@contextlib.contextmanager
+def translate_errors(url: str, rel: str = "") -> Iterator[None]:
+    """Re-raise storage failures under `url`/`rel` as `StoreError` where they are ours to name."""
+    try:
+        yield
+    except AlignflowError:
+        raise
+    except Exception as exc:
+        err = _classify(exc, url, rel)
+        if err is None:
+            raise
+        raise err from exc

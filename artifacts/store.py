@@ -1,0 +1,212 @@
+"""The artifact store: one root (local dir, `memory://`, `s3://bucket/prefix`) over fsspec.
+
+Every path the rest of alignflow uses is relative to the root. The one operation that
+must be exactly right is `create_json`, the create-once commit of a manifest: a crash
+leaves either the whole manifest or nothing, and a second commit is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import fsspec
+from alignflow.artifacts.errors import CommitConflict, ConfigError
+from alignflow.artifacts.s3errors import translate_errors
+
+DEFAULT_URL = "./alignflow-store"
+_MEMORY_LOCK = threading.Lock()
+
+
+def _parse(url: str) -> tuple[str, str]:
+    """`url` → (protocol, root path inside that filesystem)."""
+    if url.startswith("s3://"):
+        root = url[len("s3://"):].strip("/")
+        if not root:
+            raise ConfigError(f"store URL {url!r} names no bucket; expected s3://bucket/prefix")
+        return "s3", root
+    if url.startswith("memory://"):
+        return "memory", "/" + url[len("memory://"):].strip("/")
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    elif "://" in url:
+        raise ConfigError(f"store URL {url!r}: expected a local path, file://, memory:// or s3://")
+    return "file", os.path.abspath(os.path.expanduser(url))
+
+
+def _filesystem(protocol: str, options: dict[str, Any]) -> fsspec.AbstractFileSystem:
+    """A fresh filesystem (no fsspec instance cache, so credentials are never stale)."""
+    options = dict(options)
+    if protocol == "s3":
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_url" not in options:
+            options["endpoint_url"] = endpoint
+    return fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+
+
+class Store:
+    """A store root. Picklable: it re-opens its filesystem from `url` + options."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+        self.protocol, self.root = _parse(url)
+        self.fs = _filesystem(self.protocol, self.storage_options)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, storage_options: dict | None = None) -> Store:
+        """Open `url` (default `$ALIGNFLOW_STORE`, else `./alignflow-store`)."""
+        url = url or os.environ.get("ALIGNFLOW_STORE") or DEFAULT_URL
+        return cls(url, storage_options)
+
+    def __reduce__(self):
+        return (Store, (self.url, self.storage_options))
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    @property
+    def is_local(self) -> bool:
+        return self.protocol == "file"
+
+    def path(self, rel: str) -> str:
+        """Full path inside `fs` of `rel` (relative to the root)."""
+        rel = rel.strip("/")
+        if rel.startswith("..") or "/../" in f"/{rel}/":
+            raise ConfigError(f"store path {rel!r} leaves the store root; expected a relative path")
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def rel(self, full: str) -> str:
+        """Inverse of `path`."""
+        full = self.fs._strip_protocol(full)
+        return full[len(self.root):].lstrip("/")
+
+    @contextlib.contextmanager
+    def _errors(self, rel: str) -> Iterator[None]:
+        with translate_errors(self.url, rel):
+            yield
+
+    # -- plain files ---------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        with self._errors(rel):
+            return self.fs.exists(self.path(rel))
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self._errors(rel):
+            return self.fs.cat_file(self.path(rel))
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Overwrite `rel` with `data` (atomic locally: temp + rename)."""
+        path = self.path(rel)
+        with self._errors(rel):
+            if self.is_local:
+                tmp = self._local_temp(path, data)
+                os.replace(tmp, path)
+            else:
+                self.fs.pipe_file(path, data)
+
+    def put_file(self, local_path: str, rel: str) -> None:
+        """Upload (or move, when local) a finished local file to `rel`."""
+        path = self.path(rel)
+        with self._errors(rel):
+            if self.is_local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.replace(local_path, path)
+            else:
+                self.fs.put_file(local_path, path)
+
+    def open_file(self, rel: str, mode: str = "rb"):
+        """A file object for reading `rel` (writers go through `put_file`/`write_bytes`)."""
+        with self._errors(rel):
+            return self.fs.open(self.path(rel), mode)
+
+    def size(self, rel: str) -> int:
+        with self._errors(rel):
+            return int(self.fs.size(self.path(rel)))
+
+    def delete(self, rel: str, recursive: bool = False) -> None:
+        with self._errors(rel):
+            self.fs.rm(self.path(rel), recursive=recursive)
+
+    def list(self, prefix: str = "", pattern: str | None = None) -> list[str]:
+        """Files under `prefix` (recursive, sorted), relative to the root; `pattern` is an
+        fnmatch glob on the path relative to `prefix`."""
+        base = self.path(prefix)
+        with self._errors(prefix):
+            if not self.fs.exists(base):
+                return []
+            found = self.fs.find(base)
+        rels = sorted(self.rel(p) for p in found)
+        if pattern is None:
+            return rels
+        cut = len(prefix.strip("/")) + 1 if prefix.strip("/") else 0
+        return [r for r in rels if fnmatch.fnmatchcase(r[cut:], pattern)]
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def read_json(self, rel: str) -> Any:
+        return json.loads(self.read_bytes(rel))
+
+    def write_json(self, rel: str, obj: Any) -> None:
+        """Plain overwrite (run.json, lease.json): atomic where the filesystem allows."""
+        self.write_bytes(rel, _dumps(obj))
+
+    def create_json(self, rel: str, obj: Any) -> None:
+        """Create-once commit of `rel`; `CommitConflict` if it already exists."""
+        data, path = _dumps(obj), self.path(rel)
+        with self._errors(rel):
+            if self.is_local:
+                self._create_local(rel, path, data)
+            elif self.protocol == "s3":
+                try:
+                    self.fs.pipe_file(path, data, mode="create")
+                except FileExistsError:
+                    raise _conflict(self, rel) from None
+            else:
+                with _MEMORY_LOCK:
+                    if self.fs.exists(path):
+                        raise _conflict(self, rel)
+                    self.fs.pipe_file(path, data)
+
+    def _create_local(self, rel: str, path: str, data: bytes) -> None:
+        tmp = self._local_temp(path, data)
+        try:
+            os.link(tmp, path)  # fails if `path` exists: no replace, ever
+        except FileExistsError:
+            raise _conflict(self, rel) from None
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(os.path.dirname(path))
+
+    @staticmethod
+    def _local_temp(path: str, data: bytes) -> str:
+        """Write `data` to a hidden, fsynced temp file next to `path`."""
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False).encode()
+
+
+def _conflict(store: Store, rel: str) -> CommitConflict:
+    return CommitConflict(f"{store.url}/{rel} is already committed; a commit happens once")
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
