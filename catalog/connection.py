@@ -1,0 +1,108 @@
+"""Build the catalog's own DuckDB connection: views first, then lock it down.
+
+The database is in memory and belongs to one `Catalog` (never DuckDB's module-level default
+connection). Local stores are read by DuckDB's native reader; other filesystems (S3,
+memory) go through the store's fsspec filesystem registered with the connection, so no
+DuckDB extension (httpfs) is needed. Once the views exist, file access is limited to the
+committed files and the configuration is locked: user SQL cannot read elsewhere, write
+files, load extensions or undo the lock.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+from alignflow.artifacts import schemas
+from alignflow.artifacts.store import Store
+from alignflow.catalog.manifests import Snapshot
+
+DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
+_RESERVED = {"runs", "tasks"}
+
+
+def sql_text(name: str) -> str:
+    """The text of `catalog/sql/<name>.sql`."""
+    return resources.files("alignflow.catalog").joinpath("sql", f"{name}.sql").read_text()
+
+
+def duckdb_path(store: Store, rel: str) -> str:
+    """How DuckDB names a store file: a plain path locally, `proto://...` through fsspec."""
+    full = store.path(rel)
+    return full if store.is_local else store.fs.unstrip_protocol(full)
+
+
+def build(store: Store, snap: Snapshot) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+    """A locked connection with all views, and the map file-name → store path for errors."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET parquet_metadata_cache = true")
+        if not store.is_local:
+            con.register_filesystem(store.fs)
+        _load_table(con, "_af_runs", snap.runs)
+        _load_table(con, "_af_tasks", snap.tasks)
+        con.execute(sql_text("runs"))
+        con.execute(sql_text("tasks"))
+        allowed: list[str] = []
+        for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
+            paths = [duckdb_path(store, rel) for rel in snap.files.get(name, [])]
+            _data_view(con, name, paths, snap.files.get(name, []))
+            allowed += paths
+        _lock(con, allowed)
+    except BaseException:
+        con.close()
+        raise
+    by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
+    return con, by_name
+
+
+def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """Copy a small Arrow table into the database, so every cursor of it sees the rows."""
+    con.register("_af_incoming", table)
+    try:
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _af_incoming")
+    finally:
+        con.unregister("_af_incoming")
+
+
+def _data_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str],
+               rels: list[str]) -> None:
+    if not paths:
+        source = f"_af_empty_{name}"
+        _load_table(con, source, _empty(name))
+        con.execute(sql_text("empty").format(name=_ident(name), source=source))
+        return
+    files = "[" + ", ".join(_literal(p) for p in paths) + "]"
+    hive = "true" if _same_partition_keys(rels) else "false"
+    con.execute(sql_text("data").format(name=_ident(name), files=files, hive=hive))
+
+
+def _empty(name: str) -> pa.Table:
+    """No rows, with the registered schema's columns (dictionaries decoded to their values)."""
+    schema = schemas.SCHEMAS.get(name)
+    if schema is None:
+        return pa.table({})
+    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+              for f in schema.arrow_schema]
+    return pa.schema(fields).empty_table()
+
+
+def _same_partition_keys(rels: list[str]) -> bool:
+    """Hive columns only when every file has the same `key=value` folders (else DuckDB errors)."""
+    keys = {tuple(p.split("=", 1)[0] for p in rel.split("/")[:-1] if "=" in p) for rel in rels}
+    return len(keys) == 1 and keys != {()}
+
+
+def _lock(con: duckdb.DuckDBPyConnection, allowed: list[str]) -> None:
+    con.execute(f"SET allowed_paths = [{', '.join(_literal(p) for p in allowed)}]")
+    for statement in duckdb.extract_statements(sql_text("lockdown")):
+        con.execute(statement.query)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
