@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 from alignflow.artifacts.errors import ConfigError
+from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import StopChecker, row_generators, sample_tokens
-from alignflow.tasks.modeling.padding import left_pad
 from transformers import DynamicCache
 
 
@@ -120,4 +120,4 @@ class HFEngine:
         from alignflow.artifacts import checkpoints
 
         ckpt = checkpoints.load(store, rel_dir)
-        self.update_weights(ckpt.state_dict.items(), version=version)
+        self.update_weights(ckpt.model_state.items(), version=version)

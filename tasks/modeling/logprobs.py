@@ -7,7 +7,7 @@ engines use for behaviour logprobs (`engines.base`), so PPO ratios compare like 
 from __future__ import annotations
 
 import torch
-from alignflow.tasks.modeling.padding import pack
+from alignflow.artifacts.tensors import pack
 
 
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0):

@@ -3,10 +3,10 @@
 import pytest
 import torch
 from alignflow.artifacts.errors import ConfigError
+from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.logprobs import sequence_logprobs
-from alignflow.tasks.modeling.padding import left_pad
 
 torch.set_num_threads(1)
 

@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from alignflow.artifacts.tensors import pack
+from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.modeling.logprobs import (
@@ -9,7 +11,6 @@ from alignflow.tasks.modeling.logprobs import (
     sequence_logprobs,
     token_logprobs,
 )
-from alignflow.tasks.modeling.padding import left_pad, pack
 
 torch.set_num_threads(1)
 
