@@ -1,0 +1,176 @@
+"""The Python API: run, resume, list, inspect, cancel and delete runs.
+
+Everything takes `store=` (a `Store`, a URL, or None for `$ALIGNFLOW_STORE` /
+`./alignflow-store`). Runs are identified by id; their metadata lives in run.json.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from alignflow.artifacts.errors import FlowError
+from alignflow.flows import codec, runs
+from alignflow.flows.engine import Flow
+from alignflow.flows.identity import file_hash, git_commit, new_run_id
+from alignflow.flows.loader import canonical_ref, load_flow, ref_of
+from alignflow.flows.runner import drive
+from alignflow.flows.timers import send_event
+
+__all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
+           "open_store", "resume", "resume_all", "run", "send_event", "tick"]
+
+
+def open_store(store: Any = None) -> Any:
+    from alignflow.artifacts.store import Store
+
+    return store if isinstance(store, Store) else Store.open(store)
+
+
+def _code_version(flow: Flow) -> dict:
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(flow.fn)
+    except TypeError:
+        path = None
+    return {"git_commit": git_commit(path) if path else None,
+            "flow_sha256": file_hash(path) if path else None, "flow_file": path}
+
+
+def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
+        seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
+        parent_run: str | None = None, progress: Any = None) -> Any:
+    """Start a new run of `flow` and drive it to the end; returns the flow's output."""
+    if isinstance(flow, str):
+        ref = canonical_ref(flow)
+        flow, _cfg = load_flow(ref)
+    else:
+        ref = ref_of(flow)
+    store = open_store(store)
+    run_id = run_id or new_run_id(flow.name)
+    meta = {"format": 1, "run_id": run_id, "flow": flow.name, "flow_ref": ref,
+            "config": codec.encode(config), "code": _code_version(flow), "seed": seed,
+            "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
+            "ended": None, "error": None, "executor": executor, "store": store.url}
+    try:
+        store.create_json(runs.run_json(run_id), meta)
+    except FileExistsError:
+        raise FlowError(f"run {run_id!r} already exists in {store.url}; resume it "
+                        "(`alignflow resume`) or pick another --run-id") from None
+    return drive(store, run_id, flow, config, executor=executor, address=address, block=block,
+                 progress=progress)
+
+
+def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
+           force: bool = False, executor: str | None = None, address: str | None = None,
+           block: bool = True, progress: Any = None) -> Any:
+    """Re-run the flow with the current code, replaying committed tasks; returns its output."""
+    store = open_store(store)
+    meta = runs.read_run(store, run_id)
+    status = runs.effective_status(store, meta)
+    if status == runs.SUCCESSFUL and rerun_from is None:
+        raise FlowError(f"run {run_id!r} is already SUCCESSFUL; nothing to resume "
+                        "(--rerun-from TASK_KEY re-runs from a task)")
+    if status == runs.CANCELED:
+        raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
+    flow, _cfg = load_flow(meta["flow_ref"])
+    config = codec.decode(meta["config"])
+    return drive(store, run_id, flow, config, executor=executor or meta.get("executor", "ray"),
+                 address=address, force=force, block=block, rerun_from=rerun_from,
+                 progress=progress)
+
+
+def resume_all(store: Any = None, *, executor: str | None = None,
+               address: str | None = None) -> dict[str, Any]:
+    """Resume every RESUMABLE or SLEEPING run; run id -> output (or the error's text)."""
+    store = open_store(store)
+    results: dict[str, Any] = {}
+    for meta in list_runs(store):
+        if meta["status"] in (runs.RESUMABLE, runs.SLEEPING):
+            try:
+                results[meta["run_id"]] = resume(meta["run_id"], store=store, executor=executor,
+                                                 address=address)
+            except FlowError as exc:
+                results[meta["run_id"]] = f"error: {exc}"
+    return results
+
+
+def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
+         now: float | None = None) -> dict[str, str]:
+    """Advance due runs without blocking on sleeps; run id -> its status afterwards."""
+    store = open_store(store)
+    now = time.time() if now is None else now
+    out: dict[str, str] = {}
+    for meta in list_runs(store):
+        if not _due(store, meta, now):
+            continue
+        try:
+            resume(meta["run_id"], store=store, executor=executor, address=address, block=False)
+        except FlowError as exc:
+            out[meta["run_id"]] = f"error: {exc}"
+            continue
+        out[meta["run_id"]] = get_status(meta["run_id"], store=store)
+    return out
+
+
+def _due(store: Any, meta: dict, now: float) -> bool:
+    if meta["status"] == runs.RESUMABLE:
+        return True
+    if meta["status"] != runs.SLEEPING:
+        return False
+    if meta.get("waiting_for"):
+        from alignflow.flows.timers import event_path
+
+        if store.exists(event_path(meta["run_id"], meta["waiting_for"])):
+            return True
+    return meta.get("wake_at") is not None and meta["wake_at"] <= now
+
+
+def list_runs(store: Any = None) -> list[dict]:
+    """run.json of every run (status as users see it, plus `tasks` = committed count)."""
+    store = open_store(store)
+    out = []
+    for run_id in runs.list_run_ids(store):
+        meta = runs.read_run(store, run_id)
+        meta["status"] = runs.effective_status(store, meta)
+        meta["tasks"] = len(store.list(f"runs/{run_id}/tasks", "*.json"))
+        out.append(meta)
+    return out
+
+
+def get_status(run_id: str, *, store: Any = None) -> str:
+    store = open_store(store)
+    return runs.effective_status(store, runs.read_run(store, run_id))
+
+
+def get_metadata(run_id: str, *, store: Any = None) -> dict:
+    store = open_store(store)
+    meta = runs.read_run(store, run_id)
+    meta["status"] = runs.effective_status(store, meta)
+    return meta
+
+
+def get_output(run_id: str, task_key: str | None = None, *, store: Any = None) -> Any:
+    """The run's output (None until SUCCESSFUL), or one committed task's output."""
+    store = open_store(store)
+    if task_key is None:
+        return codec.decode(runs.read_run(store, run_id).get("output"))
+    rel = runs.manifest_path(run_id, task_key)
+    if not store.exists(rel):
+        runs.read_run(store, run_id)
+        raise FlowError(f"run {run_id!r} has no committed task {task_key!r}")
+    return codec.decode(store.read_json(rel)["output"])
+
+
+def cancel(run_id: str, *, store: Any = None) -> None:
+    """Mark CANCELED; a live driver stops at its next task boundary."""
+    store = open_store(store)
+    runs.update_run(store, run_id, status=runs.CANCELED, ended=time.time())
+
+
+def delete(run_id: str, *, store: Any = None) -> None:
+    """Remove the run's folder (metadata, journal, data, logs) from the store."""
+    store = open_store(store)
+    runs.read_run(store, run_id)
+    store.delete(runs.run_dir(run_id), recursive=True)

@@ -1,0 +1,115 @@
+"""JSON codec for task outputs, inputs and flow configs.
+
+Task outputs are journalled as JSON, never pickles, so a store is safe to open and a resumed
+run reads records written by older code. Dataclasses and pydantic models round-trip by a
+registered type name (`module:QualName`); decoding never imports a module, it only looks in
+the registry and in modules that are already imported (the flow's own modules are).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from typing import Any
+
+from alignflow.artifacts.errors import FlowError
+
+_TYPES: dict[str, type] = {}
+_TAG = "__type__"
+
+
+def type_name(cls: type) -> str:
+    """The name a record type is journalled under."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_type(cls: type, name: str | None = None) -> type:
+    """Register a dataclass / pydantic model so its records decode by name (usable as decorator)."""
+    _TYPES[name or type_name(cls)] = cls
+    return cls
+
+
+def _is_pydantic(obj: Any) -> bool:
+    return hasattr(type(obj), "model_fields") and hasattr(obj, "model_dump")
+
+
+def encode(obj: Any) -> Any:
+    """Python record -> JSON-ready value (dicts, lists, scalars, tagged records)."""
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, list):
+        return [encode(v) for v in obj]
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(v) for v in obj]}
+    if isinstance(obj, dict):
+        return _encode_dict(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        register_type(type(obj))
+        fields = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {_TAG: type_name(type(obj)), "fields": fields}
+    if _is_pydantic(obj):
+        register_type(type(obj))
+        return {_TAG: type_name(type(obj)), "fields": obj.model_dump(mode="json")}
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
+        return encode(obj.item())  # numpy / torch scalars
+    raise FlowError(f"cannot journal a {type(obj).__name__}: task inputs and outputs must be "
+                    "dataclasses, pydantic models, dicts, lists or JSON scalars "
+                    "(write tensors and rows to the store and return the ArtifactRef)")
+
+
+def _encode_dict(obj: dict) -> dict:
+    bad = [k for k in obj if not isinstance(k, str)]
+    if bad:
+        raise FlowError(f"cannot journal a dict with non-string key {bad[0]!r}; expected str keys")
+    out = {k: encode(v) for k, v in obj.items()}
+    if _TAG in obj or "__tuple__" in obj or "__dict__" in obj:
+        return {"__dict__": out}
+    return out
+
+
+def decode(value: Any) -> Any:
+    """JSON value -> Python record (inverse of `encode`)."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__tuple__" in value and len(value) == 1:
+        return tuple(decode(v) for v in value["__tuple__"])
+    if "__dict__" in value and len(value) == 1:
+        return {k: decode(v) for k, v in value["__dict__"].items()}
+    if _TAG in value:
+        return _decode_record(value[_TAG], value.get("fields", {}))
+    return {k: decode(v) for k, v in value.items()}
+
+
+def lookup_type(name: str) -> type:
+    """Find a registered record type, or one in an already-imported module."""
+    if name in _TYPES:
+        return _TYPES[name]
+    module_name, _, qualname = name.partition(":")
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split(".") if obj is not None else []:
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type):
+        raise FlowError(f"journal record type {name!r} is not registered: import its module "
+                        "or call alignflow.flows.codec.register_type on it")
+    return register_type(obj, name)
+
+
+def _decode_record(name: str, fields: dict) -> Any:
+    cls = lookup_type(name)
+    if hasattr(cls, "model_validate"):
+        return cls.model_validate(fields)
+    return cls(**{k: decode(v) for k, v in fields.items()})
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON text of a record (sorted keys, no spaces) — stable for hashing."""
+    return json.dumps(encode(obj), sort_keys=True, separators=(",", ":"))
+
+
+def digest(obj: Any) -> str:
+    """sha256 of the canonical JSON of a record."""
+    return hashlib.sha256(dumps(obj).encode()).hexdigest()

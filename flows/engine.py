@@ -1,0 +1,145 @@
+"""The programming model: `@flow`, `@task`, `gather`, durable `sleep` and `wait_for`.
+
+A flow is a plain function; calling a task inside a running flow hands the call to the
+driver (`flows/driver.py`), which replays it from the journal or runs and commits it.
+Outside a flow a task is a plain function call, so task code is testable without Ray.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from alignflow.flows import codec
+from alignflow.flows.identity import source_hash
+
+_DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
+
+
+def current_driver() -> Any:
+    """The driver running the current flow, or None outside a flow."""
+    return _DRIVER.get()
+
+
+@codec.register_type
+@dataclasses.dataclass(frozen=True)
+class TaskError:
+    """What a `catch_exceptions=True` task returns instead of raising."""
+
+    task_key: str
+    type: str
+    message: str
+    kind: str = "user"
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions:
+    version: int = 1
+    key: str | None = None
+    max_retries: int = 3
+    retry_exceptions: bool = False
+    catch_exceptions: bool = False
+    cache: bool = False
+    num_cpus: float = 1
+    num_gpus: float = 0
+    memory: int | None = None
+    worker: str | None = None
+
+
+class Done:
+    """An already-resolved future (replayed tasks, calls outside a flow)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class Task:
+    """A `@task` function. Call it, `.submit(...)` it, or `.options(key=...)` it."""
+
+    def __init__(self, fn: Callable, opts: TaskOptions, code_hash: str | None = None) -> None:
+        self.fn, self.opts, self.name = fn, opts, fn.__name__
+        self.code_hash = code_hash or source_hash(fn)
+        functools.update_wrapper(self, fn)
+
+    def options(self, **changes: Any) -> Task:
+        """A copy with some options changed, e.g. `gen.options(key=f"iter-{i:04d}/gen")(...)`."""
+        return Task(self.fn, dataclasses.replace(self.opts, **changes), self.code_hash)
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        """Start the task and return a future (`.result()`); independent tasks run concurrently."""
+        driver = current_driver()
+        if driver is None:
+            return Done(self.fn(*args, **kwargs))
+        return driver.submit(self, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.submit(*args, **kwargs).result()
+
+    def __repr__(self) -> str:
+        return f"<task {self.name} v{self.opts.version}>"
+
+
+def task(fn: Callable | None = None, *, version: int = 1, key: str | None = None,
+         max_retries: int = 3, retry_exceptions: bool = False, catch_exceptions: bool = False,
+         cache: bool = False, num_cpus: float = 1, num_gpus: float = 0,
+         memory: int | None = None, worker: str | None = None) -> Any:
+    """Declare a durable step. `worker="policy"`: runs in that worker group's actor, with the
+    group's object as first argument."""
+    opts = TaskOptions(version, key, max_retries, retry_exceptions, catch_exceptions, cache,
+                       num_cpus, num_gpus, memory, worker)
+    if fn is None:
+        return lambda f: Task(f, opts)
+    return Task(fn, opts)
+
+
+class Flow:
+    """A `@flow` function. Calling it runs the body directly (inside another flow: a subflow
+    sharing its journal); `alignflow.run(flow, cfg)` runs it durably."""
+
+    def __init__(self, fn: Callable, name: str | None = None) -> None:
+        self.fn, self.name = fn, name or fn.__name__
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<flow {self.name}>"
+
+
+def flow(fn: Callable | None = None, *, name: str | None = None) -> Any:
+    """Declare a flow: loops and branches are plain Python; tasks inside are journalled."""
+    if fn is None:
+        return lambda f: Flow(f, name)
+    return Flow(fn, name)
+
+
+def gather(*futures: Any) -> list[Any]:
+    """Wait for futures (from `task.submit`) and return their results in order."""
+    return [f.result() for f in futures]
+
+
+def sleep(seconds: float, *, key: str | None = None) -> None:
+    """Durable sleep: the wake time is journalled, a restarted driver sleeps what is left."""
+    driver = current_driver()
+    if driver is None:
+        time.sleep(seconds)
+        return
+    driver.durable_sleep(seconds, key)
+
+
+def wait_for(event: str, timeout: float | None = None, *, key: str | None = None) -> Any:
+    """Wait for `send_event(run_id, event, payload)`; returns the payload (None on timeout)."""
+    driver = current_driver()
+    if driver is None:
+        from alignflow.artifacts.errors import FlowError
+
+        raise FlowError(f"wait_for({event!r}) needs a running flow; call it inside a @flow")
+    return driver.wait_for(event, timeout, key)

@@ -1,0 +1,62 @@
+"""Stable identities: run ids, task seeds, code hashes, cache keys.
+
+Everything here is derived with sha256 so it is the same in every process and on every
+machine (Python's `hash()` is salted per process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import secrets
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+
+def new_run_id(flow_name: str) -> str:
+    """`<flow>-<yyyymmdd-hhmmss>-<4 hex>` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{flow_name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def task_seed(run_seed: int, task_key: str) -> int:
+    """Seed of one task: first 32 bits of sha256(f"{run_seed}:{task_key}")."""
+    return int(hashlib.sha256(f"{run_seed}:{task_key}".encode()).hexdigest()[:8], 16)
+
+
+def source_hash(fn: Any) -> str:
+    """sha256 of a function's source (dedented), or of its qualified name if none is readable."""
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        text = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_hash(path: str | Path) -> str | None:
+    """sha256 of a source file, or None when it cannot be read."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def git_commit(path: str | Path) -> str | None:
+    """The git commit of the repository holding `path`, or None outside a repository."""
+    folder = Path(path).resolve()
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def cache_key(name: str, version: int, code_hash: str, input_hash: str) -> str:
+    """Key of the cross-run cache: the same task, code and inputs give the same key."""
+    text = f"{name}\0{version}\0{code_hash}\0{input_hash}"
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,111 @@
+"""Find the flow a run names: a built-in name, `path/to/file.py:function` or `module:function`.
+
+The run records this reference (not the code), so resume imports the *current* code.
+Files loaded by path are pickled by value for Ray workers, which cannot import them by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import typing
+from typing import Any
+
+from alignflow.artifacts.errors import ConfigError, FlowError
+from alignflow.flows import registry
+from alignflow.flows.engine import Flow
+
+
+def _import_attr(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise FlowError(f"flow {target!r}: cannot import module {module_name!r} ({exc})") from None
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    if obj is None:
+        raise FlowError(f"flow {target!r}: module {module_name!r} has no {attr!r}")
+    return obj
+
+
+def _load_file(path: str, attr: str) -> Any:
+    if not os.path.isfile(path):
+        raise ConfigError(f"flow file {path!r} not found; expected path/to/file.py:function")
+    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
+    name = f"alignflow_user_{os.path.splitext(os.path.basename(path))[0]}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise ConfigError(f"flow file {path!r} defines no {attr!r}")
+    return obj
+
+
+def _as_flow(obj: Any, ref: str) -> Flow:
+    if isinstance(obj, Flow):
+        return obj
+    if callable(obj):
+        return Flow(obj)
+    raise FlowError(f"flow {ref!r} is a {type(obj).__name__}, expected a @flow function")
+
+
+def canonical_ref(ref: str) -> str:
+    """Built-in names stay; file paths become absolute so resume works from any directory."""
+    path, sep, attr = ref.rpartition(":")
+    if sep and path.endswith(".py"):
+        return f"{os.path.abspath(path)}:{attr}"
+    return ref
+
+
+def load_flow(ref: str) -> tuple[Flow, type | None]:
+    """(flow, its config class or None) for a flow reference."""
+    if ref in registry.BUILTIN:
+        target, cfg = registry.BUILTIN[ref]
+        flow = _as_flow(_import_attr(target), ref)
+        return flow, _import_attr(cfg) if cfg else config_class(flow)
+    path, sep, attr = ref.rpartition(":")
+    if sep and path.endswith(".py"):
+        flow = _as_flow(_load_file(path, attr), ref)
+    elif sep and path:
+        flow = _as_flow(_import_attr(ref), ref)
+    else:
+        known = ", ".join(registry.names()) or "none registered yet"
+        raise ConfigError(f"unknown flow {ref!r}; expected a built-in flow ({known}) or "
+                          "path/to/file.py:function")
+    return flow, config_class(flow)
+
+
+def ref_of(flow: Flow) -> str:
+    """The reference that re-imports `flow` (for runs started from Python)."""
+    for name, (target, _cfg) in registry.BUILTIN.items():
+        if target == f"{flow.fn.__module__}:{flow.fn.__qualname__}":
+            return name
+    module = sys.modules.get(flow.fn.__module__)
+    if flow.fn.__module__ == "__main__" or flow.fn.__module__.startswith("alignflow_user_"):
+        return f"{os.path.abspath(inspect.getsourcefile(flow.fn))}:{flow.fn.__qualname__}"
+    if module is None:
+        raise FlowError(f"flow {flow.name!r}: cannot tell how to re-import it for resume")
+    return f"{flow.fn.__module__}:{flow.fn.__qualname__}"
+
+
+def config_class(flow: Flow) -> type | None:
+    """The class annotated on the flow's first parameter (None: plain dict config)."""
+    params = list(inspect.signature(flow.fn).parameters.values())
+    if not params:
+        return None
+    try:
+        hint = typing.get_type_hints(flow.fn).get(params[0].name)
+    except Exception:
+        return None
+    return hint if isinstance(hint, type) and hint is not dict else None

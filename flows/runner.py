@@ -1,0 +1,106 @@
+"""Drive one attempt of a run: take the lease, run the flow under a `Driver`, record status.
+
+Statuses written here: RUNNING at start; SUCCESSFUL with the output; FAILED with the
+one-line error and task key (user error, resumable after a fix); SLEEPING when a
+non-blocking driver reaches a sleep/event not yet due; RESUMABLE when interrupted.
+A driver killed outright leaves RUNNING, which readers show as RESUMABLE once the lease
+expires. CANCELED is written by `cancel` and kept.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+from alignflow.artifacts.errors import FlowError, TaskFailed
+from alignflow.flows import codec, runs
+from alignflow.flows.driver import Driver, Stopped, Suspended
+from alignflow.flows.engine import _DRIVER, Flow
+from alignflow.flows.executors import make_executor
+from alignflow.flows.lease import Lease
+
+
+def call_flow(flow: Flow, config: Any) -> Any:
+    """Call the flow body with its config (flows without parameters take none)."""
+    if config is None and not inspect.signature(flow.fn).parameters:
+        return flow.fn()
+    return flow.fn(config)
+
+
+def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
+    """Delete the manifest of `task_key` and every manifest committed after it."""
+    journal = runs.read_manifests(store, run_id)
+    if task_key not in journal:
+        raise FlowError(f"--rerun-from {task_key!r}: run {run_id!r} has no committed task with "
+                        "that key (see `alignflow status RUN_ID`)")
+    cut = journal[task_key].get("seq", 0)
+    gone = [k for k, m in journal.items() if m.get("seq", 0) >= cut]
+    for key in reversed(gone):
+        store.delete(runs.manifest_path(run_id, key))
+    return gone
+
+
+def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "ray",
+          address: str | None = None, force: bool = False, block: bool = True,
+          rerun_from: str | None = None, progress: Any = None) -> Any:
+    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait."""
+    lease = Lease(store, run_id).acquire(force=force)
+    driver = None
+    try:
+        if rerun_from is not None:
+            discard_from(store, run_id, rerun_from)
+        meta = runs.read_run(store, run_id)
+        if meta["status"] == runs.CANCELED:
+            raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
+        runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
+                        wake_at=None, waiting_for=None, executor=executor,
+                        drivers=meta.get("drivers", 0) + 1, resumed=time.time())
+        driver = Driver(store, run_id, meta["seed"], make_executor(executor, address),
+                        block=block, progress=progress, lease=lease)
+        return _run_body(store, run_id, flow, config, driver)
+    finally:
+        if driver is not None:
+            driver.executor.shutdown()
+        lease.release()
+
+
+def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:
+    token = _DRIVER.set(driver)
+    try:
+        output = call_flow(flow, config)
+        driver.finish()
+    except Suspended as sus:
+        _record(store, driver, status=runs.SLEEPING, wake_at=sus.wake_at,
+                waiting_for=sus.waiting_for)
+        return None
+    except Stopped:
+        _record(store, driver)  # status stays CANCELED (or is the new driver's)
+        raise FlowError(f"run {run_id!r} stopped: canceled or taken over by another driver") from None
+    except TaskFailed as exc:
+        _record(store, driver, status=runs.FAILED, error=str(exc), error_task=exc.task_key,
+                ended=time.time())
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        _record(store, driver, status=runs.RESUMABLE, error="driver interrupted")
+        raise
+    except Exception as exc:
+        line = (str(exc).strip().splitlines() or [""])[0]
+        _record(store, driver, status=runs.FAILED, error=f"{type(exc).__name__}: {line}",
+                ended=time.time())
+        raise
+    finally:
+        _DRIVER.reset(token)
+    _record(store, driver, status=runs.SUCCESSFUL, output=codec.encode(output), ended=time.time())
+    return output
+
+
+def _record(store: Any, driver: Driver, **fields: Any) -> None:
+    """Write the attempt's outcome to run.json, never over a CANCELED status."""
+    meta = runs.read_run(store, driver.run_id)
+    if meta.get("status") == runs.CANCELED:
+        fields.pop("status", None)
+    rerun = {k for k, m in driver.manifests.items() if m.get("seq", 0) >= driver.first_seq}
+    changed = sorted((set(meta.get("code_changed") or []) - rerun) | set(driver.code_changed))
+    runs.update_run(store, driver.run_id, code_changed=changed, replayed=driver.replayed,
+                    ran=driver.ran, **fields)

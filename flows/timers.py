@@ -1,0 +1,82 @@
+"""Durable sleep and durable event waits, as journal entries of the driver.
+
+`sleep` commits its wake time first (`sleep-<n>` manifest, output `{"wake": t}`), so a
+restarted driver sleeps only what is left. `wait_for` commits the event's payload when the
+event file `runs/<run_id>/events/<name>.json` appears. A non-blocking driver (`tick`) does
+not wait: it suspends the run (SLEEPING) and a later tick resumes it when due.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from alignflow.flows import codec
+
+POLL = 0.5
+
+
+def event_path(run_id: str, name: str) -> str:
+    return f"runs/{run_id}/events/{name}.json"
+
+
+def send_event(run_id: str, name: str, payload: Any = None, *, store: Any = None) -> None:
+    """Deliver event `name` to run `run_id` (a flow waiting in `wait_for(name)` wakes up)."""
+    from alignflow.flows.api import open_store
+    from alignflow.flows.runs import read_run
+
+    store = open_store(store)
+    read_run(store, run_id)
+    store.write_json(event_path(run_id, name), {"payload": codec.encode(payload),
+                                                "sent": time.time()})
+
+
+class Timers:
+    """Mixin for `Driver`: `durable_sleep` and `wait_for`."""
+
+    def durable_sleep(self, seconds: float, key: str | None) -> None:
+        from alignflow.flows.driver import Suspended
+
+        self.boundary()
+        key = self.next_key("sleep", key)
+        manifest = self.manifests.get(key)
+        if manifest is None:
+            now = time.time()
+            manifest = self.commit(None, key, None, {
+                "status": "SUCCESSFUL", "output": {"wake": now + seconds}, "attempts": 1,
+                "started": now, "ended": now})
+        else:
+            self.replayed += 1
+        wake = manifest["output"]["wake"]
+        while (left := wake - time.time()) > 0:
+            if not self.block:
+                raise Suspended(wake)
+            time.sleep(min(left, POLL))
+            self.boundary()
+
+    def wait_for(self, event: str, timeout: float | None, key: str | None) -> Any:
+        from alignflow.flows.driver import Suspended
+
+        self.boundary()
+        key = self.next_key(f"wait-{event}", key)
+        if key in self.manifests:
+            self.replayed += 1
+            return codec.decode(self.manifests[key]["output"]["payload"])
+        deadline = None if timeout is None else time.time() + timeout
+        rel = event_path(self.run_id, event)
+        while not self.store.exists(rel):
+            if not self.block:
+                raise Suspended(deadline, event)
+            if deadline is not None and time.time() >= deadline:
+                self._commit_event(key, event, None)
+                return None
+            time.sleep(POLL)
+            self.boundary()
+        payload = self.store.read_json(rel)["payload"]
+        self._commit_event(key, event, payload)
+        return codec.decode(payload)
+
+    def _commit_event(self, key: str, event: str, payload: Any) -> None:
+        now = time.time()
+        self.commit(None, key, None, {"status": "SUCCESSFUL", "attempts": 1, "started": now,
+                                      "ended": now, "output": {"event": event, "payload": payload}})

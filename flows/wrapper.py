@@ -1,0 +1,116 @@
+"""What runs around one task attempt, wherever it runs (inline, a Ray task, a worker actor).
+
+It sets the `TaskScope`, seeds python/numpy/torch from the task seed, captures stdout/stderr
+to `runs/<run_id>/logs/<task_key>.log`, runs the function and returns a plain dict: the JSON
+output, the refs the task staged, its checkpoint and, instead of raising, the error. The
+driver commits the manifest; nothing here writes to the journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import random
+import sys
+import time
+import traceback
+from typing import Any
+
+from alignflow.artifacts.errors import AlignflowError
+from alignflow.flows import codec
+
+TRANSIENT = (TimeoutError, ConnectionError)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and (when imported) torch from one task seed."""
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def error_kind(exc: BaseException) -> str:
+    """"system" for faults a retry can fix (timeouts, connections, system store errors)."""
+    if isinstance(exc, AlignflowError):
+        return exc.kind
+    return "system" if isinstance(exc, TRANSIENT) else "user"
+
+
+def error_record(exc: BaseException) -> dict:
+    text = str(exc).strip().splitlines()
+    return {"type": type(exc).__name__, "message": text[0] if text else "",
+            "kind": error_kind(exc), "traceback": traceback.format_exc()}
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, *streams: Any) -> None:
+        self.streams = streams
+
+    def write(self, s: str) -> int:
+        for stream in self.streams:
+            with contextlib.suppress(Exception):
+                stream.write(s)
+        return len(s)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            with contextlib.suppress(Exception):
+                stream.flush()
+
+
+def _ref_json(ref: Any) -> dict:
+    if dataclasses.is_dataclass(ref):
+        return dataclasses.asdict(ref)
+    return ref.to_json() if hasattr(ref, "to_json") else dict(ref)
+
+
+def _checkpoint_of(result: Any, scope: Any) -> str | None:
+    """A task's checkpoint: a `checkpoint` field/key of its output, or one set on the scope."""
+    found = result.get("checkpoint") if isinstance(result, dict) else getattr(result, "checkpoint", None)
+    found = found or getattr(scope, "checkpoint", None)
+    return found if isinstance(found, str) else None
+
+
+def execute(call: dict, obj: Any = None) -> dict:
+    """Run one attempt of `call` (see `Driver._call_payload`); never raises for task errors."""
+    from alignflow.artifacts.scope import TaskScope, use_scope
+
+    scope = TaskScope(store=call["store"], run_id=call["run_id"], task_key=call["task_key"],
+                      seed=call["seed"], attempt=call["attempt"])
+    seed_everything(call["seed"])
+    args = ((obj,) if call.get("worker") else ()) + tuple(call["args"])
+    log = io.StringIO()
+    result, error, started = None, None, time.time()
+    try:
+        tee_out, tee_err = _Tee(log, sys.stdout), _Tee(log, sys.stderr)
+        with use_scope(scope), contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err):
+            result = call["fn"](*args, **call["kwargs"])
+        output = codec.encode(result)
+    except Exception as exc:
+        output, error = None, error_record(exc)
+    ended = time.time()
+    _write_log(call, log.getvalue(), error)
+    staged = getattr(scope, "staged", None) or []
+    return {"output": output, "artifacts": [_ref_json(r) for r in staged],
+            "checkpoint": _checkpoint_of(result, scope), "error": error,
+            "started": started, "ended": ended}
+
+
+def _write_log(call: dict, text: str, error: dict | None) -> None:
+    """Append this attempt's output to the task log (skipped when there is nothing to say)."""
+    if error is not None:
+        text += error["traceback"]
+    if not text:
+        return
+    store, rel = call["store"], f"runs/{call['run_id']}/logs/{call['task_key']}.log"
+    header = f"--- attempt {call['attempt']} ---\n"
+    with contextlib.suppress(Exception):
+        old = store.read_bytes(rel).decode() if call["attempt"] > 1 and store.exists(rel) else ""
+        store.write_bytes(rel, (old + header + text).encode())
