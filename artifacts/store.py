@@ -47,6 +47,9 @@ def _filesystem(protocol: str, options: dict[str, Any]) -> fsspec.AbstractFileSy
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint and "endpoint_url" not in options:
             options["endpoint_url"] = endpoint
+        options.setdefault("use_listings_cache", False)  # other processes write too
+    if protocol == "file":
+        options.setdefault("auto_mkdir", True)
     return fsspec.filesystem(protocol, skip_instance_cache=True, **options)
 
 
