@@ -1,0 +1,118 @@
+"""User reward_func files: return forms, validation errors naming the file, loading faults."""
+
+import pickle
+
+import pytest
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.python_func import PythonRewardFunc, load_reward_func
+
+QUERIES = ["p1 aa", "p2 b", "p3 ccc", "p4 "]
+PROMPTS = ["p1 ", "p2 ", "p3 ", "p4 "]
+LABELS = ["x", None, "y", "z"]
+
+
+def _write(tmp_path, body, name="reward.py"):
+    path = tmp_path / name
+    path.write_text("import torch\n\n" + body)
+    return path
+
+
+def _run(path):
+    return PythonRewardFunc(path).score(QUERIES, PROMPTS, LABELS)
+
+
+def test_tensor_return(tmp_path):
+    path = _write(tmp_path, "def reward_func(queries, prompts, labels):\n"
+                            "    return torch.tensor([float(len(q) - len(p))"
+                            " for q, p in zip(queries, prompts)])\n")
+    out = _run(path)
+    assert out.rewards.tolist() == [2.0, 1.0, 3.0, 0.0]
+    assert out.rewards.dtype == torch.float32
+    assert out.scores == {} and out.extra_logs == {}
+
+
+def test_list_return_and_labels_passed(tmp_path):
+    path = _write(tmp_path, "def reward_func(queries, prompts, labels):\n"
+                            "    return [0.0 if lab is None else 1 for lab in labels]\n")
+    assert _run(path).rewards.tolist() == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_dict_return_openrlhf_style(tmp_path):
+    path = _write(tmp_path, "def reward_func(queries, prompts, labels, **kw):\n"
+                            "    r = torch.tensor([0.5, 1.5, -1.0, 2.0], dtype=torch.float64)\n"
+                            "    return {'rewards': r, 'scores': (r > 0).float(),\n"
+                            "            'extra_logs': {'len': [len(q) for q in queries]}}\n")
+    out = _run(path)
+    assert out.rewards.tolist() == [0.5, 1.5, -1.0, 2.0]
+    assert out.rewards.dtype == torch.float32
+    assert out.scores["score"].tolist() == [1.0, 1.0, 0.0, 1.0]
+    assert out.extra_logs["len"].tolist() == [5.0, 4.0, 6.0, 3.0]
+
+
+def test_dict_scores_by_name(tmp_path):
+    path = _write(tmp_path, "def reward_func(queries, prompts, labels):\n"
+                            "    return {'rewards': [1, 2, 3, 4], 'scores': {'a': [0, 0, 1, 1]}}\n")
+    assert _run(path).scores["a"].tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(("returned", "message"), [
+    ("[1.0, 2.0, 3.0]", "reward_func in reward.py returned 3 rewards for 4 queries; expected 4"),
+    ("torch.ones(4, 2)", r"reward_func in reward.py returned \(4, 2\) rewards for 4 queries"),
+    ("[1.0, float('nan'), 0.0, 0.0]", "non-finite rewards value .*index 1"),
+    ("['a', 'b', 'c', 'd']", "returned non-numeric rewards"),
+    ("None", "returned non-numeric rewards .*NoneType"),
+    ("{'reward': [1, 2, 3, 4]}", r"returned a dict without 'rewards' \(keys: \['reward'\]\)"),
+    ("{'rewards': [1, 2, 3, 4], 'extra_logs': {'k': [1]}}",
+     r"returned 1 extra_logs\['k'\] for 4 queries"),
+])
+def test_bad_returns_name_file_and_fault(tmp_path, returned, message):
+    path = _write(tmp_path, f"def reward_func(queries, prompts, labels):\n    return {returned}\n")
+    with pytest.raises(ConfigError, match=message) as info:
+        _run(path)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"reward function file .*nope\.py not found"):
+        load_reward_func(tmp_path / "nope.py")
+
+
+def test_missing_function(tmp_path):
+    path = _write(tmp_path, "def reward(queries, prompts, labels):\n    return []\n")
+    with pytest.raises(ConfigError, match=r"reward\.py defines no function 'reward_func'"):
+        load_reward_func(path)
+
+
+def test_import_error_names_file(tmp_path):
+    path = _write(tmp_path, "raise RuntimeError('boom')\n")
+    with pytest.raises(ConfigError, match=r"importing reward function file .*reward\.py "
+                                          r"failed: RuntimeError: boom"):
+        load_reward_func(path)
+
+
+def test_same_file_name_in_two_folders_do_not_clash(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fa = _write(tmp_path / "a", "def reward_func(q, p, l):\n    return [1.0] * len(q)\n")
+    fb = _write(tmp_path / "b", "def reward_func(q, p, l):\n    return [2.0] * len(q)\n")
+    assert _run(fa).rewards.tolist() == [1.0] * 4
+    assert _run(fb).rewards.tolist() == [2.0] * 4
+    assert _run(fa).rewards.tolist() == [1.0] * 4
+
+
+def test_pickles_by_path(tmp_path):
+    path = _write(tmp_path, "def reward_func(q, p, l):\n    return [3.0] * len(q)\n")
+    clone = pickle.loads(pickle.dumps(PythonRewardFunc(path)))
+    assert clone.score(QUERIES, PROMPTS, LABELS).rewards.tolist() == [3.0] * 4
+
+
+def test_example_gsm8k_reward_file():
+    from pathlib import Path
+
+    example = Path(__file__).parents[2] / "examples" / "reward_funcs" / "gsm8k_reward.py"
+    out = PythonRewardFunc(example).score(
+        ["Q: 2+2? A: 2+2=4\n#### 4", "Q: 2+2? A: \\boxed{4}", "Q: 2+2? A: #### 5"],
+        ["Q: 2+2? A: "] * 3, ["4", "4", "4"])
+    assert torch.allclose(out.rewards, torch.tensor([1.1, 1.0, 0.1]))
+    assert out.scores["score"].tolist() == [1.0, 1.0, 0.0]

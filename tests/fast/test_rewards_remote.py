@@ -1,0 +1,154 @@
+"""Remote reward model client against a real HTTP server on 127.0.0.1 (http.server thread)."""
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.remote import RemoteRewardModel, RewardServerError
+
+QUERIES = ["p a", "p bb", "p ccc", "p dddd", "p eeeee"]
+PROMPTS = ["p "] * 5
+LABELS = ["1", None, "3", "4", "5"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def _send(self, code: int, body: bytes, length: bool = True) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        if length:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client cut it off
+            self.wfile.write(body)
+
+    def do_POST(self):
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(payload)
+        n = len(payload["query"])
+        rewards = [float(len(q)) for q in payload["query"]]
+        route = self.path.strip("/")
+        if route == "flaky" and len(self.server.requests) <= 2:
+            return self._send(500, b"busy")
+        if route == "slow":
+            time.sleep(1.0)
+        bodies = {
+            "ok": {"rewards": rewards, "scores": {"len": rewards},
+                   "extra_logs": {"ones": [1] * n}},
+            "flaky": {"rewards": rewards}, "slow": {"rewards": rewards},
+            "list": rewards, "short": {"rewards": rewards[:-1]},
+            "missing": {"reward": rewards}, "text": {"rewards": ["high"] * n},
+        }
+        if route == "nonjson":
+            return self._send(200, b"<html>Internal</html>")
+        if route in ("big", "big-nolength"):
+            return self._send(200, b"[" + b"1.0," * 100_000 + b"1.0]", route == "big")
+        if route == "bad-request":
+            return self._send(400, b"{}")
+        self._send(200, json.dumps(bodies[route]).encode())
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.daemon_threads = True
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _client(url, **kw):
+    kw.setdefault("backoff", 0.01)
+    return RemoteRewardModel(url=url, **kw)
+
+
+def test_normal_reply_and_wire_format(server):
+    httpd, base = server
+    out = _client(base + "/ok").score(QUERIES, PROMPTS, LABELS)
+    assert out.rewards.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert out.rewards.dtype == torch.float32
+    assert out.scores["len"].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert out.extra_logs["ones"].tolist() == [1.0] * 5
+    assert httpd.requests == [{"query": QUERIES, "prompts": PROMPTS, "labels": LABELS}]
+
+
+def test_micro_batches(server):
+    httpd, base = server
+    out = _client(base + "/ok", micro_batch=2).score(QUERIES, PROMPTS, LABELS)
+    assert out.rewards.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert out.extra_logs["ones"].tolist() == [1.0] * 5
+    assert [len(r["query"]) for r in httpd.requests] == [2, 2, 1]
+    assert httpd.requests[1]["labels"] == ["3", "4"]
+
+
+def test_plain_list_reply(server):
+    _, base = server
+    assert _client(base + "/list").score(QUERIES, PROMPTS, LABELS).rewards.tolist() == [
+        3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def test_retries_5xx_then_ok(server):
+    httpd, base = server
+    out = _client(base + "/flaky", retries=3).score(QUERIES, PROMPTS, LABELS)
+    assert out.rewards.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert len(httpd.requests) == 3  # two 500s, then the answer
+
+
+def test_5xx_exhausts_retries(server):
+    httpd, base = server
+    with pytest.raises(RewardServerError, match=rf"reward server {base}/flaky failed 2 times "
+                                                r"\(last: HTTP 500"):
+        _client(base + "/flaky", retries=1).score(QUERIES, PROMPTS, LABELS)
+    assert len(httpd.requests) == 2
+
+
+def test_timeout(server):
+    httpd, base = server
+    start = time.monotonic()
+    with pytest.raises(RewardServerError, match=rf"reward server {base}/slow failed 2 times "
+                                                r"\(last: .*timed out"):
+        _client(base + "/slow", timeout=0.2, retries=1).score(QUERIES, PROMPTS, LABELS)
+    assert time.monotonic() - start < 1.5
+    assert len(httpd.requests) == 2
+
+
+def test_connection_refused():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the request: nobody listens
+    with pytest.raises(RewardServerError, match=rf"127.0.0.1:{port}/x failed 3 times"):
+        _client(f"http://127.0.0.1:{port}/x", retries=2).score(QUERIES, PROMPTS, LABELS)
+
+
+@pytest.mark.parametrize(("route", "kw", "message"), [
+    ("nonjson", {}, r"replied with non-JSON \('<html>Internal</html>'\)"),
+    ("big", {"max_bytes": 4096}, "sent a reply over 4096 bytes"),
+    ("big-nolength", {"max_bytes": 4096}, "sent a reply over 4096 bytes"),
+    ("short", {}, "returned 4 rewards for 5 queries; expected 5"),
+    ("missing", {}, r"reply has no 'rewards' key \(keys: \['reward'\]\)"),
+    ("text", {}, "returned non-numeric rewards"),
+    ("bad-request", {}, "answered HTTP 400"),
+])
+def test_bad_replies_are_one_line_naming_url(server, route, kw, message):
+    httpd, base = server
+    with pytest.raises(ConfigError, match=message) as info:
+        _client(f"{base}/{route}", **kw).score(QUERIES, PROMPTS, LABELS)
+    text = str(info.value)
+    assert f"{base}/{route}" in text and "\n" not in text
+    assert len(httpd.requests) == 1  # a bad reply is not retried
+
+
+def test_bad_url_refused():
+    with pytest.raises(ConfigError, match="'ftp://x' is not an http"):
+        RemoteRewardModel(url="ftp://x")
