@@ -18,6 +18,11 @@ from torch import Tensor
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 
+def upcast(x: Tensor) -> Tensor:
+    """Half / bfloat16 → float32 for stable log-softmax and exp; float32/64 kept as they are."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
     """Σ x·mask over `dim` (all dims when None); masked entries never leak NaN/inf."""
     kept = torch.where(mask.bool(), x, x.new_zeros(()))

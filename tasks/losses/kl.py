@@ -14,6 +14,7 @@ from typing import Literal, get_args
 
 import torch
 from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.losses.aggregate import upcast
 from torch import Tensor
 
 KLEstimator = Literal["k1", "k2", "k3"]
@@ -21,8 +22,8 @@ LOG_RATIO_CLAMP = 10.0
 
 
 def log_ratio(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """x = logp − ref_logp in float32, clamped to [−10, 10]."""
-    return (logp.float() - ref_logp.float()).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    """x = logp − ref_logp (at least float32), clamped to [−10, 10]."""
+    return (upcast(logp) - upcast(ref_logp)).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
 def k1(logp: Tensor, ref_logp: Tensor) -> Tensor:

@@ -93,7 +93,7 @@ def kto_loss(
     mismatched (prompt, other prompt's response) pairs. Desirable: λ_D·(1 − σ(β(lr_c − z)));
     undesirable: λ_U·(1 − σ(β(z − lr_r))), lr = log π − log π_ref. Either side may be empty.
     """
-    z = (pi_kl - ref_kl).float().mean().detach().clamp(min=0)
+    z = (pi_kl - ref_kl).mean().detach().clamp(min=0)
     lr_c, lr_r = pi_c - ref_c, pi_r - ref_r
     chosen = desirable_weight * (1.0 - torch.sigmoid(beta * (lr_c - z)))
     rejected = undesirable_weight * (1.0 - torch.sigmoid(beta * (z - lr_r)))

@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple, get_args
 import torch
 import torch.nn.functional as F
 from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.losses.aggregate import upcast
 from torch import Tensor
 
 RewardLossName = Literal["sigmoid", "logexp"]
@@ -66,7 +67,7 @@ def prm_loss(
     Float labels are soft: P(first reward token), the second gets 1 − p.
     """
     at = input_ids == placeholder_id
-    z, y = logits[at].float(), labels[at]
+    z, y = upcast(logits[at]), labels[at]
     if reward_token_ids is not None:
         z = z[:, reward_token_ids]
     if y.is_floating_point():

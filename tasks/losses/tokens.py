@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from alignflow.tasks.losses.aggregate import masked_mean, token_mean
+from alignflow.tasks.losses.aggregate import masked_mean, token_mean, upcast
 from torch import Tensor
 
 IGNORE_INDEX = -100
 
 
 def token_logprobs(logits: Tensor, labels: Tensor, *, ignore_index: int = IGNORE_INDEX) -> Tensor:
-    """log softmax(logits)[label] per position, in float32; 0 where the label is ignored."""
+    """log softmax(logits)[label] per position, at least float32; 0 where the label is ignored."""
     safe = labels.masked_fill(labels == ignore_index, 0)
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    logp = torch.log_softmax(upcast(logits), dim=-1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
     return logp.masked_fill(labels == ignore_index, 0.0)
 
 
@@ -46,9 +46,9 @@ def with_ptx(rl_loss: Tensor, ptx: Tensor, ptx_coef: float) -> Tensor:
 
 
 def forward_kl(teacher_logits: Tensor, logits: Tensor) -> Tensor:
-    """Per-position KL(p_t ‖ p_s) = Σ_v p_t(v) (log p_t(v) − log p_s(v)), in float32."""
-    t_logp = torch.log_softmax(teacher_logits.float(), dim=-1)
-    s_logp = torch.log_softmax(logits.float(), dim=-1)
+    """Per-position KL(p_t ‖ p_s) = Σ_v p_t(v) (log p_t(v) − log p_s(v)), at least float32."""
+    t_logp = torch.log_softmax(upcast(teacher_logits), dim=-1)
+    s_logp = torch.log_softmax(upcast(logits), dim=-1)
     return F.kl_div(s_logp, t_logp, reduction="none", log_target=True).sum(-1)
 
 
@@ -69,7 +69,7 @@ def kd_loss(
 
 def entropy_from_logits(logits: Tensor) -> Tensor:
     """H = logsumexp(z) − Σ_v softmax(z)_v · z_v per position, (B, T, V) → (B, T)."""
-    z = logits.float()
+    z = upcast(logits)
     return torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(-1)
 
 
