@@ -1,0 +1,171 @@
+"""Progress of a flow run for the person watching it: a live `rich` panel in a terminal, one
+plain line per finished task otherwise (CI logs, `nohup`, Ray job logs), e.g.
+
+    [run abc] iter 3/10 learn done in 4.2s (elapsed 1m02s, eta 2m10s)
+
+Iterations are 0-based indices (as in task keys `iter-0003/learn`) and are shown 1-based.
+The ETA is the mean wall time of iterations that ran at least one task (replayed, cached
+iterations of a resumed run would make it far too hopeful) times what is left.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+_ITER_KEY = re.compile(r"(?:^|/)iter-(\d+)(?:/|$)")
+
+
+def format_duration(seconds: float) -> str:
+    """`42s`, `1m02s`, `1h02m03s`: short, fixed-width enough to scan in a log."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _task_seconds(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 60 else format_duration(seconds)
+
+
+def iteration_of(task_key: str) -> int | None:
+    """The loop index a task key names (`iter-0003/learn` -> 3), if any."""
+    match = _ITER_KEY.search(task_key)
+    return int(match.group(1)) if match else None
+
+
+class Progress:
+    """Progress of one flow run; `live=None` means "live if `stream` is a terminal"."""
+
+    def __init__(self, *, stream: TextIO | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self.clock = clock
+        self.run_id, self.flow, self.total = "", "", None
+        self.started = 0.0
+        self.iteration: int | None = None
+        self.iter_started = 0.0
+        self.iter_ran = False  # did the current iteration run (not replay) any task?
+        self.iter_times: list[float] = []
+        self.current = ""
+        self.counts = {"done": 0, "cached": 0, "failed": 0}
+        self._live: Any = None
+
+    # ------------------------------------------------------------------ events
+    def start_run(self, run_id: str, flow: str, total_iterations: int | None = None) -> None:
+        self.run_id, self.flow, self.total = run_id, flow, total_iterations
+        self.started = self.iter_started = self.clock()
+        of = f", {total_iterations} iterations" if total_iterations else ""
+        if self.live:
+            self._start_live()
+        self._emit(f"start flow {flow}{of}")
+
+    def task_started(self, task_key: str, iteration: int | None = None) -> None:
+        """Mark `task_key` as running; `iteration` defaults to the key's `iter-NNNN` part."""
+        self._enter_iteration(iteration_of(task_key) if iteration is None else iteration)
+        self.current = task_key.rsplit("/", 1)[-1]
+        self._refresh()
+
+    def task_finished(self, task_key: str, duration: float, cached: bool = False, *,
+                      status: str = "SUCCESSFUL") -> None:
+        """Record a finished task; `cached` means replayed from its manifest, not run."""
+        self._enter_iteration(iteration_of(task_key))
+        self.iter_ran = self.iter_ran or not cached
+        name = task_key.rsplit("/", 1)[-1]
+        if cached:
+            what, kind = "cached", "cached"
+        elif status == "SUCCESSFUL":
+            what, kind = f"done in {_task_seconds(duration)}", "done"
+        else:
+            what, kind = f"{status.lower()} after {_task_seconds(duration)}", "failed"
+        self.counts[kind] += 1
+        self.current = ""
+        self._emit(f"{self._iter_label()}{name} {what} ({self._times()})")
+
+    def log(self, msg: str) -> None:
+        self._emit(msg)
+
+    def close(self) -> None:
+        """Print the summary and stop the live display (safe to call twice)."""
+        if self.iteration is not None:
+            self._end_iteration()
+            self.iteration = None
+        c = self.counts
+        tasks = c["done"] + c["cached"] + c["failed"]
+        self._emit(f"finished flow {self.flow}: {len(self.iter_times)} timed iterations, "
+                   f"{tasks} tasks ({c['cached']} cached, {c['failed']} failed) in "
+                   f"{format_duration(self.clock() - self.started)}")
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ timing
+    def _enter_iteration(self, iteration: int | None) -> None:
+        if iteration is None or iteration == self.iteration:
+            return
+        if self.iteration is not None:
+            self._end_iteration()
+        self.iteration, self.iter_started, self.iter_ran = iteration, self.clock(), False
+
+    def _end_iteration(self) -> None:
+        if self.iter_ran:
+            self.iter_times.append(self.clock() - self.iter_started)
+
+    def eta(self) -> float | None:
+        """Seconds left: mean iteration time × iterations left, minus the current's progress."""
+        if not self.total or not self.iter_times or self.iteration is None:
+            return None
+        mean = sum(self.iter_times) / len(self.iter_times)
+        spent = self.clock() - self.iter_started if self.iter_ran else 0.0
+        return max(0.0, mean * (self.total - self.iteration) - spent)
+
+    def _iter_label(self) -> str:
+        if self.iteration is None:
+            return ""
+        of = f"/{self.total}" if self.total else ""
+        return f"iter {self.iteration + 1}{of} "
+
+    def _times(self) -> str:
+        eta = self.eta()
+        text = f"elapsed {format_duration(self.clock() - self.started)}"
+        return text + (f", eta {format_duration(eta)}" if eta is not None else "")
+
+    # ------------------------------------------------------------------ output
+    def status_line(self) -> str:
+        """What the live panel shows: flow, iteration, current task, elapsed, ETA."""
+        task = f"running {self.current} " if self.current else ""
+        return f"[run {self.run_id}] {self.flow} {self._iter_label()}{task}({self._times()})"
+
+    def _emit(self, msg: str) -> None:
+        line = f"[run {self.run_id}] {msg}"
+        if self._live is not None:
+            self._live.console.print(line, markup=False, highlight=False)
+            self._refresh()
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def _start_live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        console = Console(file=self.stream, force_terminal=True)
+        self._live = Live(get_renderable=lambda: Text(self.status_line()), console=console,
+                          refresh_per_second=4, transient=True)
+        self._live.start()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()

@@ -1,0 +1,110 @@
+"""Progress lines for non-terminal output: format, iteration numbering, ETA arithmetic."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from alignflow.flows.progress import Progress, format_duration, iteration_of
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _progress(live: bool | None = None) -> tuple[Progress, io.StringIO, Clock]:
+    stream, clock = io.StringIO(), Clock()
+    return Progress(stream=stream, live=live, clock=clock), stream, clock
+
+
+def _step(p: Progress, clock: Clock, key: str, seconds: float, cached: bool = False) -> None:
+    p.task_started(key)
+    clock.now += seconds
+    p.task_finished(key, seconds, cached)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0s"), (42.4, "42s"), (62, "1m02s"), (130, "2m10s"), (3723, "1h02m03s"), (-3, "0s"),
+])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_iteration_of_task_keys():
+    assert iteration_of("iter-0003/learn") == 3
+    assert iteration_of("round-2/iter-0012/generate") == 12
+    assert iteration_of("prepare") is None and iteration_of("iter-x/learn") is None
+
+
+def test_plain_lines_with_eta_from_mean_iteration_time():
+    p, out, clock = _progress()
+    assert p.live is False  # StringIO is not a terminal
+    p.start_run("abc", "grpo", total_iterations=3)
+    _step(p, clock, "iter-0000/generate", 2.0)
+    _step(p, clock, "iter-0000/learn", 8.04)
+    _step(p, clock, "iter-0001/generate", 3.0)  # iteration 0 took 10.04s
+    p.log("reward mean 0.25")
+    clock.now += 65.0
+    p.task_finished("iter-0001/learn", 65.0)
+    clock.now += 1.0
+    p.close()
+    assert out.getvalue().splitlines() == [
+        "[run abc] start flow grpo, 3 iterations",
+        "[run abc] iter 1/3 generate done in 2.0s (elapsed 2s)",
+        "[run abc] iter 1/3 learn done in 8.0s (elapsed 10s)",
+        # eta = 10.04 * (3 - 1) - 3.0 spent in iteration 1 = 17.08
+        "[run abc] iter 2/3 generate done in 3.0s (elapsed 13s, eta 17s)",
+        "[run abc] reward mean 0.25",
+        # 65s past the mean: the current iteration's overrun clamps the eta at 0
+        "[run abc] iter 2/3 learn done in 1m05s (elapsed 1m18s, eta 0s)",
+        "[run abc] finished flow grpo: 2 timed iterations, 4 tasks (0 cached, 0 failed) in 1m19s",
+    ]
+
+
+def test_cached_iterations_do_not_shorten_the_eta():
+    p, out, clock = _progress()
+    p.start_run("r1", "dpo", total_iterations=4)
+    _step(p, clock, "iter-0000/learn", 0.0, cached=True)
+    _step(p, clock, "iter-0001/learn", 0.0, cached=True)
+    clock.now += 0.5  # replay overhead before the first real task
+    _step(p, clock, "iter-0002/learn", 30.0)
+    _step(p, clock, "iter-0003/learn", 10.0)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "[run r1] iter 1/4 learn cached (elapsed 0s)"
+    # only iteration 2 is timed (30.0s from its start): eta = 30.0 * (4 - 3) - 10 = 20
+    assert lines[4] == "[run r1] iter 4/4 learn done in 10.0s (elapsed 40s, eta 20s)"
+    assert p.iter_times == [30.0]
+
+
+def test_unknown_total_failures_and_tasks_outside_iterations():
+    p, out, clock = _progress()
+    p.start_run("x", "sft")
+    _step(p, clock, "prepare", 0.5)
+    p.task_started("train", iteration=6)
+    clock.now += 1.5
+    p.task_finished("train", 1.5, status="FAILED_CAUGHT")
+    p.close()
+    assert out.getvalue().splitlines() == [
+        "[run x] start flow sft",
+        "[run x] prepare done in 0.5s (elapsed 0s)",
+        "[run x] iter 7 train failed_caught after 1.5s (elapsed 2s)",
+        "[run x] finished flow sft: 1 timed iterations, 2 tasks (0 cached, 1 failed) in 2s",
+    ]
+
+
+def test_live_panel_shows_the_running_task():
+    p, out, clock = _progress(live=True)
+    with p:
+        p.start_run("abc", "grpo", total_iterations=2)
+        p.task_started("iter-0000/generate")
+        clock.now += 3
+        assert p.status_line() == "[run abc] grpo iter 1/2 running generate (elapsed 3s)"
+        p.task_finished("iter-0000/generate", 3.0)
+        assert p.status_line() == "[run abc] grpo iter 1/2 (elapsed 3s)"
+    text = out.getvalue()
+    assert "[run abc] iter 1/2 generate done in 3.0s (elapsed 3s)" in text
+    assert "finished flow grpo" in text and p._live is None
