@@ -12,13 +12,8 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def lm_dir(request, tmp_path_factory):
-    try:
-        return request.getfixturevalue("tiny_model_dir")
-    except pytest.FixtureLookupError:
-        from alignflow.tasks.models.tiny import build_tiny_model
-
-        return build_tiny_model(tmp_path_factory.mktemp("tiny-lm"))
+def lm_dir(tiny_model_dir):
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

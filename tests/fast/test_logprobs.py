@@ -16,13 +16,8 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def lm_dir(request, tmp_path_factory):
-    try:
-        return request.getfixturevalue("tiny_model_dir")
-    except pytest.FixtureLookupError:
-        from alignflow.tasks.models.tiny import build_tiny_model
-
-        return build_tiny_model(tmp_path_factory.mktemp("tiny-lm"))
+def lm_dir(tiny_model_dir):
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +99,8 @@ def test_logprobs_backpropagate(lm_dir):
 
 
 @pytest.fixture(scope="module")
-def rm_dir(tmp_path_factory):
-    from alignflow.tasks.models.tiny import build_tiny_reward_model
-
-    return build_tiny_reward_model(tmp_path_factory.mktemp("tiny-rm"))
+def rm_dir(tiny_rm_dir):
+    return tiny_rm_dir
 
 
 def test_critic_from_reward_model_keeps_head_and_scores(rm_dir):

@@ -1,0 +1,1 @@
+"""Trainers: the contract (`base`) and the plain PyTorch trainer (`torch_trainer`)."""

@@ -1,0 +1,133 @@
+"""The plain PyTorch trainer: AdamW, warmup-cosine LR, accumulation, clipping, bf16 autocast.
+
+One process, one device. Everything it owns (weights, AdamW moments, scheduler position,
+RNG, step count) goes into the checkpoint, so on CPU a restored trainer continues bitwise
+as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from alignflow.artifacts import checkpoints
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
+from torch import nn
+from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
+
+
+class TorchTrainer:
+    """Implements `trainers.base.Trainer` with torch.optim.AdamW on the model's device."""
+
+    def __init__(self, model: nn.Module, cfg: TrainerConfig) -> None:
+        self.cfg = cfg
+        self.model = model.train()
+        self.global_step = 0
+        if cfg.gradient_checkpointing:
+            _enable_checkpointing(model)
+        self.optimizer = torch.optim.AdamW(
+            self._param_groups(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=False)
+        self.scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
+            self.optimizer, num_warmup_steps=cfg.warmup_steps,
+            num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        """No weight decay on biases and norm weights (1-D tensors), as usual for LMs."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.ndim >= 2]
+        no_decay = [p for p in params if p.ndim < 2]
+        return [{"params": decay, "weight_decay": self.cfg.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0}]
+
+    def _autocast(self):
+        if self.cfg.dtype != "bf16":
+            return contextlib.nullcontext()
+        device = next(self.model.parameters()).device.type
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+
+    @property
+    def lr(self) -> float:
+        """The learning rate the next `step` will use."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def step(self, micro_batches: Sequence[Batch], loss_fn: LossFn, *,
+             weights: Sequence[float] | None = None) -> dict[str, float]:
+        """Backward `weights[i] * loss_i` per micro-batch (default 1/M), clip, one AdamW step.
+
+        With equal-size micro-batches and per-sample mean losses the default weights make
+        M accumulated micro-batches equal one big batch; for token means pass each
+        micro-batch's share of the tokens.
+        """
+        if not micro_batches:
+            raise ConfigError("TorchTrainer.step: got no micro-batches; expected at least one")
+        weights = _weights(len(micro_batches), weights)
+        self.model.train()
+        lr = self.lr
+        totals: dict[str, float] = {}
+        for batch, w in zip(micro_batches, weights, strict=True):
+            with self._autocast():
+                loss, metrics = loss_fn(self.model, batch)
+            (loss.float() * w).backward()
+            for key, value in {"loss": loss.item(), **metrics}.items():
+                totals[key] = totals.get(key, 0.0) + w * float(value)
+        grad_norm = self._clip()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        return {**totals, "grad_norm": grad_norm, "lr": lr, "step": float(self.global_step)}
+
+    def _clip(self) -> float:
+        max_norm = self.cfg.max_norm if self.cfg.max_norm > 0 else float("inf")
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+
+    def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Named tensors for `GenerationEngine.update_weights` (views, no copies)."""
+        yield from self.model.state_dict().items()
+
+    def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
+        """Checkpoint everything needed to continue bitwise; returns bytes written."""
+        meta = {"global_step": self.global_step, "trainer": "torch", **(extra or {})}
+        return checkpoints.save(store, rel_dir, self.model.state_dict(),
+                                optimizer=self.optimizer, scheduler=self.scheduler,
+                                rng=True, extra=meta)
+
+    def restore(self, store: Any, rel_dir: str) -> dict:
+        """Loads a `save`d checkpoint into this trainer (same model class and config)."""
+        ckpt = checkpoints.load(store, rel_dir)
+        self.model.load_state_dict(ckpt.model_state)
+        if ckpt.optimizer_state is not None:
+            self.optimizer.load_state_dict(ckpt.optimizer_state)
+        if ckpt.scheduler_state is not None:
+            self.scheduler.load_state_dict(ckpt.scheduler_state)
+        ckpt.restore_rng()
+        self.global_step = int(ckpt.extra.get("global_step", 0))
+        return ckpt.extra
+
+    def save_pretrained(self, folder: str, tokenizer: Any = None) -> None:
+        """A plain HF folder (safetensors) that `from_pretrained` and the engines load."""
+        self.model.save_pretrained(folder)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(folder)
+
+
+def _enable_checkpointing(model: nn.Module) -> None:
+    """Recompute activations in backward (non-reentrant); the API was renamed in transformers 5."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def _weights(m: int, weights: Sequence[float] | None) -> list[float]:
+    if weights is None:
+        return [1.0 / m] * m
+    if len(weights) != m:
+        raise ConfigError(f"TorchTrainer.step: {len(weights)} weights for {m} micro-batches; "
+                          "expected one weight per micro-batch")
+    return [float(w) for w in weights]
