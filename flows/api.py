@@ -74,7 +74,7 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
                         "(--rerun-from TASK_KEY re-runs from a task)")
     if status == runs.CANCELED:
         raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    flow, _cfg = load_flow(meta["flow_ref"])
+    flow, _cfg = load_flow(meta["flow_ref"], fresh=True)
     config = codec.decode(meta["config"])
     return drive(store, run_id, flow, config, executor=executor or meta.get("executor", "ray"),
                  address=address, force=force, block=block, rerun_from=rerun_from,

@@ -77,6 +77,15 @@ def _remote_options(options: dict) -> dict:
     return out
 
 
+def _pickle_user_modules_by_value() -> None:
+    """Flow files loaded by path cannot be imported by name in Ray workers: ship them."""
+    from ray import cloudpickle
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("alignflow_user_"):
+            cloudpickle.register_pickle_by_value(module)
+
+
 class _RayHandle:
     def __init__(self, ref: Any) -> None:
         self.ref = ref
@@ -96,6 +105,7 @@ class RayExecutor:
         import ray
 
         ensure_ray(address)
+        _pickle_user_modules_by_value()
         self._execute = ray.remote(max_retries=0)(wrapper.execute)
         self._actor_cls = ray.remote(max_restarts=0, max_task_retries=0)(WorkerHost)
         self.workers: dict[str, Any] = {}

@@ -34,22 +34,22 @@ def _import_attr(target: str) -> Any:
     return obj
 
 
-def _load_file(path: str, attr: str) -> Any:
+def _load_file(path: str, attr: str, fresh: bool) -> Any:
     if not os.path.isfile(path):
         raise ConfigError(f"flow file {path!r} not found; expected path/to/file.py:function")
     digest = hashlib.sha256(path.encode()).hexdigest()[:8]
     name = f"alignflow_user_{os.path.splitext(os.path.basename(path))[0]}_{digest}"
+    if not fresh and name in sys.modules:
+        return getattr(sys.modules[name], attr, None) or _missing(path, attr)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    import cloudpickle
+    return getattr(module, attr, None) or _missing(path, attr)
 
-    cloudpickle.register_pickle_by_value(module)
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise ConfigError(f"flow file {path!r} defines no {attr!r}")
-    return obj
+
+def _missing(path: str, attr: str) -> Any:
+    raise ConfigError(f"flow file {path!r} defines no {attr!r}; expected path/to/file.py:function")
 
 
 def _as_flow(obj: Any, ref: str) -> Flow:
@@ -68,15 +68,16 @@ def canonical_ref(ref: str) -> str:
     return ref
 
 
-def load_flow(ref: str) -> tuple[Flow, type | None]:
-    """(flow, its config class or None) for a flow reference."""
+def load_flow(ref: str, fresh: bool = False) -> tuple[Flow, type | None]:
+    """(flow, its config class or None) for a flow reference; `fresh` re-reads a flow file
+    (resume runs the code on disk now)."""
     if ref in registry.BUILTIN:
         target, cfg = registry.BUILTIN[ref]
         flow = _as_flow(_import_attr(target), ref)
         return flow, _import_attr(cfg) if cfg else config_class(flow)
     path, sep, attr = ref.rpartition(":")
     if sep and path.endswith(".py"):
-        flow = _as_flow(_load_file(path, attr), ref)
+        flow = _as_flow(_load_file(path, attr, fresh), ref)
     elif sep and path:
         flow = _as_flow(_import_attr(ref), ref)
     else:
