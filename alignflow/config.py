@@ -55,7 +55,11 @@ def invalid(field: str, message: str) -> ConfigError:
 
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    try:
+        return typing.get_type_hints(cls)
+    except NameError as exc:  # string annotations naming a class local to a function
+        raise TypeError(f"{cls.__qualname__}: cannot resolve annotation ({exc}); define "
+                        "config classes at module level") from exc
 
 
 def _fields(cls: type) -> Iterator[tuple[dataclasses.Field, Any]]:
