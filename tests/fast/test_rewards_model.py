@@ -1,0 +1,104 @@
+"""HF sequence-classification reward model on the tiny Llama RM: last-token scoring,
+padding independence, normalisation, offload/reload."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.model_rm import ModelRewardModel, last_token_index
+
+torch.set_num_threads(1)
+
+TEXTS = ["hi", "the cat sat on the mat", "a much longer text, with some words in it " * 3, "ok!"]
+
+
+@pytest.fixture(scope="module")
+def rm(tiny_rm_dir):
+    return ModelRewardModel(tiny_rm_dir, micro_batch=8)
+
+
+def _score(rm, texts):
+    return rm.score(texts, [""] * len(texts), [None] * len(texts)).rewards
+
+
+def _alone(rm, text):
+    return _score(rm, [text])[0]
+
+
+def test_last_token_index_both_sides():
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 0, 0]])
+    assert last_token_index(mask).tolist() == [1, 3, 3, 1]
+
+
+def test_score_matches_hf_on_an_unpadded_text(rm):
+    """Alone, nothing is padded, so HF's own pooled logit is the reference."""
+    for text in TEXTS:
+        enc = rm.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            ref = rm.model(**enc).logits[0, 0]
+        assert torch.allclose(_alone(rm, text), ref, atol=1e-6), text
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_independence(rm, side):
+    rm.tokenizer.padding_side = side
+    try:
+        alone = torch.stack([_alone(rm, t) for t in TEXTS])
+        batched = _score(rm, TEXTS)
+    finally:
+        rm.tokenizer.padding_side = "right"
+    assert len(set(alone.tolist())) == len(TEXTS)  # distinct texts, distinct scores
+    assert torch.allclose(batched, alone, atol=1e-5, rtol=0), (batched - alone).abs().max()
+
+
+def test_micro_batches_agree(tiny_rm_dir, rm):
+    small = ModelRewardModel(tiny_rm_dir, micro_batch=3)
+    assert torch.allclose(small.score(TEXTS, [""] * 4, [None] * 4).rewards, _score(rm, TEXTS),
+                          atol=1e-5, rtol=0)
+
+
+def test_pad_equal_to_eos_and_text_ending_in_eos(tiny_rm_dir):
+    """HF's pooling would stop at the first trailing eos; the mask-based index does not."""
+    rm = ModelRewardModel(tiny_rm_dir)
+    eos = rm.tokenizer.eos_token
+    rm.tokenizer.pad_token = eos
+    rm.model.config.pad_token_id = rm.tokenizer.eos_token_id
+    texts = [f"short{eos}", f"a far longer answer text{eos}"]
+    alone = torch.stack([_alone(rm, t) for t in texts])
+    assert torch.allclose(_score(rm, texts), alone, atol=1e-5, rtol=0)
+
+
+def test_normalisation_from_config(tiny_rm_dir, rm, tmp_path):
+    folder = tmp_path / "rm"
+    shutil.copytree(tiny_rm_dir, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg | {"mean": 0.25, "std": 2.0}))
+    norm = ModelRewardModel(folder, normalize=True)
+    raw = _score(rm, TEXTS)
+    out = norm.score(TEXTS, [""] * 4, [None] * 4)
+    assert torch.allclose(out.rewards, (raw - 0.25) / 2.0, atol=1e-6)
+    assert torch.allclose(out.scores["raw"], raw, atol=1e-6)
+    with pytest.raises(ConfigError, match="lacks 'mean'/'std'"):
+        ModelRewardModel(tiny_rm_dir, normalize=True)
+
+
+def test_offload_frees_and_reload_is_bitwise(tiny_rm_dir):
+    rm = ModelRewardModel(tiny_rm_dir)
+    before = _score(rm, TEXTS)
+    rm.offload()
+    assert rm.offloaded
+    resident = sum(t.numel() for t in rm.model.state_dict().values() if t.device.type != "meta")
+    assert resident == 0
+    rm.reload()
+    assert not rm.offloaded
+    assert torch.equal(_score(rm, TEXTS), before)
+    rm.offload()
+    assert torch.equal(_score(rm, TEXTS), before)  # scoring while offloaded reloads first
+    assert not rm.offloaded
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(ConfigError, match=r"reward model folder .*nope not found"):
+        ModelRewardModel(tmp_path / "nope")
