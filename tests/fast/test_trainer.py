@@ -133,7 +133,7 @@ def test_bf16_autocast_trains_fp32_master_weights(tiny_model_dir):
 def test_gradient_checkpointing_gives_same_step(tiny_model_dir):
     a = _trainer(tiny_model_dir)
     b = _trainer(tiny_model_dir, gradient_checkpointing=True)
-    assert b.model.is_gradient_checkpointing and not a.model.is_gradient_checkpointing
+    assert b.model.is_activation_checkpointing and not a.model.is_activation_checkpointing
     ma, mb = (t.step(_chunks(_data(4), 2), lm_loss) for t in (a, b))
     assert ma["loss"] == pytest.approx(mb["loss"], abs=1e-6)
     for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
