@@ -10,7 +10,6 @@ the catalog was opened or last `refresh()`ed; user SQL passes the read-only guar
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import pyarrow as pa
 from alignflow.artifacts.errors import ConfigError, SchemaError, SqlRefused
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
-from alignflow.catalog.guard import check_read_only
+from alignflow.catalog.guard import check_read_only, identifiers
 from alignflow.catalog.manifests import scan
 
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)
@@ -39,15 +38,14 @@ class Catalog:
         self._local = threading.local()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._generation = 0
-        self._files_by_name: dict[str, str] = {}
+        self._built: connection.Built | None = None
         self.refresh()
 
     def refresh(self) -> None:
         """Re-scan the manifests; later queries see everything committed up to now."""
-        snap = scan(self.store)
-        con, by_name = connection.build(self.store, snap)
+        built = connection.build(self.store, scan(self.store))
         with self._lock:
-            self._con, self._files_by_name = con, by_name
+            self._con, self._built = built.con, built
             self._generation += 1
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -64,6 +62,7 @@ class Catalog:
         """Run read-only `query` (`?` placeholders bound from `params`); the last result."""
         statements = check_read_only(query)
         cur = self.cursor()
+        self._check_broken(statements)
         for i, text in enumerate(statements):
             try:
                 if i < len(statements) - 1:
@@ -97,27 +96,25 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _check_broken(self, statements: list[str]) -> None:
+        """A query naming a table with an unreadable file fails, naming that file."""
+        broken = self._built.broken if self._built else {}
+        if broken:
+            for text in statements:
+                for name in identifiers(text) & set(broken):
+                    raise SchemaError(broken[name])
+
     def _translate(self, exc: duckdb.Error, statement: str) -> Exception:
         """A one-line error of ours naming the statement, or the corrupt file."""
-        first = _first_line(exc)
+        first = connection.first_line(exc)
         short = " ".join(statement.split())[:80]
         if isinstance(exc, duckdb.PermissionException):
             return SqlRefused(f"SQL refused: `{short}` reaches outside the store's committed "
                               f"files ({first})")
         if isinstance(exc, _FILE_ERRORS):
-            rel = self._file_in(str(exc))
+            files = self._built.files_by_name if self._built else {}
+            rel = connection.file_in_message(str(exc), files)
             if rel is not None:
                 return SchemaError(f"corrupt or unreadable Parquet file {self.store.url}/{rel}: "
                                    f"{first}")
         return ConfigError(f"SQL error in `{short}`: {first}")
-
-    def _file_in(self, message: str) -> str | None:
-        for name in re.findall(r"[^/\\\"' ]+\.parquet", message):
-            if name in self._files_by_name:
-                return self._files_by_name[name]
-        return None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__

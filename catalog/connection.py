@@ -10,11 +10,14 @@ files, load extensions or undo the lock.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from importlib import resources
 
 import duckdb
 import pyarrow as pa
 from alignflow.artifacts import schemas
+from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.store import Store
 from alignflow.catalog.manifests import Snapshot
 
@@ -33,9 +36,21 @@ def duckdb_path(store: Store, rel: str) -> str:
     return full if store.is_local else store.fs.unstrip_protocol(full)
 
 
-def build(store: Store, snap: Snapshot) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
-    """A locked connection with all views, and the map file-name → store path for errors."""
-    con = duckdb.connect(":memory:")
+@dataclass
+class Built:
+    """A locked connection, file name → store path (to name files in errors), and the
+    tables left out because a listed file could not be read (table → one-line error)."""
+
+    con: duckdb.DuckDBPyConnection
+    files_by_name: dict[str, str]
+    broken: dict[str, str] = field(default_factory=dict)
+
+
+def build(store: Store, snap: Snapshot) -> Built:
+    """A locked connection with all views over the committed files of `snap`."""
+    by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
+    built = Built(duckdb.connect(":memory:"), by_name)
+    con = built.con
     try:
         con.execute("SET parquet_metadata_cache = true")
         if not store.is_local:
@@ -46,15 +61,13 @@ def build(store: Store, snap: Snapshot) -> tuple[duckdb.DuckDBPyConnection, dict
         con.execute(sql_text("tasks"))
         allowed: list[str] = []
         for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
-            paths = [duckdb_path(store, rel) for rel in snap.files.get(name, [])]
-            _data_view(con, name, paths, snap.files.get(name, []))
-            allowed += paths
+            rels = _data_view(store, built, name, list(snap.files.get(name, [])))
+            allowed += [duckdb_path(store, rel) for rel in rels]
         _lock(con, allowed)
     except BaseException:
         con.close()
         raise
-    by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
-    return con, by_name
+    return built
 
 
 def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -66,16 +79,41 @@ def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> N
         con.unregister("_af_incoming")
 
 
-def _data_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str],
-               rels: list[str]) -> None:
-    if not paths:
-        source = f"_af_empty_{name}"
-        _load_table(con, source, _empty(name))
-        con.execute(sql_text("empty").format(name=_ident(name), source=source))
-        return
-    files = "[" + ", ".join(_literal(p) for p in paths) + "]"
-    hive = "true" if _same_partition_keys(rels) else "false"
-    con.execute(sql_text("data").format(name=_ident(name), files=files, hive=hive))
+def _data_view(store: Store, built: Built, name: str, rels: list[str]) -> list[str]:
+    """Create view `name`; a file DuckDB cannot read is left out and the table marked broken
+    (queries on it then fail naming the file; the other views still work). Returns the files
+    the view reads."""
+    while rels:
+        files = "[" + ", ".join(_literal(duckdb_path(store, r)) for r in rels) + "]"
+        hive = "true" if _same_partition_keys(rels) else "false"
+        try:
+            built.con.execute(sql_text("data").format(name=_ident(name), files=files, hive=hive))
+            return rels
+        except duckdb.Error as exc:
+            bad = file_in_message(str(exc), built.files_by_name)
+            if bad is None or bad not in rels:
+                raise SchemaError(f"cannot read table {name!r} of {store.url}: "
+                                  f"{first_line(exc)}") from None
+            built.broken.setdefault(name, f"corrupt or unreadable Parquet file {store.url}/{bad}: "
+                                          f"{first_line(exc)}")
+            rels.remove(bad)
+    source = f"_af_empty_{name}"
+    _load_table(built.con, source, _empty(name))
+    built.con.execute(sql_text("empty").format(name=_ident(name), source=source))
+    return []
+
+
+def file_in_message(message: str, files_by_name: dict[str, str]) -> str | None:
+    """The store path of the committed file a DuckDB error message names, if any."""
+    for name in re.findall(r"[^/\\\"' ]+\.parquet", message):
+        if name in files_by_name:
+            return files_by_name[name]
+    return None
+
+
+def first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _empty(name: str) -> pa.Table:

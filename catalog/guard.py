@@ -36,6 +36,17 @@ def _keywords(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def identifiers(text: str) -> set[str]:
+    """Lower-case identifier tokens of `text` (table and column names, unquoted)."""
+    tokens = duckdb.tokenize(text)
+    out = set()
+    for i, (pos, kind) in enumerate(tokens):
+        if kind == duckdb.token_type.identifier:
+            end = tokens[i + 1][0] if i + 1 < len(tokens) else len(text)
+            out.add(text[pos:end].strip().strip('"').lower())
+    return out
+
+
 def _writes_inside(text: str) -> str | None:
     """The keyword that makes a reading statement write (a DML common table expression)."""
     words = [w for _, w in _keywords(text)]
