@@ -1,0 +1,5 @@
+"""The steps of an RL iteration (generate, score, reference, learn, sync) and the model host.
+
+Each step reads its inputs from the store and commits its own table keyed by
+(run_id, iteration, prompt_id, sample_idx); the catalog's `rollouts` view joins them.
+"""

@@ -1,0 +1,107 @@
+"""One iteration's experience: rollouts joined with scores, reference logprobs and values,
+turned into the advantages the learn step trains on. Commits: rollout_advantages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import torch
+
+from alignflow.artifacts.errors import SchemaError
+from alignflow.artifacts.parquet_io import read_table
+from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
+from alignflow.tasks.advantages.normalize import RunningMoments
+from alignflow.tasks.losses.kl import approx_kl
+from alignflow.tasks.rewards.combine import filter_groups
+from alignflow.tasks.rl.batching import to_padded
+from alignflow.tasks.rl.learn_config import AlgoConfig
+from alignflow.tasks.rl.records import StepOutput
+from alignflow.tasks.rl.tables import ADVANTAGES
+
+KEY = ["prompt_id", "sample_idx"]
+
+
+@dataclass
+class Experience:
+    """Per-sample tensors, rows in rollout order (n consecutive samples per prompt)."""
+
+    keys: pa.Table
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    old_logp: torch.Tensor   # (B, R) behaviour logprobs
+    ref_logp: torch.Tensor   # (B, R)
+    mask: torch.Tensor       # (B, R) float
+    reward: torch.Tensor     # (B,)
+    values: torch.Tensor | None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    kept: torch.Tensor | None = None  # (B,) bool, after dynamic filtering
+    seq_kl: torch.Tensor | None = None  # (B,) mean per-token KL to the reference
+
+
+def _column(store, out: StepOutput, columns: list[str], keys: pa.Table, what: str) -> pa.Table:
+    table = read_table(store, out.refs, columns=[*KEY, *columns])
+    if not table.select(KEY).equals(keys):
+        raise SchemaError(f"{what} rows of {[r.path for r in out.refs]} do not match the "
+                          f"rollouts' (prompt_id, sample_idx) order")
+    return table
+
+
+def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: StepOutput,
+                    values: StepOutput | None) -> Experience:
+    roll = read_table(store, rollouts.refs,
+                      columns=["run_id", "iteration", *KEY, "prompt_ids", "response_ids",
+                               "behaviour_logprobs"])
+    keys = roll.select(KEY)
+    responses = roll.column("response_ids").to_pylist()
+    width = max(len(r) for r in responses)
+    mask = to_padded([[1.0] * len(r) for r in responses], width)
+    reward = _column(store, scores, ["reward"], keys, "scores").column("reward")
+    ref = _column(store, reference, ["ref_logprobs"], keys, "reference")
+    vals = None
+    if values is not None:
+        vals = to_padded(_column(store, values, ["values"], keys, "values")
+                         .column("values").to_pylist(), width)
+    return Experience(
+        keys=roll.select(["run_id", "iteration", *KEY]),
+        prompts=roll.column("prompt_ids").to_pylist(), responses=responses,
+        old_logp=to_padded(roll.column("behaviour_logprobs").to_pylist(), width),
+        ref_logp=to_padded(ref.column("ref_logprobs").to_pylist(), width), mask=mask,
+        reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals)
+
+
+def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
+            moments: RunningMoments | None) -> dict[str, float]:
+    """Fills advantages/returns/kept in place; returns metrics."""
+    kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.kl_estimator) * exp.mask
+    reward = exp.reward
+    if moments is not None:
+        moments.update(reward)
+        reward = moments.normalize(reward)
+    cfg = AdvantageConfig(estimator=algo.advantage_estimator, n=n, gamma=algo.gamma,
+                          lambd=algo.lambd, kl_coef=0.0 if algo.kl.use_kl_loss else kl_coef,
+                          reward_clip=algo.reward_clip_range, no_std=algo.no_advantage_std_norm)
+    out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
+    exp.advantages, exp.returns = out.advantages, out.returns
+    exp.kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering
+                else torch.ones(len(reward), dtype=torch.bool))
+    seq_kl = (kl.sum(-1) / exp.mask.sum(-1).clamp(min=1))
+    exp.seq_kl = seq_kl
+    return {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
+            "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum() / exp.mask.sum()),
+            "kept_frac": float(exp.kept.float().mean())}
+
+
+def advantages_table(exp: Experience, task_key: str) -> pa.Table:
+    lengths = exp.mask.sum(-1).long().tolist()
+    f32 = pa.list_(pa.float32())
+    return pa.table({
+        "run_id": exp.keys.column("run_id"), "iteration": exp.keys.column("iteration"),
+        "task_key": [task_key] * len(lengths),
+        "prompt_id": exp.keys.column("prompt_id"), "sample_idx": exp.keys.column("sample_idx"),
+        "advantages": pa.array([exp.advantages[i, :n].tolist() for i, n in enumerate(lengths)], f32),
+        "returns": pa.array([exp.returns[i, :n].tolist() for i, n in enumerate(lengths)], f32),
+        "kl": pa.array(exp.seq_kl.tolist(), pa.float32()),
+        "kept": pa.array(exp.kept.tolist(), pa.bool_()),
+    }, schema=ADVANTAGES.arrow_schema)

@@ -1,0 +1,71 @@
+"""Reference logprobs and critic values. Reads: rollouts. Commits: rollout_reference /
+rollout_values.
+
+Reference logprobs run packed (no padding tokens); values come from the critic on padded
+batches, since the value head reads every position.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import torch
+
+from alignflow.artifacts.parquet_io import read_table
+from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.modeling.logprobs import packed_sequence_logprobs
+from alignflow.tasks.rl.batching import chunks, padded_pairs
+from alignflow.tasks.rl.records import StepOutput
+from alignflow.tasks.rl.tables import REFERENCE, VALUES
+
+KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
+
+
+def _read(scope, rollouts: StepOutput) -> pa.Table:
+    return read_table(scope.store, rollouts.refs, columns=[*KEY, "prompt_ids", "response_ids"])
+
+
+def _keyed(table: pa.Table, scope, column: str, values: list[list[float]]) -> pa.Table:
+    return pa.table({
+        **{k: table.column(k) for k in ("run_id", "iteration")},
+        "task_key": [scope.task_key] * table.num_rows,
+        **{k: table.column(k) for k in ("prompt_id", "sample_idx")},
+        column: pa.array(values, pa.list_(pa.float32())),
+    })
+
+
+@torch.inference_mode()
+def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
+              temperature: float = 1.0) -> StepOutput:
+    """log π_ref(response token) for every response token, at the sampling temperature."""
+    scope = current_scope()
+    table = _read(scope, rollouts)
+    prompts = table.column("prompt_ids").to_pylist()
+    responses = table.column("response_ids").to_pylist()
+    out: list[list[float]] = []
+    for idx in chunks(len(prompts), micro_batch):
+        seqs = [prompts[i] + responses[i] for i in idx]
+        lps = packed_sequence_logprobs(host.ref, seqs, [len(responses[i]) for i in idx],
+                                       temperature=temperature)
+        out.extend(lp.tolist() for lp in lps)
+    ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
+                      partition={"iter": iteration})
+    return StepOutput((ref,), table.num_rows)
+
+
+@torch.inference_mode()
+def values(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> StepOutput:
+    """V(s_t) before every response token, from the critic."""
+    scope = current_scope()
+    table = _read(scope, rollouts)
+    prompts = table.column("prompt_ids").to_pylist()
+    responses = table.column("response_ids").to_pylist()
+    pad = host.tokenizer.pad_token_id
+    out: list[list[float]] = []
+    critic = host.critic.model
+    for idx in chunks(len(prompts), micro_batch):
+        ids, mask, action = padded_pairs([prompts[i] for i in idx], [responses[i] for i in idx],
+                                         pad)
+        v = critic(ids, mask, action.shape[1])
+        out.extend(v[j, : int(action[j].sum())].tolist() for j in range(len(idx)))
+    ref = scope.write(VALUES, _keyed(table, scope, "values", out), partition={"iter": iteration})
+    return StepOutput((ref,), table.num_rows)
