@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 import torch
+from torch import Tensor
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.advantages.normalize import whiten
 from alignflow.tasks.advantages.shaping import (
@@ -21,7 +23,6 @@ from alignflow.tasks.advantages.shaping import (
     compute_token_rewards,
     discounted_returns,
 )
-from torch import Tensor
 
 Estimator = Literal["gae", "reinforce", "reinforce_baseline", "group_norm", "dr_grpo", "rloo"]
 GROUP_ESTIMATORS = ("reinforce_baseline", "group_norm", "dr_grpo", "rloo")

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from alignflow.artifacts.errors import ConfigError
 from torch import Tensor
+
+from alignflow.artifacts.errors import ConfigError
 
 LengthPenalty = Callable[[Tensor], Tensor]
 

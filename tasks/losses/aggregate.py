@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
-from alignflow.artifacts.errors import ConfigError
 from torch import Tensor
+
+from alignflow.artifacts.errors import ConfigError
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
+from torch import Tensor
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
-from torch import Tensor
 
 KLEstimator = Literal["k1", "k2", "k3"]
 LOG_RATIO_CLAMP = 10.0

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
+from torch import Tensor
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
 from alignflow.tasks.losses.kl import KLEstimator, approx_kl
-from torch import Tensor
 
 PolicyLossName = Literal["ppo", "dual_clip"]
 

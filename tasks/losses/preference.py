@@ -13,8 +13,9 @@ from typing import Literal, NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
-from alignflow.artifacts.errors import ConfigError
 from torch import Tensor
+
+from alignflow.artifacts.errors import ConfigError
 
 DPOVariant = Literal["sigmoid", "ipo", "cdpo"]
 

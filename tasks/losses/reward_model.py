@@ -11,9 +11,10 @@ from typing import Literal, NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
-from torch import Tensor
 
 RewardLossName = Literal["sigmoid", "logexp"]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from alignflow.tasks.losses.aggregate import masked_mean, token_mean, upcast
 from torch import Tensor
+
+from alignflow.tasks.losses.aggregate import masked_mean, token_mean, upcast
 
 IGNORE_INDEX = -100
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses import KL_ESTIMATORS, approx_kl, k1, k2, k3
 

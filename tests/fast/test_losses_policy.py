@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses import (
     AGGREGATIONS,

@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from torch.autograd import gradcheck
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses import (
     DPO_LOSSES,
@@ -13,7 +15,6 @@ from alignflow.tasks.losses import (
     mismatched_pairs,
     reward_loss,
 )
-from torch.autograd import gradcheck
 
 torch.set_num_threads(1)
 F64 = torch.float64

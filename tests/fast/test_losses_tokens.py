@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from torch.autograd import gradcheck
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses import (
     entropy_from_logits,
@@ -14,7 +16,6 @@ from alignflow.tasks.losses import (
     sft_loss,
     with_ptx,
 )
-from torch.autograd import gradcheck
 
 torch.set_num_threads(1)
 F64 = torch.float64
