@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 
 FinishReason = Literal["stop", "length"]

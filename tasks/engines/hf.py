@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import StopChecker, row_generators, sample_tokens
-from transformers import DynamicCache
 
 
 @dataclass

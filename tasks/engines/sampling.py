@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 
 import torch
-from alignflow.tasks.engines.base import SamplingParams
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from alignflow.tasks.engines.base import SamplingParams
 
 
 def row_seed(seed: int, prompt_index: int, sample_index: int) -> int:

@@ -8,10 +8,11 @@ or from a causal LM with a fresh head; its saved folders load back the same way.
 from __future__ import annotations
 
 import torch
-from alignflow.artifacts.errors import ConfigError
-from alignflow.tasks.modeling.loading import DTYPES, Dtype
 from torch import nn
 from transformers import AutoModelForSequenceClassification
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.modeling.loading import DTYPES, Dtype
 
 
 class Critic(nn.Module):

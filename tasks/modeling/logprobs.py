@@ -7,6 +7,7 @@ engines use for behaviour logprobs (`engines.base`), so PPO ratios compare like 
 from __future__ import annotations
 
 import torch
+
 from alignflow.artifacts.tensors import pack
 
 

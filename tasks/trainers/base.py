@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import torch
-from alignflow.artifacts.errors import ConfigError
 from torch import nn
+
+from alignflow.artifacts.errors import ConfigError
 
 Batch = Mapping[str, Any]
 LossFn = Callable[[nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]]

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams

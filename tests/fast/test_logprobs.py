@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from alignflow.artifacts.tensors import pack
 from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.tasks.modeling.critic import Critic

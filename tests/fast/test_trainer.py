@@ -4,12 +4,13 @@ import math
 
 import pytest
 import torch
+from torch import nn
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import Trainer, TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
-from torch import nn
 
 torch.set_num_threads(1)
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left, pad_right
 from alignflow.tasks.modeling.loading import load_causal_lm
