@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
-from alignflow.artifacts.errors import ConfigError
 from torch import Tensor
+
+from alignflow.artifacts.errors import ConfigError
 
 
 @dataclass(frozen=True)

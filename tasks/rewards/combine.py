@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from torch import Tensor
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.base import RewardOutput, RewardSource, check_batch
-from torch import Tensor
 
 
 class CombinedReward:

@@ -17,10 +17,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from alignflow.artifacts.errors import ConfigError
-from alignflow.tasks.rewards.base import RewardOutput, check_batch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards.base import RewardOutput, check_batch
 
 
 def last_token_index(attention_mask: Tensor) -> Tensor:

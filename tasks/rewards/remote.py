@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
+
 from alignflow.artifacts.errors import AlignflowError, ConfigError, Kind
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, responses_of
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards import (
     CombinedReward,

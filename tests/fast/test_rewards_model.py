@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.model_rm import ModelRewardModel, last_token_index
 

@@ -4,6 +4,7 @@ import pickle
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.python_func import PythonRewardFunc, load_reward_func
 

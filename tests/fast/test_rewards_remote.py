@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.remote import RemoteRewardModel, RewardServerError
 

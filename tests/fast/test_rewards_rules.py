@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 import torch
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.rules import (
     CorrectRule,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from alignflow.tasks.rewards.model_rm import ModelRewardModel
 from alignflow.tasks.rewards.rules import Gsm8kRule, extract_label
 
