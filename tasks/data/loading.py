@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.data.named import PREFIX, load_named
 
@@ -47,8 +48,12 @@ def _load_path(path: Path) -> datasets.Dataset:
         files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES)
         if not files:
             raise ConfigError(f"dataset folder {str(path)!r} holds no {list(SUFFIXES)} files")
-        return datasets.Dataset(pa.concat_tables([_read_file(f) for f in files],
-                                                 promote_options="default"))
+        try:
+            table = pa.concat_tables([_read_file(f) for f in files], promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ConfigError(f"dataset folder {str(path)!r}: files disagree on columns: "
+                              f"{exc}") from None
+        return datasets.Dataset(table)
     if path.suffix not in SUFFIXES:
         raise ConfigError(f"dataset file {str(path)!r}: expected one of {list(SUFFIXES)}")
     return datasets.Dataset(_read_file(path))

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 import datasets
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.models.registry import _package_dir
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import datasets
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.data.prompts import Prepared, as_messages, format_input, render, require_keys
 

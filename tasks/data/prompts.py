@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import datasets
+
 from alignflow.artifacts.errors import ConfigError
 
 Overlong = Literal["drop", "truncate"]

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from alignflow.artifacts.errors import ConfigError
 from platformdirs import user_cache_dir
+
+from alignflow.artifacts.errors import ConfigError
 
 
 def models_dir() -> Path:

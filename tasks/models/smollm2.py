@@ -18,12 +18,13 @@ from pathlib import Path
 import gguf
 import numpy as np
 import torch
-from alignflow.artifacts.errors import ConfigError
-from alignflow.tasks.models.cache import build_once
-from alignflow.tasks.models.chat import IM_END, SMOLLM2_TEMPLATE, wrap_tokenizer
 from safetensors.torch import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import GenerationConfig, LlamaConfig
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.models.cache import build_once
+from alignflow.tasks.models.chat import IM_END, SMOLLM2_TEMPLATE, wrap_tokenizer
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_VERSION = 1

@@ -14,8 +14,6 @@ import random
 from pathlib import Path
 
 import torch
-from alignflow.tasks.models.cache import build_once
-from alignflow.tasks.models.chat import CHATML_TEMPLATE, ENDOFTEXT, IM_END, IM_START, wrap_tokenizer
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     GenerationConfig,
@@ -23,6 +21,9 @@ from transformers import (
     LlamaForCausalLM,
     LlamaForSequenceClassification,
 )
+
+from alignflow.tasks.models.cache import build_once
+from alignflow.tasks.models.chat import CHATML_TEMPLATE, ENDOFTEXT, IM_END, IM_START, wrap_tokenizer
 
 BUILD_VERSION = 1
 VOCAB_SIZE = 512
