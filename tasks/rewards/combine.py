@@ -45,6 +45,18 @@ class CombinedReward:
             logs |= {f"{name}/{k}": v for k, v in out.extra_logs.items()}
         return RewardOutput(total, scores, logs)
 
+    def offload(self) -> None:
+        """Free the memory of every source that can (reward models); rules have nothing."""
+        for source in self.sources.values():
+            if hasattr(source, "offload"):
+                source.offload()
+
+    def reload(self) -> None:
+        """Undo `offload` (scoring also reloads on demand)."""
+        for source in self.sources.values():
+            if hasattr(source, "reload"):
+                source.reload()
+
 
 def filter_groups(rewards: Tensor, n: int) -> Tensor:
     """DAPO dynamic sampling: True for each group of `n` consecutive samples (one prompt's

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.rewards import RewardConfig, build_reward
 from alignflow.tasks.rewards.model_rm import ModelRewardModel, last_token_index
 
 torch.set_num_threads(1)
@@ -103,3 +104,17 @@ def test_offload_frees_and_reload_is_bitwise(tiny_rm_dir):
 def test_missing_folder(tmp_path):
     with pytest.raises(ConfigError, match=r"reward model folder .*nope not found"):
         ModelRewardModel(tmp_path / "nope")
+
+
+def test_model_folder_spec_combined_with_a_rule(tiny_rm_dir, rm):
+    reward = build_reward(RewardConfig(sources=(f"rm={tiny_rm_dir}", "rule:target:a"),
+                                       weights=(2.0, 1.0), micro_batch=2))
+    texts = ["aa", "ab", "bb"]
+    out = reward.score(texts, [""] * 3, [None] * 3)
+    raw = _score(rm, texts)
+    assert torch.allclose(out.scores["rm"], raw, atol=1e-5, rtol=0)
+    assert torch.allclose(out.rewards, 2 * raw + torch.tensor([1.0, 0.5, 0.0]), atol=1e-5)
+    reward.offload()
+    assert reward.sources["rm"].offloaded
+    reward.reload()
+    assert torch.equal(reward.score(texts, [""] * 3, [None] * 3).rewards, out.rewards)
