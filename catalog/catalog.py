@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+
 from alignflow.artifacts.errors import ConfigError, SchemaError, SqlRefused
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
@@ -66,7 +67,7 @@ class Catalog:
         for i, text in enumerate(statements):
             try:
                 if i < len(statements) - 1:
-                    cur.execute(text)
+                    cur.execute(text).complete()  # run for its errors; rows unused
                     continue
                 return cur.sql(text, params=params).to_arrow_table()
             except duckdb.Error as exc:

@@ -16,6 +16,7 @@ from importlib import resources
 
 import duckdb
 import pyarrow as pa
+
 from alignflow.artifacts import schemas
 from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.store import Store

@@ -10,6 +10,7 @@ connection is locked down as well (see `connection.py`), so this is the first of
 from __future__ import annotations
 
 import duckdb
+
 from alignflow.artifacts.errors import ConfigError, SqlRefused
 
 _READING = {duckdb.StatementType.SELECT}

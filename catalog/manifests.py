@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+
 from alignflow.artifacts.commit import validate
 from alignflow.artifacts.errors import SchemaError, StoreError
 from alignflow.artifacts.s3errors import translate_errors

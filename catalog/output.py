@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+
 from alignflow.artifacts.errors import ConfigError
 
 Format = Literal["table", "csv", "json", "parquet"]

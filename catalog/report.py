@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+
 from alignflow.artifacts.errors import RunNotFound
 from alignflow.catalog.catalog import Catalog
 

@@ -8,6 +8,7 @@ iteration, all committed through the artifacts API; plus one orphan rollout file
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+
 from alignflow.artifacts.commit import commit
 from alignflow.artifacts.parquet_io import write_table
 

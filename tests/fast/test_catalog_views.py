@@ -6,13 +6,13 @@ import json
 import threading
 
 import pytest
+
 from alignflow.artifacts import schemas
 from alignflow.artifacts.commit import commit
 from alignflow.artifacts.errors import ConfigError, SchemaError, StoreError
 from alignflow.artifacts.parquet_io import write_table
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
-
 from tests.fast.test_catalog_data import REWARDS, T0, populate
 
 
