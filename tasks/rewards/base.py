@@ -8,7 +8,6 @@ reference answers or None. Sources return per-sample float32 rewards plus named 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -88,7 +87,3 @@ def to_vectors(values: object, n: int, *, what: str, where: str) -> dict[str, Te
     return {str(k): to_vector(v, n, what=f"{what}[{k!r}]", where=where)
             for k, v in values.items()}
 
-
-def is_finite_number(x: object) -> bool:
-    """True for an int/float that is not bool/NaN/inf."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
