@@ -75,9 +75,10 @@ class HFEngine:
     @torch.inference_mode()
     def _decode(self, rows: list[_Row], params: SamplingParams, seed: int) -> None:
         """Fills each row's response in place: prefill once, then one token per step."""
-        ids, mask = left_pad([r.prompt_ids for r in rows], self.pad_token_id)
+        device = next(self.model.parameters()).device
+        ids, mask = (t.to(device) for t in left_pad([r.prompt_ids for r in rows], self.pad_token_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        gens = row_generators(seed, [(r.prompt_index, r.sample_index) for r in rows])
+        gens = row_generators(seed, [(r.prompt_index, r.sample_index) for r in rows], device)
         eos = set(params.eos_token_ids or self._default_eos())
         stops = StopChecker(self.tokenizer, params.stop)
         cache = DynamicCache(config=self.model.config)

@@ -20,10 +20,12 @@ def row_seed(seed: int, prompt_index: int, sample_index: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def row_generators(seed: int, rows: list[tuple[int, int]]) -> list[torch.Generator]:
+def row_generators(seed: int, rows: list[tuple[int, int]],
+                   device: torch.device | str = "cpu") -> list[torch.Generator]:
+    """One generator per row, on the device the logits live on (multinomial needs that)."""
     gens = []
     for prompt_index, sample_index in rows:
-        g = torch.Generator(device="cpu")
+        g = torch.Generator(device=device)
         g.manual_seed(row_seed(seed, prompt_index, sample_index))
         gens.append(g)
     return gens

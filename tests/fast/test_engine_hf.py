@@ -132,3 +132,15 @@ def test_bad_params_name_the_field():
         SamplingParams(top_p=0.0)
     with pytest.raises(ConfigError, match="SamplingParams.n=0"):
         SamplingParams(n=0)
+
+
+def test_top_k_1_is_greedy_but_logprobs_are_untruncated(engine, prompts):
+    """top-k filters the draw only: behaviour logprobs stay those of softmax(logits / T)."""
+    greedy = engine.generate(prompts, SamplingParams(max_new_tokens=5, temperature=0.0, eos_token_ids=NO_EOS))
+    top1 = engine.generate(prompts, SamplingParams(max_new_tokens=5, temperature=1.0, top_k=1,
+                                                   seed=9, eos_token_ids=NO_EOS))
+    assert _ids(top1) == _ids(greedy)
+    assert all(lp < -0.5 for s in top1 for lp in s.behaviour_logprobs)  # not log(1) = 0
+    tiny_p = engine.generate(prompts, SamplingParams(max_new_tokens=5, top_p=1e-6, seed=9,
+                                                     eos_token_ids=NO_EOS))
+    assert _ids(tiny_p) == _ids(greedy)
