@@ -7,6 +7,7 @@ Argument errors of ours raise `ConfigError`/`FlowError`; the dispatcher prints o
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from alignflow.artifacts.errors import ConfigError, FlowError
@@ -70,7 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     known, flags = parser.parse_known_args(args.rest, namespace=args)
     config = build_config(known.flow, known.config, known.sets, flags)
     output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
-                     address=known.address, executor=known.executor)
+                     address=known.address, executor=known.executor, progress=_progress())
     _print_output(output)
     return 0
 
@@ -84,9 +85,16 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     if not args.run_id:
         raise ConfigError("resume: give RUN_ID or --all")
     output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,
-                        force=args.force, executor=args.executor, address=args.address)
+                        force=args.force, executor=args.executor, address=args.address,
+                        progress=_progress())
     _print_output(output)
     return 0
+
+
+def _progress() -> Any:
+    from alignflow.flows.progress import Progress
+
+    return Progress(stream=sys.stderr)
 
 
 def _print_output(output: Any) -> None:

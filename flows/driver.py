@@ -116,6 +116,8 @@ class Driver(Timers):
 
     def replay(self, task: Task | None, manifest: dict) -> Any:
         self.replayed += 1
+        if self.progress is not None:
+            self.progress.task_finished(manifest["task_key"], 0.0, cached=True)
         if task is not None and manifest.get("code_hash") != task.code_hash:
             self.code_changed.append(manifest["task_key"])
         if manifest.get("worker") and manifest.get("checkpoint"):
@@ -232,8 +234,8 @@ class Driver(Timers):
         if manifest["worker"] and manifest["checkpoint"]:
             self.latest_ckpt[manifest["worker"]] = manifest["checkpoint"]
         if self.progress is not None:
-            self.progress.task_finished(key, manifest["status"],
-                                        (manifest["ended"] or 0) - (manifest["started"] or 0))
+            self.progress.task_finished(key, (manifest["ended"] or 0) - (manifest["started"] or 0),
+                                        bool(fields.get("cached_from")), status=manifest["status"])
         return manifest
 
     def finish(self) -> None:

@@ -58,10 +58,14 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
                         drivers=meta.get("drivers", 0) + 1, resumed=time.time())
         driver = Driver(store, run_id, meta["seed"], make_executor(executor, address),
                         block=block, progress=progress, lease=lease)
+        if progress is not None:
+            progress.start_run(run_id, flow.name)
         return _run_body(store, run_id, flow, config, driver)
     finally:
         if driver is not None:
             driver.executor.shutdown()
+        if progress is not None:
+            progress.close()
         lease.release()
 
 
