@@ -115,6 +115,11 @@ def test_kto_by_hand() -> None:
                         undesirable_weight=0.5)
     assert torch.allclose(weighted.loss, torch.tensor([1.33 * 0.475021, 0.5 * 0.512497],
                                                       dtype=F64), atol=1e-6)
+    # negative KL estimate is clamped: diffs [−1, −3] → z = max(0, −2) = 0, same losses
+    neg = kto_loss(pi_c, ref_c, pi_r, ref_r, torch.tensor([-1.0, -3.0], dtype=F64),
+                   torch.zeros(2, dtype=F64), beta=0.1)
+    assert neg.kl.item() == 0.0
+    assert torch.equal(neg.loss, out.loss)
     # positive KL: diffs [1, 3] → z = 2 ; 1 − σ(0.1(1 − 2)) = 0.524979 ; 1 − σ(0.1(2 − .5))
     hi = kto_loss(pi_c, ref_c, pi_r, ref_r, torch.tensor([0.0, 1.0], dtype=F64),
                   torch.tensor([-1.0, -2.0], dtype=F64), beta=0.1)
