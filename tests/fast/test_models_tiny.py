@@ -7,9 +7,10 @@ import json
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
 from alignflow.tasks.models.cache import MARKER, is_built
 from alignflow.tasks.models.tiny import build_key, build_tiny_model
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 TEXTS = [
     "What is 12 + 30?",
