@@ -15,7 +15,7 @@ from alignflow.artifacts.commit import manifests, run_ids
 from alignflow.artifacts.store import Store
 
 KEPT_FILES = ("run.json", "lease.json")
-KEPT_DIRS = ("tasks/", "logs/", "events/")
+KEPT_DIRS = ("tasks/", "logs/", "events/", "final/")
 
 
 @dataclass(frozen=True)

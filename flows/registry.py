@@ -7,7 +7,15 @@ Entries are strings so `alignflow --help` and `alignflow ls` import nothing heav
 
 from __future__ import annotations
 
-BUILTIN: dict[str, tuple[str, str | None]] = {}
+BUILTIN: dict[str, tuple[str, str | None]] = {
+    "grpo": ("alignflow.flows.grpo:grpo", "alignflow.flows.rl_config:RLConfig"),
+    "dr_grpo": ("alignflow.flows.grpo:grpo", "alignflow.flows.rl_config:DrGRPOConfig"),
+    "rloo": ("alignflow.flows.grpo:grpo", "alignflow.flows.rl_config:RLOOConfig"),
+    "reinforce_pp": ("alignflow.flows.grpo:grpo", "alignflow.flows.rl_config:ReinforceConfig"),
+    "reinforce_pp_baseline": ("alignflow.flows.grpo:grpo",
+                              "alignflow.flows.rl_config:ReinforceBaselineConfig"),
+    "ppo": ("alignflow.flows.ppo:ppo", "alignflow.flows.rl_config:PPOConfig"),
+}
 
 
 def register(name: str, target: str, config: str | None = None) -> None:

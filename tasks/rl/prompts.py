@@ -17,6 +17,8 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import prepare_prompts
+from alignflow.tasks.modeling.loading import load_tokenizer
+from alignflow.tasks.models.registry import resolve_model
 from alignflow.tasks.rl.records import StepOutput
 from alignflow.tasks.rl.tables import PROMPTS
 
@@ -44,12 +46,12 @@ class DataConfig:
             raise ConfigError(f"data.prompt_max_len={self.prompt_max_len}: expected >= 1")
 
 
-def load_prompts(host, cfg: DataConfig) -> StepOutput:
+def load_prompts(cfg: DataConfig, tokenizer: str) -> StepOutput:
     """Prepares, tokenizes and commits the run's prompts in their (seeded) order."""
     scope = current_scope()
     dataset = mix_datasets(cfg.prompt_data, cfg.prompt_data_probs, split=cfg.prompt_split,
                            max_samples=cfg.max_samples, seed=scope.seed)
-    tok = host.tokenizer
+    tok = load_tokenizer(resolve_model(tokenizer))
     prepared = prepare_prompts(dataset, tok, input_key=cfg.input_key, label_key=cfg.label_key,
                                apply_chat_template=cfg.apply_chat_template,
                                input_template=cfg.input_template,
