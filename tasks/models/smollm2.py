@@ -27,7 +27,7 @@ from alignflow.tasks.models.cache import build_once
 from alignflow.tasks.models.chat import IM_END, SMOLLM2_TEMPLATE, wrap_tokenizer
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -70,12 +70,12 @@ def hf_config(reader: gguf.GGUFReader) -> LlamaConfig:
         num_hidden_layers=f("block_count"), num_attention_heads=f("attention.head_count"),
         num_key_value_heads=f("attention.head_count_kv"),
         max_position_embeddings=f("context_length"),
-        rms_norm_eps=float(f("attention.layer_norm_rms_epsilon")),
+        rms_norm_eps=float(f"{f('attention.layer_norm_rms_epsilon'):.6g}"),  # f32 → 1e-05
         rope_theta=float(f("rope.freq_base")), tie_word_embeddings=not has_output,
         bos_token_id=_field(reader, "tokenizer.ggml.bos_token_id"),
         eos_token_id=_field(reader, "tokenizer.ggml.eos_token_id"),
         pad_token_id=_field(reader, "tokenizer.ggml.padding_token_id"),
-        torch_dtype="float32",
+        dtype="float32",
     )
 
 
