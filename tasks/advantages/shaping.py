@@ -57,9 +57,14 @@ def overlong_penalty(max_len: int, buffer_len: int, factor: float = 1.0) -> Leng
 
 
 def discounted_returns(token_rewards: Tensor, action_mask: Tensor, gamma: float = 1.0) -> Tensor:
-    """G_t = Σ_{k≥t} γ^{k−t} r_k m_k, computed right to left; masked positions hold 0."""
+    """G_t = Σ_{k≥t} γ^{k−t} r_k m_k, computed right to left; masked positions hold 0.
+
+    γ = 1 (every sequence-level estimator) is one reversed cumulative sum instead of a loop.
+    """
     mask = action_mask.to(token_rewards.dtype)
     rewards = token_rewards * mask
+    if gamma == 1.0:
+        return rewards.flip(-1).cumsum(-1).flip(-1) * mask
     returns = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[:, 0])
     for t in reversed(range(rewards.shape[1])):

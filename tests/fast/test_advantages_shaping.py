@@ -124,3 +124,16 @@ def test_fixed_kl_controller() -> None:
     ctl = FixedKLController(0.05)
     assert ctl.update(100.0, 512) == 0.05
     assert ctl.state() == {"value": 0.05}
+
+
+def test_discounted_returns_gamma_one_fast_path_matches_loop() -> None:
+    g = torch.Generator().manual_seed(3)
+    r = torch.randn(4, 9, generator=g, dtype=torch.float64)
+    m = torch.rand(4, 9, generator=g) > 0.3
+    fast = discounted_returns(r, m, 1.0)
+    slow = torch.tensor([[sum(float(r[b, k]) for k in range(t, 9) if m[b, k]) if m[b, t] else 0.0
+                          for t in range(9)] for b in range(4)], dtype=torch.float64)
+    assert torch.allclose(fast, slow, atol=1e-12)
+    # suffix sums by hand: row [1, 2, 3] → [6, 5, 3]
+    assert torch.equal(discounted_returns(torch.tensor([[1.0, 2.0, 3.0]]), torch.ones(1, 3), 1.0),
+                       torch.tensor([[6.0, 5.0, 3.0]]))

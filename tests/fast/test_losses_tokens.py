@@ -119,3 +119,19 @@ def test_prm_soft_labels_by_hand() -> None:
     assert out.loss.item() == pytest.approx((1.386294 + 0.562335) / 2, abs=1e-6)
     with pytest.raises(ConfigError, match="2 ids"):
         prm_loss(input_ids, logits, labels, placeholder_id=9)
+
+
+def test_kd_accumulates_like_full_batch() -> None:
+    g = torch.Generator().manual_seed(4)
+    t = torch.randn(4, 3, 6, generator=g, dtype=F64)
+    labels = torch.randint(0, 6, (4, 3), generator=g)
+    labels[1, 1:] = -100
+    full_s = torch.randn(4, 3, 6, generator=g, dtype=F64, requires_grad=True)
+    acc_s = full_s.detach().clone().requires_grad_()
+    full = kd_loss(full_s, t, labels)
+    full.backward()
+    n = int((labels != -100).sum())
+    total = sum(kd_loss(acc_s[r], t[r], labels[r], num_tokens=n) for r in torch.arange(4).split(2))
+    total.backward()
+    assert total.item() == pytest.approx(full.item(), abs=1e-12)
+    assert torch.allclose(acc_s.grad, full_s.grad, atol=1e-12)
