@@ -24,7 +24,8 @@ TRANSIENT = (TimeoutError, ConnectionError)
 
 
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and (when imported) torch from one task seed."""
+    """Seed python, numpy and torch from one task seed (torch is imported here on purpose:
+    a task that imports it lazily must still draw the same numbers in every process)."""
     random.seed(seed)
     try:
         import numpy as np
@@ -32,8 +33,11 @@ def seed_everything(seed: int) -> None:
         np.random.seed(seed)
     except ImportError:
         pass
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(seed)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)
 
 
 def error_kind(exc: BaseException) -> str:

@@ -169,6 +169,7 @@ def train_step(prev: str | None, i: int, pause: float) -> dict:
 
     from alignflow.artifacts.scope import current_scope
 
+    torch.set_num_threads(1)
     scope = current_scope()
     w = load(scope.store.read_bytes(prev))["w"] if prev else torch.zeros(8, 1)
     x = torch.randn(64, 8)
@@ -178,11 +179,11 @@ def train_step(prev: str | None, i: int, pause: float) -> dict:
     loss.backward()
     w = (w - 0.05 * w.grad).detach()
     time.sleep(pause)
-    scope.write("metrics", pa.table({"step": [i], "key": ["loss"], "value": [float(loss)],
+    scope.write("metrics", pa.table({"step": [i], "key": ["loss"], "value": [loss.item()],
                                      "ts": [float(i)]}), partition={"iter": i})
     path = f"runs/{scope.run_id}/checkpoints/w-{i:04d}.safetensors"
     scope.store.write_bytes(path, save({"w": w}))
-    return {"loss": float(loss), "checkpoint": path, "w_sum": float(w.sum())}
+    return {"loss": loss.item(), "checkpoint": path, "w_sum": float(w.sum())}
 
 
 @flow
