@@ -46,13 +46,19 @@ def write_report(catalog: Catalog, run_id: str, out_dir: str | os.PathLike) -> P
     if reward.num_rows and _plot_reward(reward, out / "reward.png"):
         parts.append("![mean reward per iteration](reward.png)\n")
     parts.append("## Metrics\n")
-    keys = sorted(set(metrics.column("key").to_pylist()))[:MAX_METRIC_PLOTS]
+    keys = sorted(set(metrics.column("key").to_pylist()), key=_plot_order)[:MAX_METRIC_PLOTS]
     if keys and _plot_metrics(metrics, keys, out / "metrics.png"):
         parts.append("![metrics over steps](metrics.png)\n")
     parts.append(_markdown(_last_values(metrics)))
     path = out / "report.md"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def _plot_order(key: str) -> tuple[int, str]:
+    """Losses, KL and rewards first; then the rest by name."""
+    first = next((i for i, w in enumerate(("loss", "kl", "reward")) if w in key.lower()), 3)
+    return first, key
 
 
 def _run_section(run: dict) -> str:
