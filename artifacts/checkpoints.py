@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
 from alignflow.artifacts import schemas, treecodec
 from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.parquet_io import ArtifactRef, write_table
 from alignflow.artifacts.store import Store
-from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
 
 FORMAT = 1
 

@@ -10,6 +10,7 @@ Anything else — an unknown column, a string where a number belongs, an int ove
 from __future__ import annotations
 
 import pyarrow as pa
+
 from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.schemas import TableSchema
 

@@ -17,10 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
 from alignflow.artifacts import schemas
 from alignflow.artifacts.conform import conform
 from alignflow.artifacts.errors import AlignflowError, ConfigError, SchemaError
+from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.artifacts.store import Store
 
@@ -164,11 +167,23 @@ def _corrupt(store: Store, rel: str, exc: Exception) -> Exception:
     return SchemaError(f"{store.url}/{rel}: not a readable Parquet file ({exc})")
 
 
+def _arrow_fs(store: Store) -> pafs.FileSystem | None:
+    """None (Arrow's native local I/O) or the store's fsspec filesystem wrapped for Arrow."""
+    return None if store.is_local else pafs.PyFileSystem(pafs.FSSpecHandler(store.fs))
+
+
 @contextlib.contextmanager
 def _parquet(store: Store, rel: str) -> Iterator[tuple[pq.ParquetFile, TableSchema]]:
-    with store.open_file(rel, "rb") as f:
+    """Local files go to Arrow's native reader (no Python file object in the loop); remote
+    ones through fsspec with coalesced, pre-buffered range reads."""
+    with contextlib.ExitStack() as stack:
+        if store.is_local and not os.path.exists(store.path(rel)):
+            raise FileNotFoundError(f"{store.url}/{rel}: committed file is missing")
+        fs = _arrow_fs(store)
         try:
-            pf = pq.ParquetFile(f)
+            with translate_errors(store.url, rel):
+                pf = stack.enter_context(pq.ParquetFile(store.path(rel), filesystem=fs,
+                                                        pre_buffer=True))
         except (pa.ArrowInvalid, OSError) as exc:
             raise _corrupt(store, rel, exc) from None
         yield pf, _check_version(store, rel, pf.schema_arrow.metadata)
@@ -214,7 +229,9 @@ def read_table(store: Store, refs: Iterable[RefLike],
         rel = ref if isinstance(ref, str) else ref.path
         with _parquet(store, rel) as (pf, known):
             try:
-                table = pf.read(columns=_read_columns(pf, columns))
+                # the dataset reader decodes row groups in parallel; ParquetFile.read does not
+                table = pq.read_table(store.path(rel), filesystem=_arrow_fs(store),
+                                      columns=_read_columns(pf, columns), pre_buffer=True)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise _corrupt(store, rel, exc) from None
             tables.append(_upgrade(table, known, columns))

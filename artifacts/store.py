@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import fsspec
+
 from alignflow.artifacts.errors import CommitConflict, ConfigError
 from alignflow.artifacts.s3errors import translate_errors
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from alignflow.artifacts.errors import SchemaError
 
 

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 import torch
+
 from alignflow.artifacts import checkpoints, read_table
 from alignflow.artifacts.errors import SchemaError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from alignflow.artifacts import read_table, schemas, write_table
 from alignflow.artifacts.conform import conform
 from alignflow.artifacts.errors import SchemaError

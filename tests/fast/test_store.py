@@ -6,6 +6,7 @@ import os
 
 import pyarrow as pa
 import pytest
+
 from alignflow.artifacts import (
     Store,
     TaskScope,

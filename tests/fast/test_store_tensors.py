@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import torch
+
 from alignflow.artifacts.tensors import pack, pad, pad_left, pad_right
 
 SEQS = [[5, 6, 7], [8], [9, 10]]

@@ -7,6 +7,7 @@ import pickle
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from alignflow.artifacts import commit, committed_files, read_table, write_table
 from alignflow.artifacts.errors import CommitConflict, SchemaError
 
