@@ -204,3 +204,15 @@ class TinyConfig:
 @flow
 def typed(cfg: TinyConfig) -> list:
     return [step(cfg.dir, i) for i in range(cfg.n)]
+
+
+@task
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@flow
+def training_pair(cfg: dict) -> list:
+    futures = [nap.options(key=f"pair/{k}").submit(cfg["seconds"]) for k in ("a", "b")]
+    return gather(*futures)
