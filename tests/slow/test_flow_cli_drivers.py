@@ -1,0 +1,58 @@
+"""Two real driver processes on one run: the second is refused with a one-line LeaseHeld;
+after the first is SIGKILLed mid-sleep, `resume --force` takes over and sleeps only what is
+left of the durable sleep."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def alignflow(store: str, *args: str, **popen) -> subprocess.Popen:
+    env = dict(os.environ, ALIGNFLOW_STORE=store, ALIGNFLOW_LEASE_TTL="2")
+    return subprocess.Popen([sys.executable, "-m", "alignflow.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def test_second_driver_refused_then_force_takeover_after_kill(tmp_path):
+    store, counts = str(tmp_path / "store"), tmp_path / "counts"
+    counts.mkdir()
+    first = alignflow(store, "run", "tests.flows_for_tests:sleepy", "--run-id", "s",
+                      "--executor", "inline", "--set", f"dir={counts}", "--set", "seconds=6")
+    sleep_manifest = tmp_path / "store/runs/s/tasks/sleep-0.json"
+    deadline = time.time() + 60
+    while not sleep_manifest.exists():
+        assert time.time() < deadline and first.poll() is None, first.stderr.read()
+        time.sleep(0.05)
+
+    code, _out, err = finish(alignflow(store, "resume", "s", "--executor", "inline"))
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: run 's' is held by driver ")
+
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    time.sleep(2.2)  # the lease expires
+    code, out, _ = finish(alignflow(store, "status", "s"))
+    assert "status=RESUMABLE" in out.splitlines()[0]
+
+    t0 = time.time()
+    code, out, err = finish(alignflow(store, "resume", "s", "--force"))
+    assert code == 0, err
+    assert out.strip() == '["before","after"]'
+    assert time.time() - t0 < 6.0  # slept only the rest of the 6 s sleep
+    assert (counts / "before.count").read_text() == "x\n"
+    assert (counts / "after.count").read_text() == "x\n"
