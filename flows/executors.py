@@ -14,6 +14,7 @@ from typing import Any
 from alignflow.flows import wrapper
 
 RAY_TEMP_DIR = "/tmp/alignflow-ray"
+_REMOTES: dict[str, Any] = {}
 
 
 class _Done:
@@ -106,8 +107,10 @@ class RayExecutor:
 
         ensure_ray(address)
         _pickle_user_modules_by_value()
-        self._execute = ray.remote(max_retries=0)(wrapper.execute)
-        self._actor_cls = ray.remote(max_restarts=0, max_task_retries=0)(WorkerHost)
+        if not _REMOTES:  # defined once per process: Ray exports a remote function once
+            _REMOTES["execute"] = ray.remote(max_retries=0)(wrapper.execute)
+            _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0)(WorkerHost)
+        self._execute, self._actor_cls = _REMOTES["execute"], _REMOTES["host"]
         self.workers: dict[str, Any] = {}
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
