@@ -81,7 +81,8 @@ class Catalog:
     def tables(self) -> list[str]:
         """Names of the views users query."""
         rows = self.cursor().execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal "
+            "AND NOT starts_with(view_name, '_af_') ORDER BY 1").fetchall()
         return [r[0] for r in rows]
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from alignflow.artifacts import schemas
 from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.store import Store
 from alignflow.catalog.manifests import Snapshot
+from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
 _RESERVED = {"runs", "tasks"}
@@ -62,8 +63,10 @@ def build(store: Store, snap: Snapshot) -> Built:
         con.execute(sql_text("tasks"))
         allowed: list[str] = []
         for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
-            rels = _data_view(store, built, name, list(snap.files.get(name, [])))
+            view = GENERATED if name == "rollouts" else name
+            rels = _data_view(store, built, name, list(snap.files.get(name, [])), view)
             allowed += [duckdb_path(store, rel) for rel in rels]
+        con.execute(rollouts_view_sql(set(snap.files)))
         _lock(con, allowed)
     except BaseException:
         con.close()
@@ -80,15 +83,17 @@ def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> N
         con.unregister("_af_incoming")
 
 
-def _data_view(store: Store, built: Built, name: str, rels: list[str]) -> list[str]:
-    """Create view `name`; a file DuckDB cannot read is left out and the table marked broken
-    (queries on it then fail naming the file; the other views still work). Returns the files
-    the view reads."""
+def _data_view(store: Store, built: Built, name: str, rels: list[str],
+               view: str | None = None) -> list[str]:
+    """Create view `view` (default `name`) over table `name`; a file DuckDB cannot read is
+    left out and the table marked broken (queries on it then fail naming the file; the other
+    views still work). Returns the files the view reads."""
+    view = view or name
     while rels:
         files = "[" + ", ".join(_literal(duckdb_path(store, r)) for r in rels) + "]"
         hive = "true" if _same_partition_keys(rels) else "false"
         try:
-            built.con.execute(sql_text("data").format(name=_ident(name), files=files, hive=hive))
+            built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive))
             return rels
         except duckdb.Error as exc:
             bad = file_in_message(str(exc), built.files_by_name)
@@ -100,7 +105,7 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str]) -> list[s
             rels.remove(bad)
     source = f"_af_empty_{name}"
     _load_table(built.con, source, _empty(name))
-    built.con.execute(sql_text("empty").format(name=_ident(name), source=source))
+    built.con.execute(sql_text("empty").format(name=_ident(view), source=source))
     return []
 
 

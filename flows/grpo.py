@@ -46,7 +46,8 @@ def grpo(cfg: RLConfig) -> dict:
                 rollouts, it, cfg.generate.micro_rollout_batch_size, cfg.generate.temperature))
         learned = on(learn_actor, host["actor"], f"{k}/learn")(
             rollouts, scores, ref, None, it, cfg.algo, cfg.optim,
-            cfg.generate.n_samples_per_prompt, cfg.generate.temperature, state)
+            cfg.generate.n_samples_per_prompt, cfg.generate.temperature, state,
+            cfg.generate.generate_max_len)
         state = learned.state
         on(sync_weights, host["actor"], f"{k}/sync")(learned)
         history.append(scores.metrics["reward_mean"])

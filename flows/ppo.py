@@ -46,7 +46,8 @@ def ppo(cfg: RLConfig) -> dict:
                 rollouts, it, cfg.generate.micro_rollout_batch_size))
         learned = on(learn_actor, host["actor"], f"{k}/learn")(
             rollouts, scores, ref, values, it, cfg.algo, cfg.optim,
-            cfg.generate.n_samples_per_prompt, cfg.generate.temperature, state)
+            cfg.generate.n_samples_per_prompt, cfg.generate.temperature, state,
+            cfg.generate.generate_max_len)
         state = learned.state
         on(learn_critic, host["critic"], f"{k}/learn_critic")(
             rollouts, values, it, cfg.algo, cfg.optim, learned)

@@ -6,6 +6,10 @@ from typing import Literal
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+# Loading a model is quick next to a run; its per-shard bars only clutter run output.
+hf_logging.disable_progress_bar()
 
 Dtype = Literal["fp32", "bf16"]
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -32,7 +32,9 @@ def _minibatches(n: int, size: int, generator: torch.Generator) -> list[list[int
 
 
 def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int,
-                temperature: float, num_tokens: float):
+                temperature: float, norm: dict[str, float]):
+    """The loss of one micro-batch, normalised by the whole minibatch (`norm`: num_tokens,
+    num_seqs, max_len), so accumulating micro-batches equals one big batch."""
     def loss_fn(model, batch):
         idx = batch["idx"]
         logp, ent = response_logprobs(model, [exp.prompts[i] for i in idx],
@@ -43,12 +45,11 @@ def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int
         loss, m = policy_loss(logp, exp.old_logp[idx, :width], exp.advantages[idx, :width], mask,
                               name="dual_clip" if algo.dual_clip else "ppo",
                               eps_low=algo.eps_clip, eps_high=algo.eps_clip_high,
-                              dual_clip=algo.dual_clip or 3.0, agg=algo.loss_agg,
-                              num_tokens=num_tokens)
+                              dual_clip=algo.dual_clip or 3.0, agg=algo.loss_agg, **norm)
         if algo.kl.use_kl_loss and kl_coef > 0:
             loss = loss + kl_coef * kl_loss(logp, exp.ref_logp[idx, :width], mask,
                                             estimator=algo.kl.kl_estimator, agg=algo.loss_agg,
-                                            num_tokens=num_tokens)
+                                            **norm)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * masked_mean(ent, mask)
         stats = {k: float(v) for k, v in m.items()} | {"entropy": float(masked_mean(ent, mask))}
@@ -56,7 +57,7 @@ def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int
     return loss_fn
 
 
-def _train(trainer, n: int, batch_size: int, micro: int, epochs: int, make_loss, count_tokens,
+def _train(trainer, n: int, batch_size: int, micro: int, epochs: int, make_loss,
            generator: torch.Generator) -> dict[str, float]:
     """`epochs` passes of seeded minibatches; one optimizer step per minibatch."""
     sums: dict[str, float] = {}
@@ -64,7 +65,7 @@ def _train(trainer, n: int, batch_size: int, micro: int, epochs: int, make_loss,
     for _ in range(epochs):
         for mb in _minibatches(n, batch_size, generator):
             micro_batches = [{"idx": [mb[i] for i in r]} for r in chunks(len(mb), micro)]
-            loss_fn = make_loss(count_tokens(mb))
+            loss_fn = make_loss(mb)
             stats = trainer.step(micro_batches, loss_fn, weights=[1.0] * len(micro_batches))
             for k, v in stats.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
@@ -81,7 +82,8 @@ def _kl_controller(algo: AlgoConfig, state: LearnState | None):
 
 def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepOutput,
                 values: StepOutput | None, iteration: int, algo: AlgoConfig, optim: OptimConfig,
-                n_samples: int, temperature: float, state: LearnState | None) -> LearnOutput:
+                n_samples: int, temperature: float, state: LearnState | None,
+                max_len: int | None = None) -> LearnOutput:
     """Advantages, then PPO-clip updates of the policy (skipped while the actor is frozen)."""
     scope = current_scope()
     start = time.perf_counter()
@@ -98,13 +100,14 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
         pad = host.tokenizer.pad_token_id
         kept = exp.mask * exp.kept[:, None]
 
-        def make_loss(tokens):
+        def make_loss(mb):
+            norm = {"num_tokens": float(kept[mb].sum().clamp(min=1)),
+                    "num_seqs": max(int(exp.kept[mb].sum()), 1), "max_len": max_len}
             return _actor_loss(exp, algo, controller.value, optim.packing_samples, pad,
-                               temperature, tokens)
+                               temperature, norm)
 
         metrics |= _train(host.actor, len(exp.responses), optim.train_batch_size,
-                          optim.micro_train_batch_size, algo.max_epochs, make_loss,
-                          lambda mb: float(kept[mb].sum().clamp(min=1)), gen)
+                          optim.micro_train_batch_size, algo.max_epochs, make_loss, gen)
         host.policy_version += 1
     controller.update(metrics["kl"], len(exp.responses))
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "actor")
@@ -131,7 +134,9 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
     mask = to_padded([[1.0] * len(r) for r in responses], width)
     pad = host.tokenizer.pad_token_id
 
-    def make_loss(tokens):
+    def make_loss(mb):
+        tokens = float(mask[mb].sum().clamp(min=1))
+
         def loss_fn(model, batch):
             idx = batch["idx"]
             ids, attn, action = padded_pairs([prompts[i] for i in idx],
@@ -145,8 +150,7 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
 
     gen = torch.Generator().manual_seed(scope.seed)
     metrics = _train(host.critic, len(responses), optim.train_batch_size,
-                     optim.micro_train_batch_size, algo.max_epochs, make_loss,
-                     lambda mb: float(mask[mb].sum().clamp(min=1)), gen)
+                     optim.micro_train_batch_size, algo.max_epochs, make_loss, gen)
     metrics = {f"critic/{k}": v for k, v in metrics.items()}
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "critic")
     _write_metrics(scope, iteration, metrics)

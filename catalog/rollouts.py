@@ -1,0 +1,33 @@
+"""The `rollouts` view: generated samples joined with the columns later steps committed.
+
+RL steps each commit their own table keyed by (run_id, iteration, prompt_id, sample_idx) —
+`rollout_scores`, `rollout_reference`, `rollout_values`, `rollout_advantages` — so no step
+rewrites another's data. This view puts the columns back on the rollout rows, which is what
+users query; the step tables stay queryable on their own.
+"""
+
+from __future__ import annotations
+
+GENERATED = "_af_rollouts_generated"
+KEY = ("run_id", "iteration", "prompt_id", "sample_idx")
+STEP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rollout_scores": ("reward", "scores"),
+    "rollout_reference": ("ref_logprobs",),
+    "rollout_values": ("values",),
+    "rollout_advantages": ("advantages", "returns", "kl"),
+}
+
+
+def rollouts_view_sql(tables: set[str]) -> str:
+    """CREATE VIEW rollouts over the generated rows and whichever step tables exist."""
+    joins, replaced = [], []
+    for i, (table, columns) in enumerate(STEP_COLUMNS.items()):
+        if table not in tables:
+            continue
+        alias = f"s{i}"
+        on = " AND ".join(f"{alias}.{k} = g.{k}" for k in KEY)
+        joins.append(f'LEFT JOIN "{table}" {alias} ON {on}')
+        replaced += [f'coalesce({alias}."{c}", g."{c}") AS "{c}"' for c in columns]
+    replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
+    return (f"CREATE OR REPLACE VIEW rollouts AS SELECT g.*{replace} FROM {GENERATED} g "
+            + " ".join(joins))
