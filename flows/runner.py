@@ -108,3 +108,5 @@ def _record(store: Any, driver: Driver, **fields: Any) -> None:
     changed = sorted((set(meta.get("code_changed") or []) - rerun) | set(driver.code_changed))
     runs.update_run(store, driver.run_id, code_changed=changed, replayed=driver.replayed,
                     ran=driver.ran, **fields)
+    if driver.ran:
+        runs.write_snapshot(store, driver.run_id, driver.manifests)

@@ -62,16 +62,51 @@ def list_run_ids(store: Any) -> list[str]:
     return [i for _, i in sorted(metas)]
 
 
+def journal_path(run_id: str) -> str:
+    return f"runs/{run_id}/journal.json"
+
+
+def _listing(store: Any, run_id: str) -> dict[str, str]:
+    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST."""
+    base = store.path(f"runs/{run_id}/tasks")
+    if not store.fs.exists(base):
+        return {}
+    found = store.fs.find(base, detail=True)
+    return {store.rel(p): f"{i.get('ETag') or i.get('mtime') or i.get('LastModified')}:{i['size']}"
+            for p, i in found.items() if p.endswith(".json") and "/." not in p}
+
+
 def read_manifests(store: Any, run_id: str) -> dict[str, dict]:
-    """All committed manifests of a run: task_key -> manifest, in commit order."""
-    prefix = f"runs/{run_id}/tasks"
-    paths = store.list(prefix, "*.json")
-    found: list[dict] = []
-    if paths:
-        blobs = store.fs.cat([store.path(p) for p in paths])
-        found = [json.loads(b) for b in blobs.values()]
+    """All committed manifests of a run: task_key -> manifest, in commit order.
+
+    Manifests are the truth; `journal.json` is a snapshot of them (with each object's stamp)
+    so resuming a long run on S3 costs one LIST and a few GETs, not one GET per task."""
+    listing = _listing(store, run_id)
+    snapshot = _read_snapshot(store, run_id)
+    found = [m for p, (stamp, m) in snapshot.items() if listing.get(p) == stamp]
+    missing = [p for p in listing if snapshot.get(p, (None,))[0] != listing[p]]
+    if missing:
+        blobs = store.fs.cat([store.path(p) for p in missing])
+        found += [json.loads(b) for b in blobs.values()]
     found.sort(key=lambda m: (m.get("seq", 0), m.get("ended") or 0.0))
     return {m["task_key"]: m for m in found}
+
+
+def _read_snapshot(store: Any, run_id: str) -> dict[str, tuple[str, dict]]:
+    try:
+        data = store.read_json(journal_path(run_id))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {p: (e["stamp"], e["manifest"]) for p, e in data.get("entries", {}).items()}
+
+
+def write_snapshot(store: Any, run_id: str, manifests: dict[str, dict]) -> None:
+    """Snapshot the committed manifests (called when a driver attempt ends)."""
+    listing = _listing(store, run_id)
+    entries = {manifest_path(run_id, k): {"stamp": listing[manifest_path(run_id, k)],
+                                          "manifest": m}
+               for k, m in manifests.items() if manifest_path(run_id, k) in listing}
+    store.write_json(journal_path(run_id), {"format": 1, "entries": entries})
 
 
 def now() -> float:
