@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from alignflow.artifacts.errors import ConfigError
 from alignflow.flows.loader import canonical_ref, load_flow
 
