@@ -28,8 +28,8 @@ _RESERVED = {"runs", "tasks"}
 
 
 def sql_text(name: str) -> str:
-    """The text of `catalog/sql/<name>.sql`."""
-    return resources.files("alignflow.catalog").joinpath("sql", f"{name}.sql").read_text()
+    """The text of `catalog/<name>.sql` (package data)."""
+    return resources.files("alignflow.catalog").joinpath(f"{name}.sql").read_text()
 
 
 def duckdb_path(store: Store, rel: str) -> str:
