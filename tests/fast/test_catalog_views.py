@@ -157,3 +157,24 @@ def test_catalog_opens_url(local_store):
         assert isinstance(cat.store, Store)
         assert cat.sql("SELECT count(*) AS n FROM rollouts").to_pylist() == [{"n": 12}]
     assert json.loads(local_store.read_bytes("runs/r1/run.json"))["seed"] == 7
+
+
+def test_rollouts_view_takes_step_columns_from_step_tables(local_store):
+    """A `rollout_scores` table (keyed like the rollouts) fills `reward` in the view."""
+    from alignflow.tasks.rl.tables import SCORES
+
+    ref = write_table(local_store, "rollouts", {
+        "iteration": [0, 0], "task_key": ["iter-0000/generate"] * 2, "prompt_id": ["p", "p"],
+        "sample_idx": [0, 1], "response": ["a", "b"]}, run_id="r1", task="generate",
+        partition={"iter": 0})
+    commit(local_store, "r1", "iter-0000/generate", {"artifacts": [ref]})
+    ref = write_table(local_store, SCORES, {
+        "iteration": [0, 0], "task_key": ["iter-0000/score"] * 2, "prompt_id": ["p", "p"],
+        "sample_idx": [1, 0], "reward": [0.25, 0.75]}, run_id="r1", task="score",
+        partition={"iter": 0})
+    commit(local_store, "r1", "iter-0000/score", {"artifacts": [ref]})
+    with Catalog(local_store) as cat:
+        got = cat.sql("SELECT sample_idx, response, reward FROM rollouts ORDER BY sample_idx")
+        assert got.to_pylist() == [{"sample_idx": 0, "response": "a", "reward": 0.75},
+                                   {"sample_idx": 1, "response": "b", "reward": 0.25}]
+        assert "rollout_scores" in cat.tables()
