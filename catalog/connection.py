@@ -21,7 +21,7 @@ from alignflow.artifacts import schemas
 from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.store import Store
 from alignflow.catalog.manifests import Snapshot
-from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
+from alignflow.catalog.rollouts import GENERATED, STEP_COLUMNS, rollouts_view_sql
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
 _RESERVED = {"runs", "tasks"}
@@ -67,6 +67,9 @@ def build(store: Store, snap: Snapshot) -> Built:
             rels = _data_view(store, built, name, list(snap.files.get(name, [])), view)
             allowed += [duckdb_path(store, rel) for rel in rels]
         con.execute(rollouts_view_sql(set(snap.files)))
+        for step in STEP_COLUMNS:  # the joined view must not quietly lose a step's columns
+            if step in built.broken:
+                built.broken.setdefault("rollouts", built.broken[step])
         _lock(con, allowed)
     except BaseException:
         con.close()

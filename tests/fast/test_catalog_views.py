@@ -178,3 +178,14 @@ def test_rollouts_view_takes_step_columns_from_step_tables(local_store):
         assert got.to_pylist() == [{"sample_idx": 0, "response": "a", "reward": 0.75},
                                    {"sample_idx": 1, "response": "b", "reward": 0.25}]
         assert "rollout_scores" in cat.tables()
+
+
+def test_broken_step_table_breaks_the_rollouts_view(local_store):
+    populate(local_store)
+    bad = "runs/r1/rollout_scores/iter=0/score-bad.parquet"
+    local_store.write_bytes(bad, b"not parquet")
+    commit(local_store, "r1", "iter-0000/score", {"artifacts": [{
+        "table": "rollout_scores", "path": bad, "rows": 1, "schema": "rollout_scores",
+        "schema_version": "1.0", "bytes": 11}]})
+    with Catalog(local_store) as cat, pytest.raises(SchemaError, match="score-bad.parquet"):
+        cat.sql("SELECT avg(reward) FROM rollouts")
