@@ -33,7 +33,7 @@ def _keyed(table: pa.Table, scope, column: str, values: list[list[float]]) -> pa
     })
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
               temperature: float = 1.0) -> StepOutput:
     """log π_ref(response token) for every response token, at the sampling temperature."""
@@ -52,7 +52,7 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
     return StepOutput((ref,), table.num_rows)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def values(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> StepOutput:
     """V(s_t) before every response token, from the critic."""
     scope = current_scope()
