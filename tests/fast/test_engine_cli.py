@@ -97,3 +97,22 @@ def test_typed_config_flags_reach_the_flow(env, capsys):
                        "--executor", "inline", "--run-id", "t")
     assert code == 0
     assert out.count('"__type__"') == 3
+
+
+def test_builtin_names_resume_all_and_tick(env, capsys, monkeypatch):
+    from alignflow.artifacts.store import Store
+    from alignflow.flows import registry, runs
+
+    monkeypatch.setitem(registry.BUILTIN, "steps-demo", ("tests.flows_for_tests:steps", None))
+    counts = str(env / "counts")
+    assert "steps-demo" in one_line_error(capsys, "run", "nosuchflow")
+    code, _out, _ = cli(capsys, "run", "steps-demo", "--set", f"dir={counts}", "--set", "n=2",
+                        "--executor", "inline", "--run-id", "b")
+    assert code == 0
+    store = Store.open(str(env / "store"))
+    assert runs.read_run(store, "b")["flow_ref"] == "steps-demo"
+    store.delete(runs.manifest_path("b", "step-1"))
+    runs.update_run(store, "b", status=runs.RUNNING)
+    assert cli(capsys, "resume", "--all")[1] == "b: SUCCESSFUL\n"
+    assert cli(capsys, "tick")[1] == ""  # nothing due
+    assert "give RUN_ID or --all" in one_line_error(capsys, "resume")
