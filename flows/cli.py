@@ -60,7 +60,22 @@ def run(name: str, args: argparse.Namespace) -> int:
     handler = _HANDLERS.get(name)
     if handler is None:
         raise FlowError(f"command {name!r} is not provided by the flow engine yet")
+    if name in ("run", "resume", "tick"):
+        _sigterm_as_interrupt()
     return handler(args)
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (e.g. a pod stopped) ends the driver like Ctrl-C: the run is marked RESUMABLE
+    and the lease released, so the next driver need not wait for it to expire."""
+    import signal
+    import threading
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -216,3 +216,21 @@ def nap(seconds: float) -> float:
 def training_pair(cfg: dict) -> list:
     futures = [nap.options(key=f"pair/{k}").submit(cfg["seconds"]) for k in ("a", "b")]
     return gather(*futures)
+
+
+@task(worker="counter", max_retries=2)
+def add_or_hang(obj: Counter, folder: str, x: int) -> dict:
+    """Like `add`, but the first attempt writes its (actor) pid and hangs to be killed."""
+    first = not (Path(folder) / "pid").exists()
+    (Path(folder) / "pid").write_text(str(os.getpid()))
+    if first:
+        time.sleep(60)
+    return {"total": obj.total + x, "restored_from": obj.restored_from}
+
+
+@flow
+def counting_then_hang(cfg: dict) -> dict:
+    worker_group("counter", Counter, num_cpus=0)
+    add(cfg["dir"], 1)
+    add(cfg["dir"], 2)
+    return add_or_hang(cfg["dir"], 10)

@@ -70,3 +70,22 @@ def test_worker_group_is_one_actor_restored_on_resume(ray_local, store, folder):
     assert out[2]["total"] == 6
     assert out[2]["restored_from"] == "runs/r/checkpoints/counter-add-1.json"
     assert F.count(folder, "add") == 4
+
+
+def test_killed_worker_actor_is_recreated_and_restored(ray_local, store, folder, monkeypatch):
+    monkeypatch.setenv("ALIGNFLOW_RETRY_BASE", "0.05")
+    pid_file = Path(folder) / "pid"
+
+    def killer():
+        deadline = time.time() + 120
+        while not pid_file.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    out = api.run(F.counting_then_hang, {"dir": folder}, store=store, run_id="r",
+                  executor="ray")
+    thread.join()
+    assert out == {"total": 13, "restored_from": "runs/r/checkpoints/counter-add-1.json"}
+    assert runs.read_manifests(store, "r")["add_or_hang-0"]["attempts"] == 2

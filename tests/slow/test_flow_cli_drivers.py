@@ -56,3 +56,21 @@ def test_second_driver_refused_then_force_takeover_after_kill(tmp_path):
     assert time.time() - t0 < 6.0  # slept only the rest of the 6 s sleep
     assert (counts / "before.count").read_text() == "x\n"
     assert (counts / "after.count").read_text() == "x\n"
+
+
+def test_sigterm_marks_resumable_and_releases_the_lease(tmp_path):
+    store, counts = str(tmp_path / "store"), tmp_path / "counts"
+    counts.mkdir()
+    proc = alignflow(store, "run", "tests.flows_for_tests:sleepy", "--run-id", "t",
+                     "--executor", "inline", "--set", f"dir={counts}", "--set", "seconds=30")
+    sleep_manifest = tmp_path / "store/runs/t/tasks/sleep-0.json"
+    deadline = time.time() + 60
+    while not sleep_manifest.exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    code, _out, err = finish(proc)
+    assert code == 130, err
+    assert not (tmp_path / "store/runs/t/lease.json").exists()
+    code, out, _ = finish(alignflow(store, "status", "t"))
+    assert "status=RESUMABLE" in out.splitlines()[0]
