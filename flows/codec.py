@@ -21,8 +21,15 @@ _TAG = "__type__"
 
 
 def type_name(cls: type) -> str:
-    """The name a record type is journalled under."""
-    return f"{cls.__module__}:{cls.__qualname__}"
+    """The name a record type is journalled under. Types of a script run as `__main__` are
+    named after the module that script becomes when a resume loads it by path."""
+    module = cls.__module__
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if module == "__main__" and main_file:
+        from alignflow.flows.identity import user_module_name
+
+        module = user_module_name(main_file)
+    return f"{module}:{cls.__qualname__}"
 
 
 def register_type(cls: type, name: str | None = None) -> type:

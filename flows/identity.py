@@ -56,6 +56,13 @@ def git_commit(path: str | Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def user_module_name(path: str | Path) -> str:
+    """Module name of a flow file loaded by path (stable: derived from its absolute path)."""
+    path = str(Path(path).resolve())
+    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
+    return f"alignflow_user_{Path(path).stem}_{digest}"
+
+
 def cache_key(name: str, version: int, code_hash: str, input_hash: str) -> str:
     """Key of the cross-run cache: the same task, code and inputs give the same key."""
     text = f"{name}\0{version}\0{code_hash}\0{input_hash}"

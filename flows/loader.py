@@ -6,7 +6,6 @@ Files loaded by path are pickled by value for Ray workers, which cannot import t
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -18,6 +17,7 @@ from typing import Any
 from alignflow.artifacts.errors import ConfigError, FlowError
 from alignflow.flows import registry
 from alignflow.flows.engine import Flow
+from alignflow.flows.identity import user_module_name
 
 
 def _import_attr(target: str) -> Any:
@@ -37,8 +37,7 @@ def _import_attr(target: str) -> Any:
 def _load_file(path: str, attr: str, fresh: bool) -> Any:
     if not os.path.isfile(path):
         raise ConfigError(f"flow file {path!r} not found; expected path/to/file.py:function")
-    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
-    name = f"alignflow_user_{os.path.splitext(os.path.basename(path))[0]}_{digest}"
+    name = user_module_name(path)
     if not fresh and name in sys.modules:
         return getattr(sys.modules[name], attr, None) or _missing(path, attr)
     spec = importlib.util.spec_from_file_location(name, path)
