@@ -40,8 +40,11 @@ def task_rows(store: Any, run_id: str) -> list[dict]:
     """One dict per committed task (commit order), plus the failing task if the run FAILED."""
     meta = runs.read_run(store, run_id)
     changed = set(meta.get("code_changed") or [])
+    current = _current_code(meta)
     rows = []
     for key, m in runs.read_manifests(store, run_id).items():
+        if m.get("code_hash") and current.get(m["task"], m["code_hash"]) != m["code_hash"]:
+            changed.add(key)
         state = "cached" if m.get("cached_from") else m["status"]
         rows.append({"key": key, "state": state, "attempts": m.get("attempts", 1),
                      "duration": (m.get("ended") or 0) - (m.get("started") or 0),
@@ -50,6 +53,18 @@ def task_rows(store: Any, run_id: str) -> list[dict]:
         rows.append({"key": meta["error_task"], "state": "FAILED", "attempts": None,
                      "duration": None, "output": meta.get("error") or "", "code_changed": False})
     return rows
+
+
+def _current_code(meta: dict) -> dict[str, str]:
+    """Task name -> code hash of the code on disk now (empty if the flow cannot be loaded)."""
+    from alignflow.flows.engine import CODE_HASHES
+    from alignflow.flows.loader import load_flow
+
+    try:
+        load_flow(meta["flow_ref"], fresh=True)
+    except Exception:
+        return {}
+    return dict(CODE_HASHES)
 
 
 def print_status(store: Any, run_id: str | None) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from alignflow.flows import codec
 from alignflow.flows.identity import source_hash
 
+CODE_HASHES: dict[str, str] = {}  # task name -> code hash of the task defined most recently
 _DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
 
 
@@ -67,6 +68,7 @@ class Task:
         self.fn, self.opts, self.name = fn, opts, fn.__name__
         self.code_hash = code_hash or source_hash(fn)
         functools.update_wrapper(self, fn)
+        CODE_HASHES[self.name] = self.code_hash
 
     def options(self, **changes: Any) -> Task:
         """A copy with some options changed, e.g. `gen.options(key=f"iter-{i:04d}/gen")(...)`."""
