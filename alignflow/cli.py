@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("alignflow.catalog.cli", "write a run report with plots"),
     "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),
     "models": ("alignflow.tasks.models.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
-    "demo": ("alignflow.flows.cli", "the main job: a short GRPO run on the embedded defaults"),
+    "demo": ("alignflow.flows.demo", "the main job: a short GRPO run on the embedded defaults"),
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from alignflow.artifacts.commit import manifests, run_ids
 from alignflow.artifacts.store import Store
 
-KEPT_FILES = ("run.json", "lease.json")
+KEPT_FILES = ("run.json", "lease.json", "journal.json")
 KEPT_DIRS = ("tasks/", "logs/", "events/", "final/")
 
 

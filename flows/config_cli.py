@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any, get_args, get_origin
 
 from alignflow.artifacts.errors import ConfigError
-
 from alignflow.config import (
     FALSE_WORDS,
     TRUE_WORDS,

@@ -79,6 +79,8 @@ class RLConfig:
     save_steps: int = field(default=-1, metadata={
         "help": "export an HF-format policy every N iterations (-1: only at the end)"})
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
+    keep_checkpoints: int = field(default=2, metadata={
+        "help": "resume checkpoints kept per trained role (older ones are deleted; >= 2)"})
 
     def __post_init__(self) -> None:
         if self.num_episodes < 1:

@@ -37,6 +37,7 @@ class HostSpec:
     rewards: RewardConfig | None = None
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
+    keep_checkpoints: int = 2
 
 
 class ModelHost:
@@ -45,6 +46,7 @@ class ModelHost:
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
         self.latest: dict[str, str] = {}  # trained role -> its newest checkpoint folder
+        self.saved: dict[str, list[str]] = {}  # trained role -> folders saved by this process
         self.policy_version = 0
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
@@ -99,7 +101,16 @@ class ModelHost:
         self.latest[role] = f"{folder}/{role}"
         store.write_json(f"{folder}/{HOST_FILE}",
                          {"latest": self.latest, "policy_version": self.policy_version})
+        self._prune(store, role, f"{folder}/{role}")
         return folder
+
+    def _prune(self, store, role: str, newest: str) -> None:
+        """Keeps the last `keep_checkpoints` of `role`. Never fewer than 2: the one before
+        the newest is the last *committed* one until the running task commits."""
+        saved = self.saved.setdefault(role, [])
+        saved.append(newest)
+        while len(saved) > max(self.spec.keep_checkpoints, 2):
+            store.delete(saved.pop(0), recursive=True)
 
     def restore(self, store, folder: str) -> None:
         """Loads each trained role from its newest checkpoint named in `folder/host.json`."""

@@ -52,8 +52,10 @@ def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int
                                             **norm)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * masked_mean(ent, mask)
-        stats = {k: float(v) for k, v in m.items()} | {"entropy": float(masked_mean(ent, mask))}
-        return loss, stats
+        # the trainer sums micro-batch stats: weight each by its share of the minibatch
+        share = float(mask.sum()) / norm["num_tokens"]
+        stats = {k: float(v) * share for k, v in m.items()}
+        return loss, stats | {"entropy": float(masked_mean(ent, mask)) * share}
     return loss_fn
 
 

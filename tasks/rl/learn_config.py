@@ -78,7 +78,9 @@ class OptimConfig:
     max_norm: float = 1.0
     l2: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.95)
-    packing_samples: bool = True
+    packing_samples: bool = field(default=False, metadata={
+        "help": "pack micro-batches into one row (no padding); pays off with varlen attention "
+                "kernels (GPU), not on CPU where the block mask costs full attention"})
 
     def __post_init__(self) -> None:
         if self.train_batch_size % self.micro_train_batch_size:

@@ -1,8 +1,8 @@
 """Reference logprobs and critic values. Reads: rollouts. Commits: rollout_reference /
 rollout_values.
 
-Reference logprobs run packed (no padding tokens); values come from the critic on padded
-batches, since the value head reads every position.
+Both run on padded micro-batches: on CPU a packed row's block-diagonal mask still costs
+attention over the whole row (no varlen kernels), so packing many sequences is slower.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
-from alignflow.tasks.modeling.logprobs import packed_sequence_logprobs
 from alignflow.tasks.rl.batching import chunks, padded_pairs
+from alignflow.tasks.rl.forward import response_logprobs
 from alignflow.tasks.rl.records import StepOutput
 from alignflow.tasks.rl.tables import REFERENCE, VALUES
 
@@ -41,12 +41,13 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
     table = _read(scope, rollouts)
     prompts = table.column("prompt_ids").to_pylist()
     responses = table.column("response_ids").to_pylist()
+    pad = host.tokenizer.pad_token_id
     out: list[list[float]] = []
     for idx in chunks(len(prompts), micro_batch):
-        seqs = [prompts[i] + responses[i] for i in idx]
-        lps = packed_sequence_logprobs(host.ref, seqs, [len(responses[i]) for i in idx],
-                                       temperature=temperature)
-        out.extend(lp.tolist() for lp in lps)
+        lp, _ = response_logprobs(host.ref, [prompts[i] for i in idx],
+                                  [responses[i] for i in idx], packed=False, pad_id=pad,
+                                  temperature=temperature)
+        out.extend(lp[j, : len(responses[i])].tolist() for j, i in enumerate(idx))
     ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
                       partition={"iter": iteration})
     return StepOutput((ref,), table.num_rows)

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import pytest
-from alignflow.artifacts.errors import ConfigError
-from alignflow.flows.config_cli import format_config_help
 
+from alignflow.artifacts.errors import ConfigError
 from alignflow.config import (
     ConfigField,
     config_fields,
@@ -20,6 +19,7 @@ from alignflow.config import (
     load_config,
     to_dict,
 )
+from alignflow.flows.config_cli import format_config_help
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
+
 from alignflow.flows.progress import Progress, format_duration, iteration_of
 
 
