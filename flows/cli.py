@@ -24,6 +24,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     parser.add_argument("--executor", choices=["ray", "inline"], default="ray",
                         help="ray (default) or inline (no Ray; for debugging)")
+    parser.add_argument("--help-config", action="store_true",
+                        help="list the flow's config keys (type, default, OpenRLHF flag) and exit")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -84,10 +86,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _common(parser)
     parser.add_argument("--address")
     known, flags = parser.parse_known_args(args.rest, namespace=args)
+    if known.help_config:
+        return _help_config(known.flow)
     config = build_config(known.flow, known.config, known.sets, flags)
     output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
                      address=known.address, executor=known.executor, progress=_progress())
     _print_output(output)
+    return 0
+
+
+def _help_config(ref: str) -> int:
+    from alignflow.flows.config_cli import format_config_help
+    from alignflow.flows.loader import canonical_ref, load_flow
+
+    _flow, cls = load_flow(canonical_ref(ref))
+    if cls is None:
+        print(f"flow {ref!r} takes a plain dict config (--config FILE, --set KEY=VALUE)")
+        return 0
+    print(format_config_help(cls))
     return 0
 
 

@@ -38,7 +38,8 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         critic_trainer=critic if "critic" in host_roles else None,
                         rewards=cfg.rewards if "reward" in host_roles else None,
                         micro_rollout_batch_size=cfg.generate.micro_rollout_batch_size,
-                        num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints)
+                        num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints,
+                        offload_idle=cfg.placement.offload_idle)
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
                      num_gpus=cfg.placement.num_gpus)
     return {role: cfg.placement.host_of(role) for role in roles}

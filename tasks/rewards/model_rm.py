@@ -12,15 +12,14 @@ so an RL flow can free an idle reward model's memory.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.modeling.offload import offload as offload_module
+from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.base import RewardOutput, check_batch
 
 
@@ -103,24 +102,11 @@ class ModelRewardModel:
 
     def offload(self) -> None:
         """Write parameters and buffers to a safetensors temp file and drop them (meta)."""
-        if self._offload_file is not None:
-            return
-        tensors = {n: t.detach().contiguous() for n, t in self.model.named_parameters()}
-        tensors |= {n: b.detach().contiguous() for n, b in self.model.named_buffers()}
-        fd, path = tempfile.mkstemp(prefix="alignflow-rm-", suffix=".safetensors")
-        os.close(fd)
-        save_file(tensors, path)
-        self.model.to("meta")
-        self._offload_file = path
+        if self._offload_file is None:
+            self._offload_file = offload_module(self.model, prefix="alignflow-rm-")
 
     def reload(self) -> None:
         """Bring the weights back from the temp file (bitwise the same) and delete it."""
-        if self._offload_file is None:
-            return
-        self.model.to_empty(device="cpu")
-        params = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in load_file(self._offload_file).items():
-                (params[name] if name in params else self.model.get_buffer(name)).copy_(value)
-        os.unlink(self._offload_file)
-        self._offload_file = None
+        if self._offload_file is not None:
+            reload_module(self.model, self._offload_file)
+            self._offload_file = None

@@ -17,6 +17,8 @@ import torch
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.modeling.offload import offload as offload_module
+from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.models.registry import resolve_model
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.rl.models import ModelConfig, Role
@@ -38,6 +40,7 @@ class HostSpec:
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
     keep_checkpoints: int = 2
+    offload_idle: bool = False
 
 
 class ModelHost:
@@ -48,6 +51,7 @@ class ModelHost:
         self.latest: dict[str, str] = {}  # trained role -> its newest checkpoint folder
         self.saved: dict[str, list[str]] = {}  # trained role -> folders saved by this process
         self.policy_version = 0
+        self._ref_file: str | None = None  # where the offloaded reference weights wait
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
@@ -80,6 +84,22 @@ class ModelHost:
         model = load_causal_lm(resolve_model(self.spec.models.reference), dtype=self.spec.models.dtype)
         model.requires_grad_(False)
         return model
+
+    def use_ref(self):
+        """The reference model, brought back first if it was offloaded."""
+        if self._ref_file is not None:
+            reload_module(self.ref, self._ref_file)
+            self._ref_file = None
+        return self.ref
+
+    def idle(self, role: Role) -> None:
+        """A step is done with `role` for this iteration: offload it if configured."""
+        if not self.spec.offload_idle:
+            return
+        if role == "ref" and self._ref_file is None:
+            self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
+        elif role == "reward":
+            self.reward.offload()
 
     @functools.cached_property
     def critic(self) -> TorchTrainer:

@@ -21,6 +21,7 @@ def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
     labels = table.column("label").to_pylist()
     out = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
                             prompts, labels)
+    host.idle("reward")
     names = sorted(out.scores)
     scores = [[(k, float(out.scores[k][i])) for k in names] for i in range(table.num_rows)]
     result = pa.table({

@@ -30,7 +30,7 @@ def test_grpo_learns_the_toy_reward(rl_sets, tmp_path):
 
 @pytest.mark.parametrize("name,executor,extra", [
     ("ppo", "ray", ["placement.colocate_all_models=false"]),
-    ("reinforce_pp", "inline", []),
+    ("reinforce_pp", "inline", ["placement.offload_idle=true"]),
     ("rloo", "inline", []),
 ])
 def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, request):
