@@ -24,14 +24,14 @@ DEMO_SETS = [
     "data.max_samples=64",
     "generate.rollout_batch_size=4",
     "generate.n_samples_per_prompt=4",
-    "generate.generate_max_len=160",
+    "generate.generate_max_len=128",
     "generate.micro_rollout_batch_size=16",
     "rewards.sources=rule:gsm8k",
     "optim.train_batch_size=16",
     "optim.micro_train_batch_size=4",
     "optim.actor_learning_rate=2e-6",
     "algo.advantage_estimator=group_norm",
-    "max_iterations=6",
+    "max_iterations=4",
 ]
 
 QUERIES = [
