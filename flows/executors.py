@@ -61,7 +61,7 @@ def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
         return
     if address is None:
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 _temp_dir=RAY_TEMP_DIR, logging_level=logging.WARNING, log_to_driver=False,
+                 _temp_dir=RAY_TEMP_DIR, logging_level=logging.ERROR, log_to_driver=False,
                  configure_logging=True)
         where = f"in-process Ray ({os.cpu_count()} CPUs, temp {RAY_TEMP_DIR})"
     else:
