@@ -15,6 +15,13 @@ BUILTIN: dict[str, tuple[str, str | None]] = {
     "reinforce_pp_baseline": ("alignflow.flows.grpo:grpo",
                               "alignflow.flows.rl_config:ReinforceBaselineConfig"),
     "ppo": ("alignflow.flows.ppo:ppo", "alignflow.flows.rl_config:PPOConfig"),
+    "sft": ("alignflow.flows.sft:sft", "alignflow.flows.offline_config:SFTConfig"),
+    "csft": ("alignflow.flows.sft:csft", "alignflow.flows.offline_config:CSFTConfig"),
+    "rm": ("alignflow.flows.rm:rm", "alignflow.flows.offline_config:RMConfig"),
+    "dpo": ("alignflow.flows.dpo:dpo", "alignflow.flows.offline_config:DPOConfig"),
+    "kto": ("alignflow.flows.kto:kto", "alignflow.flows.offline_config:KTOConfig"),
+    "distill": ("alignflow.flows.distill:distill", "alignflow.flows.offline_config:DistillConfig"),
+    "prm": ("alignflow.flows.prm:prm", "alignflow.flows.offline_config:PRMConfig"),
 }
 
 

@@ -1,0 +1,12 @@
+"""Process reward model training as a durable flow (see `offline_steps`)."""
+
+from __future__ import annotations
+
+from alignflow.flows.engine import flow
+from alignflow.flows.offline_config import PRMConfig
+from alignflow.flows.offline_steps import train_offline
+
+
+@flow(name="prm")
+def prm(cfg: PRMConfig) -> dict:
+    return train_offline(cfg)

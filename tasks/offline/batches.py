@@ -1,0 +1,76 @@
+"""Prepared examples → padded torch batches, and the forward passes the objectives share.
+
+The training order is a function of (order seed, epoch, step) only: step s of a run with
+`steps_per_epoch` steps reads slice `s % steps_per_epoch` of epoch `s // steps_per_epoch`'s
+permutation, so a resumed run consumes exactly the samples an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from alignflow.artifacts.parquet_io import read_table
+from alignflow.tasks.losses.tokens import IGNORE_INDEX, token_logprobs
+from alignflow.tasks.offline.config import Plan
+from alignflow.tasks.offline.records import OfflineData
+
+Examples = dict[str, list]
+
+
+def load_examples(store, data: OfflineData) -> dict[str, Examples]:
+    """split -> column -> values in position order."""
+    table = read_table(store, list(data.refs)).to_pylist()
+    out: dict[str, Examples] = {}
+    for split in ("train", "eval"):
+        rows = sorted((r for r in table if r["split"] == split), key=lambda r: r["position"])
+        if rows:
+            out[split] = {k: [r[k] for r in rows] for k in rows[0]}
+    return out
+
+
+def epoch_order(order_seed: int, epoch: int, n: int) -> list[int]:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(order_seed + epoch)).tolist()
+
+
+def step_indices(plan: Plan, step: int, batch_size: int) -> list[int]:
+    """Positions of the train examples consumed by optimizer step `step`."""
+    epoch, b = divmod(step, plan.steps_per_epoch)
+    order = epoch_order(plan.order_seed, epoch, plan.train_rows)
+    return order[b * batch_size : (b + 1) * batch_size]
+
+
+def pad_right(seqs: Sequence[Sequence[int]], value: int) -> torch.Tensor:
+    width = max(len(s) for s in seqs)
+    return torch.tensor([list(s) + [value] * (width - len(s)) for s in seqs], dtype=torch.long)
+
+
+def lm_batch(ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int):
+    """(input_ids, attention_mask, labels): labels are the ids where the loss mask is 1."""
+    input_ids = pad_right(ids, pad_id)
+    attention = pad_right([[1] * len(s) for s in ids], 0)
+    keep = pad_right(masks, 0).bool()
+    return input_ids, attention, input_ids.masked_fill(~keep, IGNORE_INDEX)
+
+
+def shifted_logprobs(model, input_ids, attention, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log p(label) (B, T-1), 0 where ignored, and the logits that made them."""
+    logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
+    logits = logits[:, :-1]
+    return token_logprobs(logits, labels[:, 1:]), logits
+
+
+def response_logps(model, prompts: Sequence[list[int]], responses: Sequence[list[int]],
+                   pad_id: int) -> torch.Tensor:
+    """(N,) summed log-probs of each response given its prompt (right-padded rows)."""
+    ids = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
+    masks = [[0] * len(p) + [1] * len(r) for p, r in zip(prompts, responses, strict=True)]
+    input_ids, attention, labels = lm_batch(ids, masks, pad_id)
+    logp, _ = shifted_logprobs(model, input_ids, attention, labels)
+    return logp.sum(-1)
+
+
+def kl_partner(n: int) -> list[int]:
+    """KTO's KL sample of example i: its prompt with example (i+1) mod n's chosen response."""
+    return [(i + 1) % n for i in range(n)]

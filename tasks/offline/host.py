@@ -1,0 +1,107 @@
+"""The offline training host: one process holding the trained model, its TorchTrainer and
+the prepared examples between `train` tasks; and the teacher host for distillation.
+
+After each train task the host checkpoints the trainer (weights, AdamW, scheduler, RNG,
+step) into the task's checkpoint folder; the engine calls `restore` with the newest
+committed one before the host's first live task of a resumed run.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from alignflow.tasks.modeling.critic import Critic
+from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.models.registry import resolve_model
+from alignflow.tasks.offline.batches import load_examples
+from alignflow.tasks.offline.config import Kind
+from alignflow.tasks.offline.records import OfflineData
+from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfflineHostSpec:
+    kind: Kind
+    pretrain: str
+    trainer: TrainerConfig
+    num_threads: int | None = None
+    keep_checkpoints: int = 2
+
+
+class OfflineHost:
+    """Holds the trainer; `save` / `restore` are the engine's checkpoint protocol."""
+
+    def __init__(self, spec: OfflineHostSpec) -> None:
+        self.spec = spec
+        self.saved: list[str] = []
+        self._examples: dict[tuple, dict] = {}
+        if spec.num_threads:
+            torch.set_num_threads(spec.num_threads)
+
+    @functools.cached_property
+    def path(self) -> str:
+        return resolve_model(self.spec.pretrain)
+
+    @functools.cached_property
+    def tokenizer(self):
+        return load_tokenizer(self.path, padding_side="right")
+
+    @functools.cached_property
+    def trainer(self) -> TorchTrainer:
+        """A value-head model for reward models, else the causal LM."""
+        if self.spec.kind == "rm":
+            model = Critic.from_pretrained(self.path)
+            model.model.config.pad_token_id = self.tokenizer.pad_token_id
+        else:
+            model = load_causal_lm(self.path, dtype="fp32")
+        return TorchTrainer(model, self.spec.trainer)
+
+    def examples(self, store, data: OfflineData) -> dict[str, dict]:
+        key = tuple(r.path for r in data.refs)
+        if key not in self._examples:
+            self._examples[key] = load_examples(store, data)
+        return self._examples[key]
+
+    def save(self, store, folder: str) -> str:
+        """Checkpoints the trainer into `folder`; keeps the last `keep_checkpoints` (>= 2:
+        the one before the newest is the last committed one until this task commits)."""
+        self.trainer.save(store, folder)
+        self.saved.append(folder)
+        while len(self.saved) > max(self.spec.keep_checkpoints, 2):
+            store.delete(self.saved.pop(0), recursive=True)
+        return folder
+
+    def restore(self, store, folder: str) -> None:
+        self.trainer.restore(store, folder)
+
+
+class TeacherHost:
+    """The frozen distillation teacher, loaded once."""
+
+    def __init__(self, path: str, *, dtype: str = "fp32", num_threads: int | None = None):
+        self.spec_path = path
+        self.dtype = dtype
+        self._examples: dict[tuple, dict] = {}
+        if num_threads:
+            torch.set_num_threads(num_threads)
+
+    @functools.cached_property
+    def model(self):
+        return load_causal_lm(resolve_model(self.spec_path), dtype=self.dtype).requires_grad_(False)
+
+    @functools.cached_property
+    def pad_id(self) -> int:
+        return load_tokenizer(resolve_model(self.spec_path)).pad_token_id
+
+    def examples(self, store, data: OfflineData) -> dict[str, dict]:
+        key = tuple(r.path for r in data.refs)
+        if key not in self._examples:
+            self._examples[key] = load_examples(store, data)
+        return self._examples[key]
+
+    def restore(self, store, folder: str) -> None:
+        """Nothing to restore: the teacher never changes."""

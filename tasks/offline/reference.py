@@ -1,0 +1,69 @@
+"""Reference log-probs for DPO / KTO. Reads: `offline_examples`. Commits: `offline_reference`.
+
+Computed once per prepared data set and reference model: the flow runs it as a cached
+task, so later epochs, resumed runs and new runs on the same data reuse it.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import torch
+
+from alignflow.artifacts.parquet_io import read_table
+from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.models.registry import resolve_model
+from alignflow.tasks.offline.batches import kl_partner, load_examples, response_logps
+from alignflow.tasks.offline.records import OfflineData, ReferenceOutput
+from alignflow.tasks.offline.tables import OFFLINE_REFERENCE
+
+
+@torch.no_grad()
+def _split_logps(model, ex: dict, pad_id: int, micro: int, with_kl: bool) -> dict[str, list]:
+    n = len(ex["position"])
+    partner = kl_partner(n)
+    out: dict[str, list] = {"chosen": [], "rejected": [], "kl": []}
+    for lo in range(0, n, micro):
+        rows = range(lo, min(lo + micro, n))
+        prompts = [ex["input_ids"][i] for i in rows]
+        responses = [ex["chosen_ids"][i] for i in rows] + [ex["rejected_ids"][i] for i in rows]
+        if with_kl:
+            responses += [ex["chosen_ids"][partner[i]] for i in rows]
+        logps = response_logps(model, prompts * (3 if with_kl else 2), responses, pad_id)
+        parts = logps.double().split(len(rows))
+        out["chosen"] += parts[0].tolist()
+        out["rejected"] += parts[1].tolist()
+        out["kl"] += parts[2].tolist() if with_kl else [None] * len(rows)
+    return out
+
+
+def reference(data: OfflineData, model: str, micro_batch: int = 8, dtype: str = "fp32",
+              num_threads: int | None = None) -> ReferenceOutput:
+    """Summed response log-probs of chosen, rejected (and the KTO KL sample) per example."""
+    scope = current_scope()
+    if num_threads:
+        torch.set_num_threads(num_threads)
+    path = resolve_model(model)
+    net = load_causal_lm(path, dtype=dtype)
+    pad_id = load_tokenizer(path).pad_token_id
+    columns: dict[str, list] = {"split": [], "position": [], "chosen": [], "rejected": [],
+                                "kl": []}
+    for split, ex in load_examples(scope.store, data).items():
+        logps = _split_logps(net, ex, pad_id, micro_batch, with_kl=data.kind == "kto")
+        columns["split"] += [split] * len(ex["position"])
+        columns["position"] += ex["position"]
+        for key in ("chosen", "rejected", "kl"):
+            columns[key] += logps[key]
+    ref = scope.write(OFFLINE_REFERENCE, pa.table(columns))
+    return ReferenceOutput((ref,), len(columns["position"]))
+
+
+def load_reference(store, out: ReferenceOutput) -> dict[str, dict[str, torch.Tensor]]:
+    """split -> {"chosen", "rejected", "kl"} float64 tensors indexed by position."""
+    rows = read_table(store, list(out.refs)).to_pylist()
+    result: dict[str, dict[str, torch.Tensor]] = {}
+    for split in {r["split"] for r in rows}:
+        part = sorted((r for r in rows if r["split"] == split), key=lambda r: r["position"])
+        result[split] = {k: torch.tensor([float(r[k] or 0.0) for r in part], dtype=torch.float64)
+                         for k in ("chosen", "rejected", "kl")}
+    return result
