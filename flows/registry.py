@@ -22,6 +22,10 @@ BUILTIN: dict[str, tuple[str, str | None]] = {
     "kto": ("alignflow.flows.kto:kto", "alignflow.flows.offline_config:KTOConfig"),
     "distill": ("alignflow.flows.distill:distill", "alignflow.flows.offline_config:DistillConfig"),
     "prm": ("alignflow.flows.prm:prm", "alignflow.flows.offline_config:PRMConfig"),
+    "rejection_sampling": ("alignflow.flows.rejection_sampling:rejection_sampling",
+                           "alignflow.flows.loops_config:RejectionSamplingConfig"),
+    "iterative_dpo": ("alignflow.flows.iterative_dpo:iterative_dpo",
+                      "alignflow.flows.loops_config:IterativeDPOConfig"),
 }
 
 
