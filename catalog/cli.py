@@ -28,6 +28,8 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_id", help="the run to report on")
         parser.add_argument("--out", default=None,
                             help="folder for report.md and its plots (default report-RUN_ID)")
+        parser.add_argument("--tensorboard", metavar="LOGDIR", default=None,
+                            help="also write the run's metrics as TensorBoard event files")
 
 
 def run(name: str, args: argparse.Namespace) -> int:
@@ -60,4 +62,9 @@ def _report(catalog, args: argparse.Namespace) -> int:
 
     path = write_report(catalog, args.run_id, args.out or f"report-{args.run_id}")
     print(f"wrote {path}")
+    if args.tensorboard:
+        from alignflow.catalog.tensorboard import export_tensorboard
+
+        points = export_tensorboard(catalog, args.run_id, args.tensorboard)
+        print(f"wrote {points} TensorBoard points to {args.tensorboard}/{args.run_id}")
     return 0

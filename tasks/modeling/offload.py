@@ -27,10 +27,22 @@ def offload(module: nn.Module, prefix: str = "alignflow-offload-") -> str:
 
 
 def reload(module: nn.Module, path: str) -> None:
-    """Restores what `offload` wrote (bitwise) onto the CPU and deletes the temp file."""
+    """Restores what `offload` wrote (bitwise) onto the CPU and deletes the temp file.
+
+    Moving to meta and back unties shared weights (e.g. a tied LM head), which would leave
+    the copy uninitialised: re-tie first, then insist that every tensor was restored.
+    """
     module.to_empty(device="cpu")
+    if hasattr(module, "tie_weights"):
+        module.tie_weights()
     params = dict(module.named_parameters())
+    targets = params | dict(module.named_buffers())
+    saved = load_file(path)
+    missing = sorted(set(targets) - set(saved))
+    if missing:
+        raise RuntimeError(f"reload from {path}: no saved values for {missing[:3]}; "
+                           "weights tied after offload?")
     with torch.no_grad():
-        for name, value in load_file(path).items():
-            (params[name] if name in params else module.get_buffer(name)).copy_(value)
+        for name, value in saved.items():
+            targets[name].copy_(value)
     os.unlink(path)

@@ -22,6 +22,7 @@ from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.models.registry import resolve_model
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.rl.models import ModelConfig, Role
+from alignflow.tasks.rl.ptx import load_pretrain_ids
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
@@ -84,6 +85,13 @@ class ModelHost:
         model = load_causal_lm(resolve_model(self.spec.models.reference), dtype=self.spec.models.dtype)
         model.requires_grad_(False)
         return model
+
+    def pretrain_ids(self, cfg):
+        """Tokenised pretraining texts of the ptx term, loaded once per config."""
+        cache = self.__dict__.setdefault("_pretrain", {})
+        if cfg not in cache:
+            cache[cfg] = load_pretrain_ids(cfg, self.tokenizer)
+        return cache[cfg]
 
     def use_ref(self):
         """The reference model, brought back first if it was offloaded."""

@@ -8,6 +8,7 @@ optimizer step each. `learn_critic` fits the value model to the returns with a c
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from alignflow.tasks.advantages.kl_control import AdaptiveKLController, FixedKLC
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.policy import kl_loss, policy_loss, value_loss
-from alignflow.tasks.rl import experience
+from alignflow.tasks.rl import experience, ptx
 from alignflow.tasks.rl.batching import chunks, padded_pairs
 from alignflow.tasks.rl.forward import response_logprobs
 from alignflow.tasks.rl.learn_config import AlgoConfig, OptimConfig
@@ -50,6 +51,7 @@ def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int
             loss = loss + kl_coef * kl_loss(logp, exp.ref_logp[idx, :width], mask,
                                             estimator=algo.kl.kl_estimator, agg=algo.loss_agg,
                                             **norm)
+        loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef, pad_id)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * masked_mean(ent, mask)
         # the trainer sums micro-batch stats: weight each by its share of the minibatch
@@ -60,19 +62,26 @@ def _actor_loss(exp, algo: AlgoConfig, kl_coef: float, packed: bool, pad_id: int
 
 
 def _train(trainer, n: int, batch_size: int, micro: int, epochs: int, make_loss,
-           generator: torch.Generator) -> dict[str, float]:
-    """`epochs` passes of seeded minibatches; one optimizer step per minibatch."""
+           generator: torch.Generator, step_extra=None) -> dict[str, float]:
+    """`epochs` passes of seeded minibatches; one optimizer step per minibatch.
+    `step_extra(global_step)` adds keys to each step's first micro-batch (the ptx texts)."""
     sums: dict[str, float] = {}
     steps = 0
     for _ in range(epochs):
         for mb in _minibatches(n, batch_size, generator):
             micro_batches = [{"idx": [mb[i] for i in r]} for r in chunks(len(mb), micro)]
+            if step_extra is not None:
+                micro_batches[0] |= step_extra(trainer.global_step)
             loss_fn = make_loss(mb)
             stats = trainer.step(micro_batches, loss_fn, weights=[1.0] * len(micro_batches))
             for k, v in stats.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             steps += 1
     return {k: v / max(steps, 1) for k, v in sums.items()} | {"optimizer_steps": float(steps)}
+
+
+def _ptx_texts(texts: list[list[int]], batch_size: int, step: int) -> dict:
+    return {"ptx": ptx.ptx_batch(texts, step, batch_size)}
 
 
 def _kl_controller(algo: AlgoConfig, state: LearnState | None):
@@ -108,8 +117,11 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
             return _actor_loss(exp, algo, controller.value, optim.packing_samples, pad,
                                temperature, norm)
 
+        step_extra = (functools.partial(_ptx_texts, host.pretrain_ids(algo.ptx),
+                                        algo.ptx.batch_size) if algo.ptx.enabled else None)
         metrics |= _train(host.actor, len(exp.responses), optim.train_batch_size,
-                          optim.micro_train_batch_size, algo.max_epochs, make_loss, gen)
+                          optim.micro_train_batch_size, algo.max_epochs, make_loss, gen,
+                          step_extra)
         host.policy_version += 1
     controller.update(metrics["kl"], len(exp.responses))
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "actor")

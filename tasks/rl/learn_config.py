@@ -8,6 +8,7 @@ from typing import Literal, get_args
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.advantages.estimators import Estimator
 from alignflow.tasks.losses.aggregate import Aggregation
+from alignflow.tasks.rl.ptx import PtxConfig
 from alignflow.tasks.trainers.base import TrainerConfig
 
 KLEstimator = Literal["k1", "k2", "k3"]
@@ -51,6 +52,7 @@ class AlgoConfig:
     entropy_coef: float = 0.0
     loss_agg: Aggregation = "token-mean"
     kl: KLConfig = field(default_factory=KLConfig)
+    ptx: PtxConfig = field(default_factory=PtxConfig)
 
     def __post_init__(self) -> None:
         if self.advantage_estimator not in get_args(Estimator):

@@ -31,7 +31,8 @@ def test_grpo_learns_the_toy_reward(rl_sets, tmp_path):
 @pytest.mark.parametrize("name,executor,extra", [
     ("ppo", "ray", ["placement.colocate_all_models=false"]),
     ("reinforce_pp", "inline", ["placement.offload_idle=true"]),
-    ("rloo", "inline", []),
+    ("rloo", "inline", ["algo.ptx.ptx_coef=0.1", "algo.ptx.pretrain_data=alignflow:gsm8k-sft",
+                        "algo.ptx.pretrain_key=output", "algo.ptx.max_len=32"]),
 ])
 def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, request):
     if executor == "ray":

@@ -1,0 +1,70 @@
+"""The pretraining-mix (ptx) term of InstructGPT: L = L_RL + ptx_coef · CE(pretraining text).
+
+Each optimizer step of the actor also fits `batch_size` texts of the pretraining data set,
+taken in order by the trainer's step count, so a resumed run sees the same texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.artifacts.tensors import pad_right
+from alignflow.tasks.data.loading import mix_datasets
+from alignflow.tasks.data.prompts import require_keys
+from alignflow.tasks.losses.tokens import IGNORE_INDEX, ptx_loss
+
+
+@dataclass(frozen=True, kw_only=True)
+class PtxConfig:
+    """OpenRLHF's `--pretrain_data` / `--ptx_coef`; off while `ptx_coef` is 0."""
+
+    pretrain_data: str | None = None
+    pretrain_key: str = "text"
+    ptx_coef: float = 0.0
+    max_len: int = 256
+    batch_size: int = 4
+    max_samples: int | None = 10000
+
+    def __post_init__(self) -> None:
+        if self.ptx_coef < 0:
+            raise ConfigError(f"ptx.ptx_coef={self.ptx_coef}: expected >= 0")
+        if self.ptx_coef > 0 and not self.pretrain_data:
+            raise ConfigError("ptx.ptx_coef > 0 needs ptx.pretrain_data (a dataset spec)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.ptx_coef > 0
+
+
+def load_pretrain_ids(cfg: PtxConfig, tokenizer) -> list[list[int]]:
+    """Token ids of the pretraining texts (truncated to `max_len`), in data-set order."""
+    ds = mix_datasets(cfg.pretrain_data, max_samples=cfg.max_samples)
+    require_keys(ds, cfg.pretrain_key)
+    texts = list(ds[cfg.pretrain_key])
+    return [ids[: cfg.max_len] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]
+            if ids]
+
+
+def ptx_batch(ids: list[list[int]], step: int, batch_size: int) -> list[list[int]]:
+    start = step * batch_size
+    return [ids[(start + i) % len(ids)] for i in range(batch_size)]
+
+
+def ptx_term(model, seqs: list[list[int]], pad_id: int) -> Tensor:
+    """Token-mean CE of the next token over `seqs` (padding ignored)."""
+    ids, mask = pad_right(seqs, pad_id)
+    labels = ids.masked_fill(mask == 0, IGNORE_INDEX)[:, 1:]
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, :-1]
+    return ptx_loss(logits.float(), labels.contiguous())
+
+
+def with_ptx(loss: Tensor, model, batch: dict, coef: float, pad_id: int) -> Tensor:
+    """Adds the ptx term when this micro-batch carries one (the first of each step)."""
+    seqs = batch.get("ptx")
+    if not seqs:
+        return loss
+    return loss + coef * ptx_term(model, seqs, pad_id)
+
