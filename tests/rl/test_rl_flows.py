@@ -63,3 +63,23 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
                       [f"{name}-test"]).column("key").to_pylist()
     assert {"kl", "policy_loss" if "policy_loss" in metrics else "clip_frac"} <= set(metrics)
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
+
+
+def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from alignflow.catalog.tensorboard import export_tensorboard
+
+    _run("grpo", [*rl_sets, "max_iterations=2"], tmp_path / "store", run_id="tb")
+    cat = Catalog(str(tmp_path / "store"))
+    points = export_tensorboard(cat, "tb", tmp_path / "tb")
+    events = EventAccumulator(str(tmp_path / "tb" / "tb"))
+    events.Reload()
+    kl = events.Scalars("kl")
+    expected = cat.sql("SELECT step, value FROM metrics WHERE run_id = 'tb' AND key = 'kl' "
+                       "ORDER BY step").to_pylist()
+    assert [e.step for e in kl] == [r["step"] for r in expected] == [0, 1]
+    assert [e.value for e in kl] == pytest.approx([r["value"] for r in expected], abs=1e-6)
+    assert [e.step for e in events.Scalars("rollouts/reward_mean")] == [0, 1]
+    assert points == cat.sql("SELECT count(*) AS n FROM metrics WHERE run_id = 'tb'"
+                             ).to_pylist()[0]["n"] + 2
