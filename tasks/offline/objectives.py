@@ -76,7 +76,7 @@ def distill(model, idx: list[int], ctx: Context, denom: float) -> Out:
         row_loss = kd_loss(logits[row, :width][None], teacher[None], y[None],
                            alpha=ctx.spec.loss.kd_alpha)
         total = total + row_loss * n
-        per.append(float(row_loss))
+        per.append(float(row_loss.detach()))
         n_tok.append(n)
     return Out(total / denom, {"loss": per, "n_tokens": n_tok}, {})
 
