@@ -8,6 +8,7 @@ reward, then prints the mean reward per iteration and a few SQL queries over the
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from alignflow.config import load_config
@@ -60,7 +61,7 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
 def run(name: str, args: argparse.Namespace) -> int:
     from alignflow.catalog.catalog import Catalog
     from alignflow.catalog.output import render_table
-    from alignflow.flows.cli import _progress
+    from alignflow.flows.progress import Progress
 
     cfg = load_config(RLConfig, sets=[*DEMO_SETS, *args.sets])
     store = api.open_store(args.store)
@@ -70,7 +71,7 @@ def run(name: str, args: argparse.Namespace) -> int:
     start = time.time()
     try:
         out = api.run(grpo, cfg, run_id=run_id, store=store, seed=args.seed,
-                      executor=args.executor, progress=_progress())
+                      executor=args.executor, progress=Progress(stream=sys.stderr))
     except KeyboardInterrupt:
         print(f"\ninterrupted; continue with: alignflow resume {run_id} --store {store.url}")
         raise
