@@ -1,0 +1,104 @@
+"""Fast checks of the offline pieces: the sample order, configs and flags, preparation
+(pretrain mode, truncation, CSFT, PRM labels) and micro-batch accumulation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.artifacts.scope import TaskScope, use_scope
+from alignflow.config import load_config
+from alignflow.flows.offline_config import DistillConfig, DPOConfig, SFTConfig
+from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.offline.batches import load_examples, step_indices
+from alignflow.tasks.offline.config import LossConfig, OfflineDataConfig, Plan, TrainSpec
+from alignflow.tasks.offline.objectives import Context, dpo, sft, step_denominator
+from alignflow.tasks.offline.prepare import prepare
+from alignflow.tasks.offline.reference import _split_logps
+
+
+def test_order_is_a_function_of_seed_epoch_and_step():
+    plan = Plan(order_seed=7, train_rows=20, steps_per_epoch=5, total_steps=10, save_steps=3)
+    assert plan.chunks == 4 and list(plan.chunk_steps(3)) == [9]
+    epoch0 = [i for s in range(5) for i in step_indices(plan, s, 4)]
+    epoch1 = [i for s in range(5, 10) for i in step_indices(plan, s, 4)]
+    assert sorted(epoch0) == sorted(epoch1) == list(range(20)) and epoch0 != epoch1
+    assert step_indices(plan, 6, 4) == step_indices(plan, 6, 4)
+    other = Plan(8, 20, 5, 10, 3)
+    assert step_indices(other, 0, 4) != step_indices(plan, 0, 4)
+
+
+def test_openrlhf_flags_map_onto_the_config():
+    cfg = load_config(DPOConfig, flags=["--pretrain", "m", "--beta", "0.2", "--ipo",
+                                        "--train_batch_size", "16", "--save_steps", "5"])
+    assert (cfg.model.pretrain, cfg.loss.beta, cfg.loss.dpo_variant) == ("m", 0.2, "ipo")
+    assert cfg.optim.train_batch_size == 16 and cfg.save_steps == 5
+    cdpo = load_config(DPOConfig, flags=["--label_smoothing", "0.1"])
+    assert cdpo.loss.dpo_variant == "cdpo"
+    assert SFTConfig().total_steps(100) == (12, 12) and SFTConfig().chunk_size(12) == 12
+    with pytest.raises(ConfigError, match="teacher_model"):
+        DistillConfig()
+    with pytest.raises(ConfigError, match="save_steps"):
+        SFTConfig(save_steps=0)
+
+
+def _prepare(store, cfg: OfflineDataConfig, kind: str, tiny: str):
+    with use_scope(TaskScope(store, "r", "prepare", seed=1)):
+        data = prepare(cfg, kind, tiny)
+    return data, load_examples(store, data)
+
+
+def test_prepare_pretrain_truncation_csft_and_prm(memory_store, tiny_model_dir, pairs_file,
+                                                  prm_file):
+    tiny = str(tiny_model_dir)
+    cfg = OfflineDataConfig(dataset=str(pairs_file), input_key="output", pretrain_mode=True,
+                            max_len=8, max_samples=10)
+    data, ex = _prepare(memory_store, cfg, "sft", tiny)
+    train = ex["train"]
+    assert data.train_rows == 10 and data.metrics["data/truncated"] == 10.0
+    assert all(len(ids) == 8 and m == [1] * 8 for ids, m in zip(train["input_ids"],
+                                                                 train["loss_mask"], strict=True))
+    csft = OfflineDataConfig(dataset=str(pairs_file), max_samples=4, eval_ratio=0.25)
+    data, ex = _prepare(memory_store, csft, "csft", tiny)
+    assert (data.train_rows, data.eval_rows) == (3, 1)
+    assert all("\n<rm_score>: " in p for p in ex["train"]["prompt"])
+    prm = OfflineDataConfig(dataset=str(prm_file), apply_chat_template=False, label_key="value",
+                            placeholder_token="#", max_samples=2)
+    _, ex = _prepare(memory_store, prm, "prm", tiny)
+    tok = load_tokenizer(tiny)
+    plus, minus, hash_id = (tok(t, add_special_tokens=False)["input_ids"][0] for t in "+-#")
+    for ids, labels in zip(ex["train"]["input_ids"], ex["train"]["labels"], strict=True):
+        at = [i for i, t in enumerate(ids) if t == hash_id]
+        assert len(at) == 3 and {labels[i] for i in at} <= {plus, minus}
+        assert all(v == -100 for i, v in enumerate(labels) if i not in at)
+
+
+def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tiny_model_dir,
+                                                               pairs_file):
+    torch.manual_seed(0)
+    tiny = str(tiny_model_dir)
+    model = load_causal_lm(tiny)
+    sft_cfg = OfflineDataConfig(dataset=str(pairs_file), max_samples=8)
+    _, ex = _prepare(memory_store, sft_cfg, "sft", tiny)
+    ctx = Context(ex["train"], 3, spec=None)
+    idx = list(range(8))
+    denom = step_denominator("sft", ctx, idx)
+    with torch.no_grad():
+        whole = sft(model, idx, ctx, denom).loss
+        parts = sft(model, idx[:3], ctx, denom).loss + sft(model, idx[3:], ctx, denom).loss
+    assert whole.item() == pytest.approx(parts.item(), rel=1e-5)
+    assert denom == sum(sum(m[1:]) for m in ex["train"]["loss_mask"])
+
+    pairs = OfflineDataConfig(dataset=str(pairs_file), apply_chat_template=False, max_samples=8)
+    _, ex = _prepare(memory_store, pairs, "dpo", tiny)
+    ref = {k: torch.tensor(v, dtype=torch.float64)
+           for k, v in _split_logps(model, ex["train"], 3, 4, with_kl=False).items() if k != "kl"}
+    spec = TrainSpec(kind="dpo", loss=LossConfig(), train_batch_size=8,
+                     micro_train_batch_size=4, save_steps=1, eval_steps=1)
+    with torch.no_grad():
+        out = dpo(model, [0, 1, 2, 3], Context(ex["train"], 3, spec, ref), 4.0)
+    assert float(out.loss) == pytest.approx(math.log(2), abs=1e-5)
+    assert out.per_example["loss"] == pytest.approx([math.log(2)] * 4, abs=1e-5)
