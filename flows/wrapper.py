@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import random
 import sys
@@ -23,9 +24,38 @@ from alignflow.flows import codec
 TRANSIENT = (TimeoutError, ConnectionError)
 
 
+class _SeedTorchOnImport:
+    """Meta-path finder that seeds torch right after a task body first imports it, so a
+    worker process never pays torch's import for a task that does not use it."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch":
+            return None
+        disarm()
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            exec_module, seed = spec.loader.exec_module, self.seed
+
+            def exec_and_seed(module: Any) -> None:
+                exec_module(module)
+                module.manual_seed(seed)
+
+            spec.loader.exec_module = exec_and_seed
+        return spec
+
+
+def disarm() -> None:
+    """Remove a pending seed-on-import hook (at the end of a task attempt)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _SeedTorchOnImport)]
+
+
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch from one task seed (torch is imported here on purpose:
-    a task that imports it lazily must still draw the same numbers in every process)."""
+    """Seed python, numpy and torch from one task seed. torch is seeded now if imported, else
+    the moment the task imports it: either way a task draws the same numbers in every
+    process (a fresh one or a reused one, inline or on Ray)."""
     random.seed(seed)
     try:
         import numpy as np
@@ -33,11 +63,12 @@ def seed_everything(seed: int) -> None:
         np.random.seed(seed)
     except ImportError:
         pass
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.manual_seed(seed)
+    disarm()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+    else:
+        sys.meta_path.insert(0, _SeedTorchOnImport(seed))
 
 
 def error_kind(exc: BaseException) -> str:
@@ -99,6 +130,8 @@ def execute(call: dict, obj: Any = None) -> dict:
         output = codec.encode(result)
     except Exception as exc:
         output, error = None, error_record(exc)
+    finally:
+        disarm()
     ended = time.time()
     _write_log(call, log.getvalue(), error)
     staged = getattr(scope, "staged", None) or []
