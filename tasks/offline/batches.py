@@ -15,6 +15,11 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, token_logprobs
 from alignflow.tasks.offline.config import Plan
 from alignflow.tasks.offline.records import OfflineData
+from alignflow.tasks.offline.tables import OFFLINE_EXAMPLES
+
+# Reading needs the table's schema registered in this process (a worker may import only
+# this module): the import above registers it.
+assert OFFLINE_EXAMPLES.name == "offline_examples"
 
 Examples = dict[str, list]
 
