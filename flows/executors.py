@@ -111,6 +111,7 @@ class RayExecutor:
             _REMOTES["execute"] = ray.remote(max_retries=0)(wrapper.execute)
             _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0)(WorkerHost)
         self._execute, self._actor_cls = _REMOTES["execute"], _REMOTES["host"]
+        self._variants: dict[tuple, Any] = {}
         self.workers: dict[str, Any] = {}
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
@@ -135,7 +136,11 @@ class RayExecutor:
     def submit(self, call: dict, options: dict) -> _RayHandle:
         if call.get("worker"):
             return _RayHandle(self.workers[call["worker"]].call.remote(call))
-        return _RayHandle(self._execute.options(**_remote_options(options)).remote(call))
+        opts = _remote_options(options)
+        key = tuple(sorted(opts.items()))
+        if key not in self._variants:  # `.options()` rebuilds the remote function each call
+            self._variants[key] = self._execute.options(**opts)
+        return _RayHandle(self._variants[key].remote(call))
 
     def shutdown(self) -> None:
         import ray
