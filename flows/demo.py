@@ -21,18 +21,18 @@ from alignflow.flows.rl_config import RLConfig
 DEMO_SETS = [
     "model.pretrain=smollm2-135m",
     "data.prompt_data=alignflow:gsm8k",
-    "data.input_template={}\nThink step by step, then give the final answer as '#### <number>'.",
+    "data.input_template={}\nBe brief: a short calculation, then the answer as '#### <number>'.",
     "data.max_samples=64",
     "generate.rollout_batch_size=4",
     "generate.n_samples_per_prompt=4",
-    "generate.generate_max_len=128",
+    "generate.generate_max_len=96",
     "generate.micro_rollout_batch_size=16",
     "rewards.sources=rule:gsm8k",
     "optim.train_batch_size=16",
     "optim.micro_train_batch_size=4",
-    "optim.actor_learning_rate=2e-6",
+    "optim.actor_learning_rate=5e-6",
     "algo.advantage_estimator=group_norm",
-    "max_iterations=4",
+    "max_iterations=5",
 ]
 
 QUERIES = [
