@@ -91,8 +91,9 @@ def run_trl(kind: str, model: str, data: Path, batch: int, max_len: int) -> floa
                   logging_steps=10_000, dataloader_num_workers=0)
     if kind == "dpo":
         from trl import DPOConfig, DPOTrainer
-        trainer = DPOTrainer(model=lm, args=DPOConfig(**common, beta=0.1), train_dataset=ds,
-                             processing_class=tok)
+        ref = AutoModelForCausalLM.from_pretrained(model)  # explicit: prepared configs
+        trainer = DPOTrainer(model=lm, ref_model=ref, args=DPOConfig(**common, beta=0.1),
+                             train_dataset=ds, processing_class=tok)  # lack `architectures`
     else:
         from trl import SFTConfig, SFTTrainer
         ds = ds.map(lambda r: {"prompt": r["input"], "completion": r["output"]},
