@@ -36,7 +36,7 @@ OFFLINE_FLAGS = {
     "learning_rate": "optim.learning_rate", "train_batch_size": "optim.train_batch_size",
     "micro_train_batch_size": "optim.micro_train_batch_size", "max_epochs": "optim.max_epochs",
     "lr_warmup_ratio": "optim.lr_warmup_ratio", "max_norm": "optim.max_norm", "l2": "optim.l2",
-    "adam_betas": "optim.adam_betas",
+    "adam_betas": "optim.adam_betas", "packing_samples": "optim.packing_samples",
     "beta": "loss.beta", "ipo": "loss.ipo", "label_smoothing": "loss.label_smoothing",
     "desirable_loss_weight": "loss.desirable_weight",
     "undesirable_loss_weight": "loss.undesirable_weight", "loss": "loss.rm_loss",
@@ -91,7 +91,8 @@ class OfflineConfig:
                          micro_train_batch_size=self.optim.micro_train_batch_size,
                          save_steps=self.save_steps, eval_steps=self.eval_steps,
                          placeholder_token=self.data.placeholder_token,
-                         reward_tokens=self.data.reward_tokens)
+                         reward_tokens=self.data.reward_tokens,
+                         packing=self.optim.packing_samples and self.KIND in ("sft", "csft"))
 
     def chunks(self, total: int) -> int:
         return math.ceil(total / self.chunk_size(total))

@@ -59,6 +59,15 @@ def lm_batch(ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_i
     return input_ids, attention, input_ids.masked_fill(~keep, IGNORE_INDEX)
 
 
+def packed_lm_batch(ids: Sequence[Sequence[int]], masks: Sequence[Sequence[int]]):
+    """One row of concatenated samples: (input_ids, position_ids restarting per sample,
+    labels). A sample's first token is never a label, so nothing leaks across samples."""
+    input_ids = torch.tensor([[t for s in ids for t in s]], dtype=torch.long)
+    positions = torch.tensor([[i for s in ids for i in range(len(s))]], dtype=torch.long)
+    keep = torch.tensor([[bool(m) and j > 0 for mm in masks for j, m in enumerate(mm)]])
+    return input_ids, positions, input_ids.masked_fill(~keep, IGNORE_INDEX)
+
+
 def shifted_logprobs(model, input_ids, attention, labels) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log p(label) (B, T-1), 0 where ignored, and the logits that made them."""
     logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits

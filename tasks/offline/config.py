@@ -94,6 +94,8 @@ class OfflineOptimConfig:
     max_norm: float = 1.0
     l2: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.95)
+    packing_samples: bool = field(default=False, metadata={
+        "help": "SFT-like objectives: pack each micro-batch into one row (no padding)"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
@@ -157,6 +159,7 @@ class TrainSpec:
     eval_steps: int
     placeholder_token: str = "ки"
     reward_tokens: tuple[str, ...] | None = None
+    packing: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ import torch
 
 from alignflow.tasks.losses.preference import dpo_loss, kto_loss
 from alignflow.tasks.losses.reward_model import prm_loss, reward_loss
-from alignflow.tasks.losses.tokens import IGNORE_INDEX, kd_loss
+from alignflow.tasks.losses.tokens import IGNORE_INDEX, kd_loss, token_logprobs
 from alignflow.tasks.offline.batches import (
     kl_partner,
     lm_batch,
+    packed_lm_batch,
     pad_right,
     response_logps,
     shifted_logprobs,
@@ -55,12 +56,31 @@ def _tokens(ctx: Context, idx: list[int]) -> tuple[list, list]:
 
 def sft(model, idx: list[int], ctx: Context, denom: float) -> Out:
     """Token CE on loss-mask tokens; `denom` = loss tokens of the whole step."""
+    if ctx.spec is not None and ctx.spec.packing:
+        return sft_packed(model, idx, ctx, denom)
     input_ids, attention, labels = lm_batch(*_tokens(ctx, idx), ctx.pad_id)
     logp, _ = shifted_logprobs(model, input_ids, attention, labels)
     mask = labels[:, 1:] != IGNORE_INDEX
     n_tok = mask.sum(-1)
     per = (-logp).sum(-1).detach() / n_tok.clamp(min=1)
     return Out((-logp).sum() / denom, {"loss": per.tolist(), "n_tokens": n_tok.tolist()}, {})
+
+
+def sft_packed(model, idx: list[int], ctx: Context, denom: float) -> Out:
+    """`sft` on one packed row (no padding); equal to the padded loss up to float error."""
+    ids, masks = _tokens(ctx, idx)
+    input_ids, positions, labels = packed_lm_batch(ids, masks)
+    logits = model(input_ids=input_ids, position_ids=positions, attention_mask=None,
+                   use_cache=False).logits[:, :-1]
+    nll = -token_logprobs(logits, labels[:, 1:])[0]
+    bounds = torch.tensor([len(s) for s in ids]).cumsum(0).tolist()
+    per, n_tok, start = [], [], 0
+    for end in bounds:  # label positions of sample k: start .. end-2 in the shifted row
+        n = int((labels[0, start + 1 : end] != IGNORE_INDEX).sum())
+        per.append(float(nll[start : end - 1].sum().detach()) / max(n, 1))
+        n_tok.append(n)
+        start = end
+    return Out(nll.sum() / denom, {"loss": per, "n_tokens": n_tok}, {})
 
 
 def distill(model, idx: list[int], ctx: Context, denom: float) -> Out:

@@ -102,3 +102,20 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
         out = dpo(model, [0, 1, 2, 3], Context(ex["train"], 3, spec, ref), 4.0)
     assert float(out.loss) == pytest.approx(math.log(2), abs=1e-5)
     assert out.per_example["loss"] == pytest.approx([math.log(2)] * 4, abs=1e-5)
+
+
+def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
+    tiny = str(tiny_model_dir)
+    model = load_causal_lm(tiny)
+    _, ex = _prepare(memory_store, OfflineDataConfig(dataset=str(pairs_file), max_samples=6),
+                     "sft", tiny)
+    spec = TrainSpec(kind="sft", loss=LossConfig(), train_batch_size=6,
+                     micro_train_batch_size=6, save_steps=1, eval_steps=1, packing=True)
+    idx = list(range(6))
+    padded_ctx, packed_ctx = Context(ex["train"], 3, None), Context(ex["train"], 3, spec)
+    denom = step_denominator("sft", padded_ctx, idx)
+    with torch.no_grad():
+        padded, packed = sft(model, idx, padded_ctx, denom), sft(model, idx, packed_ctx, denom)
+    assert packed.loss.item() == pytest.approx(padded.loss.item(), abs=1e-5)
+    assert packed.per_example["loss"] == pytest.approx(padded.per_example["loss"], abs=1e-5)
+    assert packed.per_example["n_tokens"] == padded.per_example["n_tokens"]
