@@ -44,16 +44,24 @@ class GenerateConfig:
                               stop=self.stop, eos_token_ids=eos_token_ids, seed=seed)
 
 
-def generate(host, prompts: StepOutput, iteration: int, cfg: GenerateConfig) -> StepOutput:
-    """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt."""
+def eos_ids(tok) -> tuple[int, ...]:
+    """The tokenizer's EOS and `<|im_end|>`, whichever exist."""
+    ids = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
+    return tuple(sorted(i for i in ids if isinstance(i, int) and i >= 0 and i != tok.unk_token_id))
+
+
+def generate(host, prompts: StepOutput, iteration: int, cfg: GenerateConfig,
+             round_: int | None = None) -> StepOutput:
+    """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
+    Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row."""
     scope = current_scope()
     batch = prompt_batch(scope.store, prompts, iteration, cfg.rollout_batch_size)
     tok = host.tokenizer
-    eos = tuple(i for i in {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
-                if isinstance(i, int) and i >= 0 and i != tok.unk_token_id)
     samples = host.engine.generate(batch.column("prompt_ids").to_pylist(),
-                                   cfg.sampling(scope.seed, eos))
+                                   cfg.sampling(scope.seed, eos_ids(tok)))
     table = _rollout_table(scope, iteration, batch, samples, tok)
+    if round_ is not None:
+        table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))
     ref = scope.write(ROLLOUTS, table, partition={"iter": iteration})
     lengths = table.column("response_len").to_pylist()
     return StepOutput((ref,), table.num_rows, {
