@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -119,3 +120,16 @@ def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
     assert packed.loss.item() == pytest.approx(padded.loss.item(), abs=1e-5)
     assert packed.per_example["loss"] == pytest.approx(padded.per_example["loss"], abs=1e-5)
     assert packed.per_example["n_tokens"] == padded.per_example["n_tokens"]
+
+
+def test_multi_turn_sft_masks_assistant_turns_only(memory_store, tiny_model_dir, tmp_path):
+    path = tmp_path / "chat.jsonl"
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+             {"role": "user", "content": "and?"}, {"role": "assistant", "content": "ok"}]
+    path.write_text(json.dumps({"messages": turns}) + "\n")
+    cfg = OfflineDataConfig(dataset=str(path), input_key="messages", output_key=None)
+    _, ex = _prepare(memory_store, cfg, "sft", str(tiny_model_dir))
+    tok = load_tokenizer(str(tiny_model_dir))
+    ids, mask = ex["train"]["input_ids"][0], ex["train"]["loss_mask"][0]
+    learned = tok.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert learned == "yo<|im_end|>ok<|im_end|>"
