@@ -28,10 +28,16 @@ class ReferenceOutput:
 
 @dataclass(frozen=True)
 class TeacherOutput:
-    """Teacher logits of one chunk's examples: a safetensors file in the store."""
+    """Teacher logits of one chunk's examples: `<checkpoint>/logits.safetensors`. Named
+    `checkpoint` so the manifest lists the folder (gc keeps it; the teacher host's
+    `restore` ignores it)."""
 
-    path: str
+    checkpoint: str
     rows: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.checkpoint}/logits.safetensors"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Distillation teacher logits for one train chunk. Reads: `offline_examples`. Writes:
-`runs/<run>/teacher/<task>.safetensors` (logits per consumed example, keyed `p<position>`).
+`runs/<run>/teacher/<task>/logits.safetensors` (logits per consumed example, keyed
+`p<position>`).
 
 Runs on the teacher host (its own worker), before the chunk's `train` task reads it.
 """
@@ -32,6 +33,6 @@ def teacher_logits(host, data: OfflineData, chunk: int, plan: Plan,
         logits = host.model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
         for row, i in enumerate(rows):
             tensors[f"p{i}"] = logits[row, : len(ids[row]) - 1].float().contiguous()
-    rel = f"runs/{scope.run_id}/teacher/{scope.task_key}.safetensors"
-    scope.store.write_bytes(rel, save_tensors(tensors))
-    return TeacherOutput(rel, len(positions))
+    out = TeacherOutput(f"runs/{scope.run_id}/teacher/{scope.task_key}", len(positions))
+    scope.store.write_bytes(out.path, save_tensors(tensors))
+    return out

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from alignflow.artifacts import gc
 from alignflow.catalog.catalog import Catalog
+from alignflow.flows import api
 from tests.offline.conftest import run_flow
 
 pytestmark = pytest.mark.slow
@@ -27,3 +29,5 @@ def test_distill_on_ray_with_a_teacher_worker(ray_local, base_sets, pairs_file, 
     with Catalog(str(tmp_path)) as cat:
         n = cat.sql("SELECT count(*) AS n FROM sft_samples WHERE run_id = 'kd-ray'").to_pylist()
     assert n[0]["n"] == 8 * 8
+    # the teacher's logits are listed (as its checkpoint folder): nothing is orphaned
+    assert gc.find_orphans(api.open_store(str(tmp_path)), run_id="kd-ray") == []
