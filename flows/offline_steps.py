@@ -1,7 +1,8 @@
 """The offline training steps as journalled tasks, and the training loop every offline flow
 shares:
 
-    data      ← prepare(dataset)                         cached across runs
+    data      ← prepare(dataset)                         cached across runs (local files
+                                                          fingerprinted: edits invalidate)
     plan      ← plan(train rows)                          order seed, step schedule
     reference ← reference logprobs(data)   (DPO, KTO)     cached across runs
     for each chunk of save_steps optimizer steps:
@@ -20,6 +21,7 @@ from alignflow.flows.offline_config import OfflineConfig
 from alignflow.flows.workers import worker_group
 from alignflow.tasks.offline import export, prepare, reference, teacher, train
 from alignflow.tasks.offline.config import Plan
+from alignflow.tasks.offline.fingerprint import fingerprint
 from alignflow.tasks.offline.host import OfflineHost, OfflineHostSpec, TeacherHost
 
 POLICY, TEACHER = "policy", "teacher"
@@ -50,7 +52,9 @@ def declare_hosts(cfg: OfflineConfig, total_steps: int) -> None:
 
 def train_offline(cfg: OfflineConfig) -> dict:
     """The body of every offline flow; returns steps, per-chunk mean loss and the model."""
-    data = prepare_data.options(key="prepare")(cfg.data, cfg.KIND, cfg.model.pretrain)
+    data = prepare_data.options(key="prepare")(
+        cfg.data, cfg.KIND, cfg.model.pretrain,
+        fingerprint(cfg.data.dataset, cfg.data.eval_dataset, cfg.model.pretrain))
     per_epoch, total = cfg.total_steps(data.train_rows)
     plan = make_plan.options(key="plan")(data.train_rows, per_epoch, total,
                                          cfg.chunk_size(total))
@@ -58,7 +62,7 @@ def train_offline(cfg: OfflineConfig) -> dict:
     if cfg.KIND in ("dpo", "kto"):
         ref = reference_logprobs.options(key="reference")(
             data, cfg.model.reference, cfg.optim.micro_train_batch_size, cfg.model.dtype,
-            cfg.num_threads)
+            cfg.num_threads, fingerprint(cfg.model.reference))
     declare_hosts(cfg, total)
     spec, losses = cfg.train_spec(), []
     for chunk in range(plan.chunks):

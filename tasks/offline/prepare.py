@@ -151,8 +151,10 @@ def build_rows(ds, tok, cfg: OfflineDataConfig, kind: Kind) -> list[dict]:
     return sft_rows(ds, tok, cfg, kind)
 
 
-def prepare(cfg: OfflineDataConfig, kind: Kind, tokenizer: str) -> OfflineData:
-    """Tokenizes train and eval examples once and commits them with their counts."""
+def prepare(cfg: OfflineDataConfig, kind: Kind, tokenizer: str,
+            fingerprint: str = "") -> OfflineData:
+    """Tokenizes train and eval examples once and commits them with their counts.
+    `fingerprint` (of the local data files) only keys the engine's cache."""
     scope = current_scope()
     tok = load_tokenizer(resolve_model(tokenizer), padding_side="right")
     train, evaluation = split_data(cfg)

@@ -38,8 +38,9 @@ def _split_logps(model, ex: dict, pad_id: int, micro: int, with_kl: bool) -> dic
 
 
 def reference(data: OfflineData, model: str, micro_batch: int = 8, dtype: str = "fp32",
-              num_threads: int | None = None) -> ReferenceOutput:
-    """Summed response log-probs of chosen, rejected (and the KTO KL sample) per example."""
+              num_threads: int | None = None, fingerprint: str = "") -> ReferenceOutput:
+    """Summed response log-probs of chosen, rejected (and the KTO KL sample) per example.
+    `fingerprint` (of a local model folder) only keys the engine's cache."""
     scope = current_scope()
     if num_threads:
         torch.set_num_threads(num_threads)

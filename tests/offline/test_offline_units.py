@@ -133,3 +133,20 @@ def test_multi_turn_sft_masks_assistant_turns_only(memory_store, tiny_model_dir,
     ids, mask = ex["train"]["input_ids"][0], ex["train"]["loss_mask"][0]
     learned = tok.decode([t for t, m in zip(ids, mask, strict=True) if m])
     assert learned == "yo<|im_end|>ok<|im_end|>"
+
+
+def test_fingerprint_changes_when_a_local_file_changes(tmp_path):
+    from alignflow.tasks.offline.fingerprint import fingerprint
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"a": 1}\n')
+    first = fingerprint(str(data), "alignflow:gsm8k-sft")
+    assert fingerprint(str(data), "alignflow:gsm8k-sft") == first
+    data.write_text('{"a": 12}\n')
+    assert fingerprint(str(data), "alignflow:gsm8k-sft") != first
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    before = fingerprint(str(folder))
+    (folder / "model.safetensors").write_bytes(b"x")
+    assert fingerprint(str(folder)) != before != fingerprint("smollm2-135m")
