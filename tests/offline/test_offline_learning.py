@@ -91,7 +91,7 @@ def test_reward_model_reaches_heldout_accuracy_and_loads_as_rm(base_sets, pairs_
                                                                 tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from alignflow.tasks.rewards.model_rm import ModelRewardModel
+    from alignflow.tasks.rewards.registry import build_source
 
     sets = [*pair_sets(base_sets, pairs_file), "optim.learning_rate=3e-3",
             "optim.max_epochs=3", "loss.rm_loss=logexp", "loss.margin=0.5"]
@@ -101,7 +101,7 @@ def test_reward_model_reaches_heldout_accuracy_and_loads_as_rm(base_sets, pairs_
     with Catalog(str(tmp_path)) as cat:
         rows = cat.sql("SELECT prompt, response, rejected FROM offline_examples "
                        "WHERE split = 'eval' ORDER BY position").to_pylist()
-    rm = ModelRewardModel(str(folder))
+    rm = build_source(str(folder))  # as `rewards.sources=<folder>` in the RL flows
     prompts = [r["prompt"] for r in rows]
     chosen = rm.score([r["prompt"] + r["response"] for r in rows], prompts,
                       [None] * len(rows))
