@@ -221,6 +221,16 @@ def iter_batches(store: Store, refs: Iterable[RefLike], columns: Sequence[str] |
                 raise _corrupt(store, rel, exc) from None
 
 
+def _read_file(store: Store, rel: str, pf: pq.ParquetFile,
+               columns: list[str] | None) -> pa.Table:
+    """One row group: read it from the file already open (a small step table: ~1 ms less
+    than opening it again). More: the dataset reader, which decodes row groups in parallel."""
+    if pf.metadata.num_row_groups <= 1:
+        return pf.read(columns=columns, use_threads=True)
+    return pq.read_table(store.path(rel), filesystem=_arrow_fs(store), columns=columns,
+                         pre_buffer=True)
+
+
 def read_table(store: Store, refs: Iterable[RefLike],
                columns: Sequence[str] | None = None) -> pa.Table:
     """All rows of `refs` as one table (older minor versions gain null columns)."""
@@ -229,9 +239,7 @@ def read_table(store: Store, refs: Iterable[RefLike],
         rel = ref if isinstance(ref, str) else ref.path
         with _parquet(store, rel) as (pf, known):
             try:
-                # the dataset reader decodes row groups in parallel; ParquetFile.read does not
-                table = pq.read_table(store.path(rel), filesystem=_arrow_fs(store),
-                                      columns=_read_columns(pf, columns), pre_buffer=True)
+                table = _read_file(store, rel, pf, _read_columns(pf, columns))
             except (pa.ArrowInvalid, OSError) as exc:
                 raise _corrupt(store, rel, exc) from None
             tables.append(_upgrade(table, known, columns))
