@@ -9,7 +9,9 @@ bitwise: same weights, same AdamW moments and step, same random draws.
 from __future__ import annotations
 
 import json
+import os
 import random
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import torch
-from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
+from safetensors import SafetensorError
+from safetensors.torch import load_file as st_load_file
+from safetensors.torch import save_file as st_save_file
 
 from alignflow.artifacts import schemas, treecodec
 from alignflow.artifacts.errors import SchemaError
@@ -74,6 +77,35 @@ def _weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor]) -> int:
+    """Serialise straight to a file (never a bytes copy of the whole state in memory):
+    locally a temp file beside the target, renamed into place; elsewhere, uploaded."""
+    folder = os.path.dirname(store.path(rel)) if store.is_local else None
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".safetensors")
+    os.close(fd)
+    try:
+        st_save_file(tensors, tmp)
+        size = os.path.getsize(tmp)
+        store.put_file(tmp, rel)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return size
+
+
+def _read_safetensors(store: Store, rel: str) -> dict[str, torch.Tensor]:
+    if store.is_local:
+        with store._errors(rel):
+            return st_load_file(store.path(rel))
+    with tempfile.TemporaryDirectory(prefix="alignflow-ckpt-") as tmp:
+        local = os.path.join(tmp, "x.safetensors")
+        with store._errors(rel):
+            store.fs.get_file(store.path(rel), local)
+        return st_load_file(local)
+
+
 def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
          optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None,
          rng: bool = True, extra: dict[str, Any] | None = None) -> int:
@@ -87,12 +119,13 @@ def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
         "rng": treecodec.encode(rng_state(), tensors, "rng") if rng else None,
         "extra": treecodec.encode(extra or {}, tensors, "extra"),
     }
-    files = {"model.safetensors": st_save(_weights(model_state)),
-             "state.safetensors": st_save(tensors),
-             "state.json": json.dumps(tree).encode()}
-    for name, data in files.items():
-        store.write_bytes(f"{rel_dir}/{name}", data)
-    sizes = {name: len(data) for name, data in files.items()}
+    sizes = {"model.safetensors": _write_safetensors(store, f"{rel_dir}/model.safetensors",
+                                                     _weights(model_state)),
+             "state.safetensors": _write_safetensors(store, f"{rel_dir}/state.safetensors",
+                                                     tensors)}
+    state_json = json.dumps(tree).encode()
+    store.write_bytes(f"{rel_dir}/state.json", state_json)
+    sizes["state.json"] = len(state_json)
     store.write_json(f"{rel_dir}/meta.json", {"format": FORMAT, "files": sizes,
                                               "saved": time.time()})
     return sum(sizes.values())
@@ -109,10 +142,10 @@ def load(store: Store, rel_dir: str) -> Checkpoint:
         raise SchemaError(f"{store.url}/{rel_dir}/meta.json: format {meta.get('format')!r}, "
                           f"expected {FORMAT}")
     try:
-        model = st_load(store.read_bytes(f"{rel_dir}/model.safetensors"))
-        tensors = st_load(store.read_bytes(f"{rel_dir}/state.safetensors"))
+        model = _read_safetensors(store, f"{rel_dir}/model.safetensors")
+        tensors = _read_safetensors(store, f"{rel_dir}/state.safetensors")
         tree = treecodec.decode(store.read_json(f"{rel_dir}/state.json"), tensors)
-    except (ValueError, KeyError, RuntimeError) as exc:
+    except (ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
     return Checkpoint(model, tree["optimizer"], tree["scheduler"], tree["rng"], tree["extra"],
                       sum(meta["files"].values()))
