@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-_ITER_KEY = re.compile(r"(?:^|/)iter-(\d+)(?:/|$)")
+_ITER_KEY = re.compile(r"(?:^|/)(?:iter|round)-(\d+)(?:/|$)")
 
 
 def format_duration(seconds: float) -> str:
@@ -34,7 +34,7 @@ def _task_seconds(seconds: float) -> str:
 
 
 def iteration_of(task_key: str) -> int | None:
-    """The loop index a task key names (`iter-0003/learn` -> 3), if any."""
+    """The loop index a task key names (`iter-0003/learn` or `round-0003/train` -> 3)."""
     match = _ITER_KEY.search(task_key)
     return int(match.group(1)) if match else None
 
