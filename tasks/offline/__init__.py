@@ -4,3 +4,6 @@ Importable without Ray or the flow engine; `alignflow.flows.offline_steps` wraps
 functions as tasks. Data is prepared once (`prepare`), reference log-probs are computed
 once (`reference`), and `train` runs one `save_steps` chunk of optimizer steps on a host.
 """
+
+# Importing the package registers its tables, so any process reading them knows the schemas.
+from alignflow.tasks.offline import tables as _tables  # noqa: F401

@@ -78,3 +78,14 @@ def test_iterative_dpo_raises_the_reward(loop_sets, tmp_path):
                      AND key = 'reward_accuracy' AND task_key LIKE 'round-0000/train-0003'
                      """).to_pylist()[0]["a"]
     assert acc >= 0.75  # the last chunk of round 0 separates its pairs
+
+
+@pytest.mark.parametrize("name", ["rejection_sampling", "iterative_dpo"])
+def test_loops_on_ray_equal_inline(name, loop_sets, tmp_path, ray_local):
+    """On Ray the host is a separate process that imports only what its tasks need (its
+    table schemas included); the run must match the inline one exactly."""
+    flow, cfg_cls = load_flow(name)
+    sets = [*loop_sets, "rounds=1"]
+    outs = [api.run(flow, load_config(cfg_cls, sets=sets), store=str(tmp_path / ex),
+                    executor=ex, seed=1, run_id="r") for ex in ("inline", "ray")]
+    assert outs[0]["reward_mean"] == outs[1]["reward_mean"]
