@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-_ITER_KEY = re.compile(r"(?:^|/)(?:iter|round)-(\d+)(?:/|$)")
+_ITER_KEY = re.compile(r"(?:^|/)iter-(\d+)(?:/|$)")
+_ROUND_KEY = re.compile(r"(?:^|/)round-(\d+)(?:/|$)")
 
 
 def format_duration(seconds: float) -> str:
@@ -35,7 +36,7 @@ def _task_seconds(seconds: float) -> str:
 
 def iteration_of(task_key: str) -> int | None:
     """The loop index a task key names (`iter-0003/learn` or `round-0003/train` -> 3)."""
-    match = _ITER_KEY.search(task_key)
+    match = _ITER_KEY.search(task_key) or _ROUND_KEY.search(task_key)
     return int(match.group(1)) if match else None
 
 
