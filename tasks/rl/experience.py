@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import torch
 
-from alignflow.artifacts.errors import SchemaError
+from alignflow.artifacts.errors import ConfigError, SchemaError
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from alignflow.tasks.advantages.normalize import RunningMoments
+from alignflow.tasks.advantages.shaping import overlong_penalty
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.rewards.combine import filter_groups
 from alignflow.tasks.rl.batching import to_padded
@@ -72,7 +73,7 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
 
 
 def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
-            moments: RunningMoments | None) -> dict[str, float]:
+            moments: RunningMoments | None, max_len: int | None = None) -> dict[str, float]:
     """Fills advantages/returns/kept in place; returns metrics."""
     kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.kl_estimator) * exp.mask
     reward = exp.reward
@@ -81,7 +82,8 @@ def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
         reward = moments.normalize(reward)
     cfg = AdvantageConfig(estimator=algo.advantage_estimator, n=n, gamma=algo.gamma,
                           lambd=algo.lambd, kl_coef=0.0 if algo.kl.use_kl_loss else kl_coef,
-                          reward_clip=algo.reward_clip_range, no_std=algo.no_advantage_std_norm)
+                          reward_clip=algo.reward_clip_range, no_std=algo.no_advantage_std_norm,
+                          length_penalty=_length_penalty(algo, max_len))
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
     exp.advantages, exp.returns = out.advantages, out.returns
     exp.kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering
@@ -91,6 +93,14 @@ def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
     return {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
             "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum() / exp.mask.sum()),
             "kept_frac": float(exp.kept.float().mean())}
+
+
+def _length_penalty(algo: AlgoConfig, max_len: int | None):
+    if algo.overlong_buffer_len is None:
+        return None
+    if max_len is None:
+        raise ConfigError("algo.overlong_buffer_len needs the generation length (max_len)")
+    return overlong_penalty(max_len, algo.overlong_buffer_len, algo.overlong_penalty_factor)
 
 
 def advantages_table(exp: Experience, task_key: str) -> pa.Table:

@@ -103,7 +103,7 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     moments = (RunningMoments.from_state(state.reward_moments)
                if algo.normalize_reward and state and state.reward_moments
                else RunningMoments() if algo.normalize_reward else None)
-    metrics = experience.compute(exp, algo, n_samples, controller.value, moments)
+    metrics = experience.compute(exp, algo, n_samples, controller.value, moments, max_len)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, scope.task_key),
                           partition={"iter": iteration})
     if iteration >= algo.freeze_actor_steps:

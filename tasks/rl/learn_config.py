@@ -48,6 +48,10 @@ class AlgoConfig:
     no_advantage_std_norm: bool = False
     dynamic_filtering: bool = False
     freeze_actor_steps: int = 0
+    overlong_buffer_len: int | None = field(default=None, metadata={
+        "help": "DAPO length penalty: responses in the last N tokens before "
+                "generate_max_len lose up to overlong_penalty_factor of reward"})
+    overlong_penalty_factor: float = 1.0
     max_epochs: int = 1
     entropy_coef: float = 0.0
     loss_agg: Aggregation = "token-mean"

@@ -1,0 +1,43 @@
+"""The learn step's advantage pass on hand-made experience (no models, no store)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+import torch
+
+from alignflow.tasks.rl.experience import Experience, compute
+from alignflow.tasks.rl.learn_config import AlgoConfig
+
+
+def _experience(lengths: list[int], rewards: list[float]) -> Experience:
+    width = max(lengths)
+    mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths])
+    zeros = torch.zeros(len(lengths), width)
+    return Experience(keys=pa.table({"k": list(range(len(lengths)))}), prompts=[[1]] * len(lengths),
+                      responses=[[2] * n for n in lengths], old_logp=zeros, ref_logp=zeros,
+                      mask=mask, reward=torch.tensor(rewards), values=None)
+
+
+def test_overlong_penalty_shapes_the_group_advantage():
+    # max_len 8, buffer 4: a 4-token response is not penalised, an 8-token one loses 1.0
+    # rewards (0, 0) -> (0, -1); GRPO: mean -0.5, std (unbiased) 0.7071 -> (+0.7071, -0.7071)
+    exp = _experience([4, 8], [0.0, 0.0])
+    algo = AlgoConfig(advantage_estimator="group_norm", overlong_buffer_len=4)
+    compute(exp, algo, n=2, kl_coef=0.0, moments=None, max_len=8)
+    assert exp.advantages[0, :4].tolist() == pytest.approx([0.70710677] * 4, abs=1e-5)
+    assert exp.advantages[1].tolist() == pytest.approx([-0.70710677] * 8, abs=1e-5)
+    assert exp.advantages[0, 4:].abs().sum() == 0  # padding carries nothing
+
+
+def test_without_penalty_equal_rewards_give_zero_advantage():
+    exp = _experience([4, 8], [0.0, 0.0])
+    compute(exp, AlgoConfig(advantage_estimator="group_norm"), n=2, kl_coef=0.0, moments=None)
+    assert exp.advantages.abs().sum() == 0
+
+
+def test_dynamic_filtering_drops_groups_with_one_reward():
+    exp = _experience([2, 2, 2, 2], [1.0, 1.0, 0.0, 1.0])
+    compute(exp, AlgoConfig(advantage_estimator="rloo", dynamic_filtering=True), n=2,
+            kl_coef=0.0, moments=None)
+    assert exp.kept.tolist() == [False, False, True, True]
