@@ -30,9 +30,33 @@ def print_runs(store: Any) -> int:
     return 0
 
 
+def _readable(value: Any) -> Any:
+    """Journal JSON → what a person wants to see: `Record(field=...)` for tagged records
+    (artifact refs as their row counts), tuples as lists."""
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__tuple__" in value and len(value) == 1:
+        return _readable(value["__tuple__"])
+    if "__dict__" in value and len(value) == 1:
+        return _readable(value["__dict__"])
+    if "__type__" in value:
+        name = value["__type__"].rsplit(":", 1)[-1]
+        fields = value.get("fields", {})
+        if name == "ArtifactRef":
+            return f"<{fields.get('table')}: {fields.get('rows')} rows>"
+        inner = ", ".join(f"{k}={json.dumps(_readable(v), separators=(',', ':'))}"
+                          for k, v in fields.items())
+        return f"{name}({inner})"
+    return {k: _readable(v) for k, v in value.items()}
+
+
 def summarize(output: Any, width: int = 60) -> str:
     """A one-line summary of a journalled output."""
-    text = json.dumps(output, sort_keys=True, separators=(",", ":"))
+    readable = _readable(output)
+    text = readable if isinstance(readable, str) else json.dumps(
+        readable, sort_keys=True, separators=(",", ":"))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
