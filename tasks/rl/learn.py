@@ -14,6 +14,7 @@ import time
 import pyarrow as pa
 import torch
 
+from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.schemas import METRICS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.advantages.kl_control import AdaptiveKLController, FixedKLController
@@ -21,7 +22,7 @@ from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.policy import kl_loss, policy_loss, value_loss
 from alignflow.tasks.rl import experience, ptx
-from alignflow.tasks.rl.batching import chunks, padded_pairs
+from alignflow.tasks.rl.batching import chunks, padded_pairs, to_padded
 from alignflow.tasks.rl.forward import response_logprobs
 from alignflow.tasks.rl.learn_config import AlgoConfig, OptimConfig
 from alignflow.tasks.rl.records import LearnOutput, LearnState, StepOutput
@@ -134,9 +135,6 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
 def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
                  algo: AlgoConfig, optim: OptimConfig, actor: LearnOutput) -> LearnOutput:
     """Clipped value regression onto the returns the actor's learn step committed."""
-    from alignflow.artifacts.parquet_io import read_table
-    from alignflow.tasks.rl.batching import to_padded
-
     scope = current_scope()
     roll = read_table(scope.store, rollouts.refs, columns=["prompt_ids", "response_ids"])
     prompts, responses = roll.column("prompt_ids").to_pylist(), roll.column("response_ids").to_pylist()
