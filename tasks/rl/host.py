@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from alignflow.artifacts.checkpoints import index_table
+from alignflow.artifacts.schemas import CHECKPOINTS
+from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
@@ -124,8 +127,13 @@ class ModelHost:
     def save(self, store, folder: str, role: Role, *, extra: dict | None = None) -> str:
         """Checkpoints `role` under `folder/<role>` and records every trained role's newest."""
         trainer = self.actor if role == "actor" else self.critic
-        trainer.save(store, f"{folder}/{role}",
-                     extra={"policy_version": self.policy_version, **(extra or {})})
+        nbytes = trainer.save(store, f"{folder}/{role}",
+                              extra={"policy_version": self.policy_version, **(extra or {})})
+        scope = current_scope()  # one `checkpoints` row, committed with the task
+        scope.write(CHECKPOINTS, index_table(
+            run_id=scope.run_id, task_key=scope.task_key, step=trainer.global_step,
+            path=f"{folder}/{role}", kind=role, policy_version=self.policy_version,
+            nbytes=nbytes))
         self.latest[role] = f"{folder}/{role}"
         store.write_json(f"{folder}/{HOST_FILE}",
                          {"latest": self.latest, "policy_version": self.policy_version})

@@ -63,6 +63,11 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
                       [f"{name}-test"]).column("key").to_pylist()
     assert {"kl", "policy_loss" if "policy_loss" in metrics else "clip_frac"} <= set(metrics)
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
+    ckpts = cat.sql("SELECT kind, count(*) AS n, min(bytes) AS b FROM checkpoints "
+                    "WHERE run_id = ? GROUP BY kind ORDER BY kind", [f"{name}-test"]).to_pylist()
+    assert [(c["kind"], c["n"]) for c in ckpts] == \
+        ([("actor", 2), ("critic", 2)] if name == "ppo" else [("actor", 2)])
+    assert all(c["b"] > 0 for c in ckpts)
 
 
 def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
