@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.loops.plan import LoopTrainConfig
 from alignflow.tasks.loops.train_dpo import DPOLossConfig
+from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.generate import GenerateConfig
-from alignflow.tasks.rl.models import ModelConfig
 from alignflow.tasks.rl.prompts import DataConfig
 from alignflow.tasks.trainers.base import TrainerConfig
 

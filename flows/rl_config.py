@@ -14,7 +14,7 @@ from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.generate import GenerateConfig
 from alignflow.tasks.rl.learn_config import AlgoConfig, OptimConfig
-from alignflow.tasks.rl.models import ModelConfig, PlacementConfig
+from alignflow.tasks.rl.models import PlacementConfig, RLModelConfig
 from alignflow.tasks.rl.prompts import DataConfig
 
 OPENRLHF_FLAGS = {
@@ -70,7 +70,7 @@ class RLConfig:
 
     OPENRLHF_FLAGS: ClassVar[dict[str, str]] = OPENRLHF_FLAGS
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: RLModelConfig = field(default_factory=RLModelConfig)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     data: DataConfig = field(default_factory=DataConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)

@@ -7,36 +7,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal
 
 from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.losses.preference import DPOVariant
 from alignflow.tasks.losses.reward_model import RewardLossName
+from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.trainers.base import TrainerConfig
 
 Kind = Literal["sft", "rm", "dpo", "kto", "distill", "prm", "csft"]
 PAIR_KINDS: tuple[Kind, ...] = ("rm", "dpo", "kto")
-Dtype = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class OfflineModelConfig:
-    """Models: HF names, local folders or prepared offline names (`smollm2-135m`)."""
+class OfflineModelConfig(ModelConfig):
+    """The shared model section plus the distillation teacher."""
 
-    pretrain: str = field(default="smollm2-135m", metadata={"help": "model to train"})
-    ref_pretrain: str | None = field(default=None, metadata={
-        "help": "DPO/KTO reference; default: pretrain"})
     teacher_model: str | None = field(default=None, metadata={"help": "distillation teacher"})
-    dtype: Dtype = "fp32"
-    gradient_checkpointing: bool = False
-
-    def __post_init__(self) -> None:
-        if self.dtype not in get_args(Dtype):
-            raise ConfigError(f"model.dtype={self.dtype!r}: expected one of {get_args(Dtype)}")
-
-    @property
-    def reference(self) -> str:
-        return self.ref_pretrain or self.pretrain
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,11 +20,12 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.models.registry import resolve_model
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
-from alignflow.tasks.rl.models import ModelConfig, Role
+from alignflow.tasks.rl.models import Role
 from alignflow.tasks.rl.ptx import load_pretrain_ids
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
@@ -115,6 +116,7 @@ class ModelHost:
     @functools.cached_property
     def critic(self) -> TorchTrainer:
         assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
+        # only RL flows place a critic, and their model section is an RLModelConfig
         critic = Critic.from_pretrained(resolve_model(self.spec.models.critic))
         return TorchTrainer(critic, self.spec.critic_trainer)
 

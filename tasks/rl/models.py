@@ -8,32 +8,20 @@ or the driver inline — holding one or more roles; colocating roles saves memor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal
 
 from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.modeling.model_config import ModelConfig
 
 Role = Literal["actor", "ref", "critic", "reward"]
-Dtype = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """The models: HF names, local folders, or prepared offline names (`smollm2-135m`)."""
+class RLModelConfig(ModelConfig):
+    """The shared model section plus the critic (PPO)."""
 
-    pretrain: str = field(default="smollm2-135m", metadata={"help": "policy (actor) model"})
-    ref_pretrain: str | None = field(default=None, metadata={"help": "reference; default: pretrain"})
     critic_pretrain: str | None = field(
         default=None, metadata={"help": "critic init (e.g. the reward model); default: pretrain"})
-    dtype: Dtype = "fp32"
-    gradient_checkpointing: bool = False
-
-    def __post_init__(self) -> None:
-        if self.dtype not in get_args(Dtype):
-            raise ConfigError(f"model.dtype={self.dtype!r}: expected one of {get_args(Dtype)}")
-
-    @property
-    def reference(self) -> str:
-        return self.ref_pretrain or self.pretrain
 
     @property
     def critic(self) -> str:
