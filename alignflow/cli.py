@@ -14,19 +14,19 @@ import sys
 
 # name -> (module, one-line help). Keep sorted by workflow: run things, look at them, admin.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("alignflow.flows.cli", "run a flow (built-in name or path/to/file.py:function)"),
-    "resume": ("alignflow.flows.cli", "resume a run (or --all resumable runs) with the current code"),
-    "status": ("alignflow.flows.cli", "show a run's tasks: state, attempts, duration, outputs"),
-    "ls": ("alignflow.flows.cli", "list runs with flow, status, start, end and progress"),
-    "cancel": ("alignflow.flows.cli", "cancel a run"),
-    "delete": ("alignflow.flows.cli", "delete a run and its data from the store"),
-    "logs": ("alignflow.flows.cli", "print a run's logs, or one task's"),
-    "tick": ("alignflow.flows.cli", "advance scheduled runs whose wake time has passed (for cron)"),
+    "run": ("alignflow.flows.cli.commands", "run a flow (built-in name or path/to/file.py:function)"),
+    "resume": ("alignflow.flows.cli.commands", "resume a run (or --all resumable runs) with the current code"),
+    "status": ("alignflow.flows.cli.commands", "show a run's tasks: state, attempts, duration, outputs"),
+    "ls": ("alignflow.flows.cli.commands", "list runs with flow, status, start, end and progress"),
+    "cancel": ("alignflow.flows.cli.commands", "cancel a run"),
+    "delete": ("alignflow.flows.cli.commands", "delete a run and its data from the store"),
+    "logs": ("alignflow.flows.cli.commands", "print a run's logs, or one task's"),
+    "tick": ("alignflow.flows.cli.commands", "advance scheduled runs whose wake time has passed (for cron)"),
     "sql": ("alignflow.catalog.cli", "query the store with SQL (DuckDB); no query opens a shell"),
     "report": ("alignflow.catalog.cli", "write a run report with plots"),
     "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),
-    "models": ("alignflow.tasks.models.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
-    "demo": ("alignflow.flows.demo", "the main job: a short GRPO run on the embedded defaults"),
+    "models": ("alignflow.tasks.zoo.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
+    "demo": ("alignflow.flows.cli.demo", "the main job: a short GRPO run on the embedded defaults"),
 }
 
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the one place that turns errors into exit codes
-        from alignflow.artifacts.errors import AlignflowError
+        from alignflow.errors import AlignflowError
 
         if args.debug:
             raise

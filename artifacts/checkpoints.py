@@ -24,9 +24,9 @@ from safetensors.torch import load_file as st_load_file
 from safetensors.torch import save_file as st_save_file
 
 from alignflow.artifacts import schemas, treecodec
-from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.parquet_io import ArtifactRef, write_table
 from alignflow.artifacts.store import Store
+from alignflow.errors import SchemaError
 
 FORMAT = 1
 

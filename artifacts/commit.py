@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from alignflow.artifacts.errors import ConfigError, SchemaError
 from alignflow.artifacts.parquet_io import ArtifactRef
 from alignflow.artifacts.store import Store
+from alignflow.errors import ConfigError, SchemaError
 
 FORMAT = 1
 STATUSES = ("SUCCESSFUL", "FAILED_CAUGHT")

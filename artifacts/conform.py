@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.schemas import TableSchema
+from alignflow.errors import SchemaError
 
 Data = pa.Table | pa.RecordBatch
 

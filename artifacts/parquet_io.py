@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 
 from alignflow.artifacts import schemas
 from alignflow.artifacts.conform import conform
-from alignflow.artifacts.errors import AlignflowError, ConfigError, SchemaError
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.artifacts.store import Store
+from alignflow.errors import AlignflowError, ConfigError, SchemaError
 
 ROW_GROUP_ROWS = 64 * 1024
 ROW_GROUP_BYTES = 64 * 2**20

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from alignflow.artifacts.errors import AlignflowError, StoreError
+from alignflow.errors import AlignflowError, StoreError
 
 _CONNECT_NAMES = {
     "EndpointConnectionError",

@@ -133,7 +133,7 @@ SCHEMAS: dict[str, TableSchema] = {s.name: s for s in
 
 def get(name: str) -> TableSchema:
     """The schema registered as `name` (tables are written by name)."""
-    from alignflow.artifacts.errors import SchemaError
+    from alignflow.errors import SchemaError
 
     try:
         return SCHEMAS[name]
@@ -143,7 +143,7 @@ def get(name: str) -> TableSchema:
 
 def register(schema: TableSchema) -> TableSchema:
     """Add a table schema (a step's own table); re-registering needs the same or newer version."""
-    from alignflow.artifacts.errors import SchemaError
+    from alignflow.errors import SchemaError
 
     old = SCHEMAS.get(schema.name)
     if old is not None and _version_key(schema.version) < _version_key(old.version):

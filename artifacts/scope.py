@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError
 from alignflow.artifacts.parquet_io import ArtifactRef, write_table
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.artifacts.store import Store
+from alignflow.errors import FlowError
 
 _SCOPE: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
     "alignflow_task_scope", default=None)

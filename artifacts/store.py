@@ -18,8 +18,8 @@ from typing import Any
 
 import fsspec
 
-from alignflow.artifacts.errors import CommitConflict, ConfigError
 from alignflow.artifacts.s3errors import translate_errors
+from alignflow.errors import CommitConflict, ConfigError
 
 DEFAULT_URL = "./alignflow-store"
 _MEMORY_LOCK = threading.Lock()
@@ -214,3 +214,8 @@ def _fsync_dir(folder: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def open_store(store: Store | str | None = None) -> Store:
+    """`store` as a Store: itself, or `Store.open(url)` (None: $ALIGNFLOW_STORE / default)."""
+    return store if isinstance(store, Store) else Store.open(store)

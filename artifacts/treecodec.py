@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from alignflow.artifacts.errors import SchemaError
+from alignflow.errors import SchemaError
 
 
 def encode(obj: Any, tensors: dict[str, torch.Tensor], prefix: str) -> Any:

@@ -42,7 +42,7 @@ def make_data(folder: Path, pairs: int, words: int) -> dict[str, Path]:
 
 
 def model_dir(name: str) -> str:
-    from alignflow.tasks.models.registry import resolve_model
+    from alignflow.tasks.zoo.registry import resolve_model
 
     return resolve_model("tiny-llama" if name == "tiny" else name)
 
@@ -63,8 +63,8 @@ def count_tokens(model: str, path: Path, kind: str) -> int:
 
 def run_alignflow(kind: str, model: str, data: Path, batch: int, max_len: int) -> float:
     from alignflow.catalog.catalog import Catalog
-    from alignflow.config import load_config
     from alignflow.flows import api
+    from alignflow.flows.config import load_config
     from alignflow.flows.loader import load_flow
 
     flow, cls = load_flow(kind)

@@ -1,6 +1,6 @@
 """RL benchmark: where a GRPO iteration's time goes, on the real flow, on CPU.
 
-Runs `alignflow.flows.grpo:grpo` (inline executor, local store) for the tiny model and
+Runs `alignflow.flows.rl.grpo:grpo` (inline executor, local store) for the tiny model and
 SmolLM2-135M, each in a child process (so peak RSS is per model), and splits every iteration
 into the steps' compute (generate, score, reference, learn, sync) and the store I/O done on
 the way, timed by wrapping the store calls in this process (product code is untouched):
@@ -65,7 +65,7 @@ def _timed(kind: str, fn):
 
 def install_counters() -> None:
     """Wrap the store calls everywhere alignflow bound them (module-level imports too)."""
-    import alignflow.flows.grpo  # noqa: F401  (imports every step module first)
+    import alignflow.flows.rl.grpo  # noqa: F401  (imports every step module first)
     from alignflow.artifacts import checkpoints, parquet_io
     from alignflow.artifacts.store import Store
 
@@ -121,9 +121,9 @@ def install_engine_probe(records: list[dict]) -> None:
 
 
 def config(model: str, threads: int):
-    from alignflow.config import load_config
-    from alignflow.flows.rl_config import RLConfig
-    from alignflow.tasks.models.registry import resolve_model
+    from alignflow.flows.config import load_config
+    from alignflow.flows.rl.config import RLConfig
+    from alignflow.tasks.zoo.registry import resolve_model
 
     iters, prompts, n, tokens = SIZES[model]
     path = resolve_model("tiny-llama" if model == "tiny" else "smollm2-135m")
@@ -132,7 +132,7 @@ def config(model: str, threads: int):
         f"generate.rollout_batch_size={prompts}", f"generate.n_samples_per_prompt={n}",
         f"generate.generate_max_len={tokens}", f"generate.micro_rollout_batch_size={prompts * n}",
         "rewards.sources=rule:gsm8k", f"optim.train_batch_size={prompts * n}",
-        f"optim.micro_train_batch_size={min(prompts * n, 8)}", "optim.actor_learning_rate=1e-6",
+        f"optim.micro_train_batch_size={min(prompts * n, 8)}", "optim.learning_rate=1e-6",
         f"max_iterations={iters}", f"num_threads={threads}"])
 
 
@@ -184,7 +184,7 @@ def child(model: str, threads: int) -> dict:
     install_engine_probe(gens)
     from alignflow.artifacts.store import Store
     from alignflow.flows import api, runs
-    from alignflow.flows.grpo import grpo
+    from alignflow.flows.rl.grpo import grpo
 
     cfg = config(model, threads)
     with tempfile.TemporaryDirectory(prefix="alignflow-bench-rl-") as root:

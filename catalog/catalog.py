@@ -17,11 +17,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from alignflow.artifacts.errors import ConfigError, SchemaError, SqlRefused
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
 from alignflow.catalog.guard import check_read_only, identifiers
 from alignflow.catalog.manifests import scan
+from alignflow.errors import ConfigError, SchemaError, SqlRefused
 
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)
 

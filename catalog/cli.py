@@ -37,7 +37,7 @@ def run(name: str, args: argparse.Namespace) -> int:
     from alignflow.catalog.catalog import Catalog
 
     if name == "sql" and args.format == "parquet" and not args.out:
-        from alignflow.artifacts.errors import ConfigError
+        from alignflow.errors import ConfigError
 
         raise ConfigError("--format parquet needs --out FILE (Parquet is binary)")
     with Catalog(args.store) as catalog:

@@ -18,10 +18,10 @@ import duckdb
 import pyarrow as pa
 
 from alignflow.artifacts import schemas
-from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.store import Store
 from alignflow.catalog.manifests import Snapshot
 from alignflow.catalog.rollouts import GENERATED, STEP_COLUMNS, rollouts_view_sql
+from alignflow.errors import SchemaError
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
 _RESERVED = {"runs", "tasks"}

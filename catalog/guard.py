@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import duckdb
 
-from alignflow.artifacts.errors import ConfigError, SqlRefused
+from alignflow.errors import ConfigError, SqlRefused
 
 _READING = {duckdb.StatementType.SELECT}
 # PIVOT parses as MULTI (it may create an enum type first); allowed only when it reads.

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from alignflow.artifacts.commit import validate
-from alignflow.artifacts.errors import SchemaError, StoreError
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
+from alignflow.errors import SchemaError, StoreError
 
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("flow", pa.string()), ("status", pa.string()),

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 Format = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from alignflow.artifacts.errors import RunNotFound
 from alignflow.catalog.catalog import Catalog
+from alignflow.errors import RunNotFound
 
 MAX_METRIC_PLOTS = 12
 

@@ -11,9 +11,9 @@ import os
 import sys
 from typing import IO
 
-from alignflow.artifacts.errors import AlignflowError
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.output import FORMATS, Format, to_text
+from alignflow.errors import AlignflowError
 
 HELP = """\
 Statements end with ';' and may span lines. Only reading SQL runs (SELECT, WITH, FROM,

@@ -6,11 +6,14 @@ Everything takes `store=` (a `Store`, a URL, or None for `$ALIGNFLOW_STORE` /
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError
+from alignflow.artifacts.store import open_store
+from alignflow.errors import FlowError
 from alignflow.flows import codec, runs
+from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import file_hash, git_commit, new_run_id
 from alignflow.flows.loader import canonical_ref, load_flow, ref_of
@@ -19,12 +22,6 @@ from alignflow.flows.timers import send_event
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
-
-
-def open_store(store: Any = None) -> Any:
-    from alignflow.artifacts.store import Store
-
-    return store if isinstance(store, Store) else Store.open(store)
 
 
 def _code_version(flow: Flow) -> dict:
@@ -74,11 +71,24 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
                         "(--rerun-from TASK_KEY re-runs from a task)")
     if status == runs.CANCELED:
         raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    flow, _cfg = load_flow(meta["flow_ref"], fresh=True)
-    config = codec.decode(meta["config"])
+    flow, cls = load_flow(meta["flow_ref"], fresh=True)
+    config = _config_of(meta, cls)
     return drive(store, run_id, flow, config, executor=executor or meta.get("executor", "ray"),
                  address=address, force=force, block=block, rerun_from=rerun_from,
                  progress=progress)
+
+
+def _config_of(meta: dict, cls: type | None) -> Any:
+    """The run's config for the current code: a typed config is rebuilt by its class from
+    plain data, so keys renamed since the run started (aliases) still load."""
+    value = meta.get("config")
+    if cls is None or not isinstance(value, dict) or "__type__" not in value:
+        return codec.decode(value)
+    data, dropped = known_part(cls, codec.untag(value))
+    if dropped:
+        print(f"alignflow: run {meta['run_id']}: config keys the current code no longer has "
+              f"are ignored: {', '.join(dropped)}", file=sys.stderr)
+    return from_dict(cls, data)
 
 
 def resume_all(store: Any = None, *, executor: str | None = None,

@@ -14,10 +14,22 @@ import json
 import sys
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError
+from alignflow.errors import FlowError
 
 _TYPES: dict[str, type] = {}
 _TAG = "__type__"
+# Modules that moved (old -> new): journals written before a move still decode.
+MOVED_MODULES = {
+    "alignflow.flows.rl_config": "alignflow.flows.rl.config",
+    "alignflow.flows.offline_config": "alignflow.flows.offline.config",
+    "alignflow.flows.loops_config": "alignflow.flows.loops.config",
+    "alignflow.tasks.rl.records": "alignflow.tasks.steps.records",
+    "alignflow.tasks.rl.generate": "alignflow.tasks.steps.generate",
+    "alignflow.tasks.rl.prompts": "alignflow.tasks.steps.prompts",
+    "alignflow.tasks.rl.models:RLModelConfig": "alignflow.tasks.modeling.model_config:RLModelConfig",
+    "alignflow.tasks.rl.models:PlacementConfig": "alignflow.tasks.steps.placement:PlacementConfig",
+    "alignflow.tasks.offline.config:Plan": "alignflow.tasks.trainers.plan:Plan",
+}
 
 
 def type_name(cls: type) -> str:
@@ -95,7 +107,8 @@ def lookup_type(name: str) -> type:
     """Find a registered record type, or one in an already-imported module."""
     if name in _TYPES:
         return _TYPES[name]
-    module_name, _, qualname = name.partition(":")
+    module_name, _, qualname = MOVED_MODULES.get(name, name).partition(":")
+    module_name = MOVED_MODULES.get(module_name, module_name)
     obj: Any = sys.modules.get(module_name)
     for part in qualname.split(".") if obj is not None else []:
         obj = getattr(obj, part, None)
@@ -110,6 +123,21 @@ def _decode_record(name: str, fields: dict) -> Any:
     if hasattr(cls, "model_validate"):
         return cls.model_validate(fields)
     return cls(**{k: decode(v) for k, v in fields.items()})
+
+
+def untag(value: Any) -> Any:
+    """A journalled value as plain JSON data: records as their field dicts, tuples as lists."""
+    if isinstance(value, list):
+        return [untag(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__tuple__" in value and len(value) == 1:
+        return [untag(v) for v in value["__tuple__"]]
+    if "__dict__" in value and len(value) == 1:
+        return {k: untag(v) for k, v in value["__dict__"].items()}
+    if _TAG in value:
+        return untag(value.get("fields", {}))
+    return {k: untag(v) for k, v in value.items()}
 
 
 def dumps(obj: Any) -> str:

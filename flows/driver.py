@@ -13,20 +13,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError, TaskFailed
+from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import codec, runs
 from alignflow.flows.engine import Done, Task, TaskError
 from alignflow.flows.executors import is_transient
 from alignflow.flows.identity import cache_key, task_seed
 from alignflow.flows.timers import Timers
-
-
-class Suspended(BaseException):
-    """Raised in a non-blocking driver at a sleep or event wait that is not yet due."""
-
-    def __init__(self, wake_at: float | None, waiting_for: str | None = None) -> None:
-        super().__init__(f"suspended until {wake_at} / event {waiting_for}")
-        self.wake_at, self.waiting_for = wake_at, waiting_for
 
 
 class Stopped(BaseException):

@@ -141,7 +141,7 @@ def wait_for(event: str, timeout: float | None = None, *, key: str | None = None
     """Wait for `send_event(run_id, event, payload)`; returns the payload (None on timeout)."""
     driver = current_driver()
     if driver is None:
-        from alignflow.artifacts.errors import FlowError
+        from alignflow.errors import FlowError
 
         raise FlowError(f"wait_for({event!r}) needs a running flow; call it inside a @flow")
     return driver.wait_for(event, timeout, key)

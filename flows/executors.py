@@ -171,7 +171,7 @@ def make_executor(kind: str, address: str | None = None) -> InlineExecutor | Ray
         return InlineExecutor()
     if kind == "ray":
         return RayExecutor(address)
-    from alignflow.artifacts.errors import ConfigError
+    from alignflow.errors import ConfigError
 
     raise ConfigError(f"executor {kind!r}: expected 'ray' or 'inline'")
 

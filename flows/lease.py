@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from alignflow.artifacts.errors import CommitConflict, LeaseHeld
+from alignflow.errors import CommitConflict, LeaseHeld
 
 DEFAULT_TTL = 30.0
 

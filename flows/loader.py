@@ -14,7 +14,7 @@ import sys
 import typing
 from typing import Any
 
-from alignflow.artifacts.errors import ConfigError, FlowError
+from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import registry
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import user_module_name

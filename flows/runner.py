@@ -13,12 +13,13 @@ import inspect
 import time
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError, TaskFailed
+from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import codec, runs
-from alignflow.flows.driver import Driver, Stopped, Suspended
+from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
 from alignflow.flows.lease import Lease
+from alignflow.flows.timers import Suspended
 
 
 def call_flow(flow: Flow, config: Any) -> Any:

@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from alignflow.artifacts.errors import RunNotFound
+from alignflow.errors import RunNotFound
 
 RUNNING, SUCCESSFUL, FAILED = "RUNNING", "SUCCESSFUL", "FAILED"
 RESUMABLE, CANCELED, SLEEPING = "RESUMABLE", "CANCELED", "SLEEPING"

@@ -11,9 +11,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from alignflow.artifacts.store import open_store
 from alignflow.flows import codec
+from alignflow.flows.runs import read_run
 
 POLL = 0.5
+
+
+class Suspended(BaseException):
+    """Raised in a non-blocking driver at a sleep or event wait that is not yet due."""
+
+    def __init__(self, wake_at: float | None, waiting_for: str | None = None) -> None:
+        super().__init__(f"suspended until {wake_at} / event {waiting_for}")
+        self.wake_at, self.waiting_for = wake_at, waiting_for
 
 
 def event_path(run_id: str, name: str) -> str:
@@ -22,9 +32,6 @@ def event_path(run_id: str, name: str) -> str:
 
 def send_event(run_id: str, name: str, payload: Any = None, *, store: Any = None) -> None:
     """Deliver event `name` to run `run_id` (a flow waiting in `wait_for(name)` wakes up)."""
-    from alignflow.flows.api import open_store
-    from alignflow.flows.runs import read_run
-
     store = open_store(store)
     read_run(store, run_id)
     store.write_json(event_path(run_id, name), {"payload": codec.encode(payload),
@@ -35,8 +42,6 @@ class Timers:
     """Mixin for `Driver`: `durable_sleep` and `wait_for`."""
 
     def durable_sleep(self, seconds: float, key: str | None) -> None:
-        from alignflow.flows.driver import Suspended
-
         self.boundary()
         key = self.next_key("sleep", key)
         manifest = self.manifests.get(key)
@@ -55,8 +60,6 @@ class Timers:
             self.boundary()
 
     def wait_for(self, event: str, timeout: float | None, key: str | None) -> Any:
-        from alignflow.flows.driver import Suspended
-
         self.boundary()
         key = self.next_key(f"wait-{event}", key)
         if key in self.manifests:

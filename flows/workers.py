@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from alignflow.artifacts.errors import FlowError
+from alignflow.errors import FlowError
 from alignflow.flows.engine import current_driver
 
 

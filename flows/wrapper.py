@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from alignflow.artifacts.errors import AlignflowError
+from alignflow.errors import AlignflowError
 from alignflow.flows import codec
 
 TRANSIENT = (TimeoutError, ConnectionError)

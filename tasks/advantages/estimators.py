@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple, get_args
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import whiten
 from alignflow.tasks.advantages.shaping import (
     LengthPenalty,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 
 @dataclass

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 LengthPenalty = Callable[[Tensor], Tensor]
 

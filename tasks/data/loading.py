@@ -16,7 +16,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.data.named import PREFIX, load_named
 
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import datasets
 
-from alignflow.artifacts.errors import ConfigError
-from alignflow.tasks.models.registry import package_dir
+from alignflow.errors import ConfigError
+from alignflow.tasks.zoo.packages import package_dir
 
 PREFIX = "alignflow:"
 _FINAL = re.compile(r"####\s*(.+?)\s*$")

@@ -11,7 +11,7 @@ from typing import Any
 
 import datasets
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.data.prompts import Prepared, as_messages, format_input, render, require_keys
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import datasets
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 Overlong = Literal["drop", "truncate"]
 

@@ -19,7 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 FinishReason = Literal["stop", "length"]
 

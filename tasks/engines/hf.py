@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left as left_pad
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import StopChecker, row_generators, sample_tokens
 

@@ -18,7 +18,7 @@ from alignflow.artifacts.schemas import PREFERENCES
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.loops.records import Selection
 from alignflow.tasks.loops.tables import SELECTION
-from alignflow.tasks.rl.records import StepOutput
+from alignflow.tasks.steps.records import StepOutput
 
 Groups = dict[str, list[tuple[int, float]]]
 

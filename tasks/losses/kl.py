@@ -15,7 +15,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
 
 KLEstimator = Literal["k1", "k2", "k3"]

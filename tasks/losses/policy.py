@@ -14,7 +14,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
 from alignflow.tasks.losses.kl import KLEstimator, approx_kl
 

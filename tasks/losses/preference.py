@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 DPOVariant = Literal["sigmoid", "ipo", "cdpo"]
 

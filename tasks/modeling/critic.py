@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForSequenceClassification
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.modeling.loading import DTYPES, Dtype
 
 

@@ -1,6 +1,6 @@
 """The `model` section every training flow shares: what to train, its reference, precision.
 
-RL flows add the critic (`tasks/rl/models.py`), distillation adds the teacher
+RL flows add the critic (`RLModelConfig`), distillation adds the teacher
 (`tasks/offline/config.py`); the durable loops use this section as is.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import get_args
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.modeling.loading import Dtype
 
 
@@ -29,3 +29,22 @@ class ModelConfig:
     @property
     def reference(self) -> str:
         return self.ref_pretrain or self.pretrain
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLModelConfig(ModelConfig):
+    """The shared model section plus the critic (PPO)."""
+
+    critic_pretrain: str | None = field(
+        default=None, metadata={"help": "critic init (e.g. the reward model); default: pretrain"})
+
+    @property
+    def critic(self) -> str:
+        return self.critic_pretrain or self.pretrain
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistillModelConfig(ModelConfig):
+    """The shared model section plus the distillation teacher."""
+
+    teacher_model: str | None = field(default=None, metadata={"help": "distillation teacher"})

@@ -6,7 +6,7 @@ Each group becomes one packed row (`artifacts.tensors.pack`) for
 
 from __future__ import annotations
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 
 def plan_packed_micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:

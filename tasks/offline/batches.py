@@ -1,8 +1,5 @@
 """Prepared examples → padded torch batches, and the forward passes the objectives share.
-
-The training order is a function of (order seed, epoch, step) only: step s of a run with
-`steps_per_epoch` steps reads slice `s % steps_per_epoch` of epoch `s // steps_per_epoch`'s
-permutation, so a resumed run consumes exactly the samples an uninterrupted run would.
+(Which examples a step reads is the planner's job: `tasks/trainers/plan.py`.)
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import torch
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, token_logprobs
-from alignflow.tasks.offline.config import Plan
 from alignflow.tasks.offline.records import OfflineData
 from alignflow.tasks.offline.tables import OFFLINE_EXAMPLES
 
@@ -33,17 +29,6 @@ def load_examples(store, data: OfflineData) -> dict[str, Examples]:
         if rows:
             out[split] = {k: [r[k] for r in rows] for k in rows[0]}
     return out
-
-
-def epoch_order(order_seed: int, epoch: int, n: int) -> list[int]:
-    return torch.randperm(n, generator=torch.Generator().manual_seed(order_seed + epoch)).tolist()
-
-
-def step_indices(plan: Plan, step: int, batch_size: int) -> list[int]:
-    """Positions of the train examples consumed by optimizer step `step`."""
-    epoch, b = divmod(step, plan.steps_per_epoch)
-    order = epoch_order(plan.order_seed, epoch, plan.train_rows)
-    return order[b * batch_size : (b + 1) * batch_size]
 
 
 def pad_right(seqs: Sequence[Sequence[int]], value: int) -> torch.Tensor:
@@ -88,3 +73,9 @@ def response_logps(model, prompts: Sequence[list[int]], responses: Sequence[list
 def kl_partner(n: int) -> list[int]:
     """KTO's KL sample of example i: its prompt with example (i+1) mod n's chosen response."""
     return [(i + 1) % n for i in range(n)]
+
+
+def host_examples(host, store, data: OfflineData) -> dict[str, Examples]:
+    """The examples of `data`, loaded once per host (they stay between train tasks)."""
+    key = ("examples", tuple(r.path for r in data.refs))
+    return host.memo(key, lambda: load_examples(store, data))

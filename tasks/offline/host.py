@@ -15,30 +15,27 @@ import torch
 
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.models.registry import resolve_model
-from alignflow.tasks.offline.batches import load_examples
-from alignflow.tasks.offline.config import Kind
-from alignflow.tasks.offline.records import OfflineData
+from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+from alignflow.tasks.zoo.registry import resolve_model
 
 
 @dataclass(frozen=True, kw_only=True)
 class OfflineHostSpec:
-    kind: Kind
     pretrain: str
+    value_head: bool  # a reward model: a scalar head on the backbone
     trainer: TrainerConfig
     num_threads: int | None = None
     keep_checkpoints: int = 2
 
 
-class OfflineHost:
+class OfflineHost(Memo):
     """Holds the trainer; `save` / `restore` are the engine's checkpoint protocol."""
 
     def __init__(self, spec: OfflineHostSpec) -> None:
         self.spec = spec
         self.saved: list[str] = []
-        self._examples: dict[tuple, dict] = {}
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
@@ -53,18 +50,12 @@ class OfflineHost:
     @functools.cached_property
     def trainer(self) -> TorchTrainer:
         """A value-head model for reward models, else the causal LM."""
-        if self.spec.kind == "rm":
+        if self.spec.value_head:
             model = Critic.from_pretrained(self.path)
             model.model.config.pad_token_id = self.tokenizer.pad_token_id
         else:
             model = load_causal_lm(self.path, dtype="fp32")
         return TorchTrainer(model, self.spec.trainer)
-
-    def examples(self, store, data: OfflineData) -> dict[str, dict]:
-        key = tuple(r.path for r in data.refs)
-        if key not in self._examples:
-            self._examples[key] = load_examples(store, data)
-        return self._examples[key]
 
     def save(self, store, folder: str) -> str:
         """Checkpoints the trainer into `folder`; keeps the last `keep_checkpoints` (>= 2:
@@ -79,13 +70,12 @@ class OfflineHost:
         self.trainer.restore(store, folder)
 
 
-class TeacherHost:
+class TeacherHost(Memo):
     """The frozen distillation teacher, loaded once."""
 
     def __init__(self, path: str, *, dtype: str = "fp32", num_threads: int | None = None):
         self.spec_path = path
         self.dtype = dtype
-        self._examples: dict[tuple, dict] = {}
         if num_threads:
             torch.set_num_threads(num_threads)
 
@@ -96,12 +86,6 @@ class TeacherHost:
     @functools.cached_property
     def pad_id(self) -> int:
         return load_tokenizer(resolve_model(self.spec_path)).pad_token_id
-
-    def examples(self, store, data: OfflineData) -> dict[str, dict]:
-        key = tuple(r.path for r in data.refs)
-        if key not in self._examples:
-            self._examples[key] = load_examples(store, data)
-        return self._examples[key]
 
     def restore(self, store, folder: str) -> None:
         """Nothing to restore: the teacher never changes."""

@@ -1,4 +1,4 @@
-"""The loss of one micro-batch for each offline objective.
+"""The loss of one micro-batch for each offline objective (`objective.py` names them).
 
 Each objective takes the model, the micro-batch's example positions and a context (data,
 reference log-probs, teacher logits) and returns `Out(loss, per_example, metrics)`:
@@ -10,7 +10,6 @@ values (`loss`, scores, token counts) for the `preferences` / `sft_samples` tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -182,15 +181,9 @@ def kto(model, idx: list[int], ctx: Context, denom: float) -> Out:
                      {"kl": float(out.kl) * len(idx) / denom})
 
 
-OBJECTIVES: dict[str, Callable[..., Out]] = {
-    "sft": sft, "csft": sft, "distill": distill, "prm": prm, "rm": rm, "dpo": dpo, "kto": kto,
-}
-TOKEN_LEVEL = ("sft", "csft", "distill")
-
-
-def step_denominator(kind: str, ctx: Context, idx: list[int]) -> float:
+def step_denominator(token_level: bool, ctx: Context, idx: list[int]) -> float:
     """Loss tokens of the step for token-level objectives, else the number of examples."""
-    if kind not in TOKEN_LEVEL:
+    if not token_level:
         return float(len(idx))
     masks = ctx.examples["loss_mask"]
     return float(max(sum(sum(masks[i][1:]) for i in idx), 1))

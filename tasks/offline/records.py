@@ -16,6 +16,7 @@ class OfflineData:
     train_rows: int
     eval_rows: int
     metrics: dict[str, float] = field(default_factory=dict)
+    round: int | None = None  # a loop's round the examples were selected in
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ import torch
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.models.registry import resolve_model
 from alignflow.tasks.offline.batches import kl_partner, load_examples, response_logps
+from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput
 from alignflow.tasks.offline.tables import OFFLINE_REFERENCE
+from alignflow.tasks.zoo.registry import resolve_model
 
 
 @torch.no_grad()
@@ -37,26 +38,48 @@ def _split_logps(model, ex: dict, pad_id: int, micro: int, with_kl: bool) -> dic
     return out
 
 
+def reference_logps(model, store, data: OfflineData, pad_id: int, micro_batch: int,
+                    with_kl: bool) -> pa.Table:
+    """`offline_reference` rows: summed response log-probs of every example under `model`."""
+    columns: dict[str, list] = {"split": [], "position": [], "chosen": [], "rejected": [],
+                                "kl": []}
+    for split, ex in load_examples(store, data).items():
+        logps = _split_logps(model, ex, pad_id, micro_batch, with_kl=with_kl)
+        columns["split"] += [split] * len(ex["position"])
+        columns["position"] += ex["position"]
+        for key in ("chosen", "rejected", "kl"):
+            columns[key] += logps[key]
+    return pa.table(columns)
+
+
 def reference(data: OfflineData, model: str, micro_batch: int = 8, dtype: str = "fp32",
               num_threads: int | None = None, fingerprint: str = "") -> ReferenceOutput:
-    """Summed response log-probs of chosen, rejected (and the KTO KL sample) per example.
-    `fingerprint` (of a local model folder) only keys the engine's cache."""
+    """Summed response log-probs of chosen, rejected (and the KTO KL sample) per example,
+    under a reference model loaded for this task. `fingerprint` (of a local model folder)
+    only keys the engine's cache."""
     scope = current_scope()
     if num_threads:
         torch.set_num_threads(num_threads)
     path = resolve_model(model)
     net = load_causal_lm(path, dtype=dtype)
-    pad_id = load_tokenizer(path).pad_token_id
-    columns: dict[str, list] = {"split": [], "position": [], "chosen": [], "rejected": [],
-                                "kl": []}
-    for split, ex in load_examples(scope.store, data).items():
-        logps = _split_logps(net, ex, pad_id, micro_batch, with_kl=data.kind == "kto")
-        columns["split"] += [split] * len(ex["position"])
-        columns["position"] += ex["position"]
-        for key in ("chosen", "rejected", "kl"):
-            columns[key] += logps[key]
-    ref = scope.write(OFFLINE_REFERENCE, pa.table(columns))
-    return ReferenceOutput((ref,), len(columns["position"]))
+    table = reference_logps(net, scope.store, data, load_tokenizer(path).pad_token_id,
+                            micro_batch, objective(data.kind).kl_sample)
+    return ReferenceOutput((scope.write(OFFLINE_REFERENCE, table),), table.num_rows)
+
+
+def policy_reference(host, data: OfflineData, micro_batch: int = 8) -> ReferenceOutput:
+    """The same log-probs under the host's policy as it stands now: the reference of a
+    loop's round is the policy that starts it (no second model is held)."""
+    scope = current_scope()
+    model = host.trainer.model
+    was_training = model.training
+    model.eval()
+    table = reference_logps(model, scope.store, data, host.tokenizer.pad_token_id,
+                            micro_batch, objective(data.kind).kl_sample)
+    model.train(was_training)
+    partition = None if data.round is None else {"iter": data.round}
+    ref = scope.write(OFFLINE_REFERENCE, table, partition=partition)
+    return ReferenceOutput((ref,), table.num_rows)
 
 
 def load_reference(store, out: ReferenceOutput) -> dict[str, dict[str, torch.Tensor]]:

@@ -11,9 +11,10 @@ import torch
 from safetensors.torch import save as save_tensors
 
 from alignflow.artifacts.scope import current_scope
-from alignflow.tasks.offline.batches import lm_batch, step_indices
-from alignflow.tasks.offline.config import Plan, TrainSpec
+from alignflow.tasks.offline.batches import host_examples, lm_batch
+from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.records import OfflineData, TeacherOutput
+from alignflow.tasks.trainers.plan import Plan
 
 
 @torch.no_grad()
@@ -21,9 +22,9 @@ def teacher_logits(host, data: OfflineData, chunk: int, plan: Plan,
                    spec: TrainSpec) -> TeacherOutput:
     """Teacher logits (T-1, V) for every train example the chunk's steps consume."""
     scope = current_scope()
-    ex = host.examples(scope.store, data)["train"]
+    ex = host_examples(host, scope.store, data)["train"]
     positions = sorted({i for s in plan.chunk_steps(chunk)
-                        for i in step_indices(plan, s, spec.train_batch_size)})
+                        for i in plan.indices(s, spec.train_batch_size)})
     tensors: dict[str, torch.Tensor] = {}
     micro = spec.micro_train_batch_size
     for lo in range(0, len(positions), micro):

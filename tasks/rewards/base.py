@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 
 @dataclass(frozen=True)

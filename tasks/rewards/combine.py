@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.base import RewardOutput, RewardSource, check_batch
 
 

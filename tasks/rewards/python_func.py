@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
 
 FUNC_NAME = "reward_func"

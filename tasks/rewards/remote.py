@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignflow.artifacts.errors import AlignflowError, ConfigError, Kind
+from alignflow.errors import AlignflowError, ConfigError, Kind
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024

@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, responses_of
 
 # A number as GSM8K writes it: optional sign and $, thousands commas, optional decimals.

@@ -1,8 +1,5 @@
-"""The steps of an RL iteration (generate, score, reference, learn, sync) and the model host.
+"""The RL-only steps: reference log-probs and critic values, advantages (experience), the
+PPO-family learn step and its pretraining-mix term. Shared steps are in `tasks/steps`."""
 
-Each step reads its inputs from the store and commits its own table keyed by
-(run_id, iteration, prompt_id, sample_idx); the catalog's `rollouts` view joins them.
-"""
-
-# Importing the package registers its tables, so any process reading them knows the schemas.
-from alignflow.tasks.rl import tables as _tables  # noqa: F401
+# Importing the package registers the step tables, so any process reading them knows them.
+from alignflow.tasks.steps import tables as _tables  # noqa: F401

@@ -8,24 +8,25 @@ from dataclasses import dataclass
 import pyarrow as pa
 import torch
 
-from alignflow.artifacts.errors import ConfigError, SchemaError
 from alignflow.artifacts.parquet_io import read_table
+from alignflow.errors import ConfigError, SchemaError
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.advantages.shaping import overlong_penalty
 from alignflow.tasks.losses.kl import approx_kl
+from alignflow.tasks.modeling.batching import to_padded
 from alignflow.tasks.rewards.combine import filter_groups
-from alignflow.tasks.rl.batching import to_padded
 from alignflow.tasks.rl.learn_config import AlgoConfig
-from alignflow.tasks.rl.records import StepOutput
-from alignflow.tasks.rl.tables import ADVANTAGES
+from alignflow.tasks.steps.records import StepOutput
+from alignflow.tasks.steps.tables import ADVANTAGES
 
 KEY = ["prompt_id", "sample_idx"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Experience:
-    """Per-sample tensors, rows in rollout order (n consecutive samples per prompt)."""
+    """Per-sample tensors as the steps committed them, rows in rollout order (n consecutive
+    samples per prompt)."""
 
     keys: pa.Table
     prompts: list[list[int]]
@@ -35,10 +36,17 @@ class Experience:
     mask: torch.Tensor       # (B, R) float
     reward: torch.Tensor     # (B,)
     values: torch.Tensor | None
-    advantages: torch.Tensor | None = None
-    returns: torch.Tensor | None = None
-    kept: torch.Tensor | None = None  # (B,) bool, after dynamic filtering
-    seq_kl: torch.Tensor | None = None  # (B,) mean per-token KL to the reference
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """What the learn step trains on, computed once from the experience."""
+
+    advantages: torch.Tensor  # (B, R), 0 on padding
+    returns: torch.Tensor     # (B, R)
+    kept: torch.Tensor        # (B,) bool, after dynamic filtering
+    seq_kl: torch.Tensor      # (B,) mean per-token KL to the reference
+    metrics: dict[str, float]
 
 
 def _column(store, out: StepOutput, columns: list[str], keys: pa.Table, what: str) -> pa.Table:
@@ -73,26 +81,26 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
 
 
 def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
-            moments: RunningMoments | None, max_len: int | None = None) -> dict[str, float]:
-    """Fills advantages/returns/kept in place; returns metrics."""
+            moments: RunningMoments | None, max_len: int | None = None) -> Advantages:
+    """Advantages and returns (KL in the reward with β = `kl_coef`), the kept mask."""
     kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.kl_estimator) * exp.mask
     reward = exp.reward
     if moments is not None:
         moments.update(reward)
         reward = moments.normalize(reward)
     cfg = AdvantageConfig(estimator=algo.advantage_estimator, n=n, gamma=algo.gamma,
-                          lambd=algo.lambd, kl_coef=0.0 if algo.kl.use_kl_loss else kl_coef,
+                          lambd=algo.lambd, kl_coef=kl_coef,
                           reward_clip=algo.reward_clip_range, no_std=algo.no_advantage_std_norm,
                           length_penalty=_length_penalty(algo, max_len))
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
-    exp.advantages, exp.returns = out.advantages, out.returns
-    exp.kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering
-                else torch.ones(len(reward), dtype=torch.bool))
+    kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering
+            else torch.ones(len(reward), dtype=torch.bool))
     seq_kl = (kl.sum(-1) / exp.mask.sum(-1).clamp(min=1))
-    exp.seq_kl = seq_kl
-    return {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
-            "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum() / exp.mask.sum()),
-            "kept_frac": float(exp.kept.float().mean())}
+    metrics = {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
+               "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum()
+                                           / exp.mask.sum()),
+               "kept_frac": float(kept.float().mean())}
+    return Advantages(out.advantages, out.returns, kept, seq_kl, metrics)
 
 
 def _length_penalty(algo: AlgoConfig, max_len: int | None):
@@ -103,15 +111,16 @@ def _length_penalty(algo: AlgoConfig, max_len: int | None):
     return overlong_penalty(max_len, algo.overlong_buffer_len, algo.overlong_penalty_factor)
 
 
-def advantages_table(exp: Experience, task_key: str) -> pa.Table:
+def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Table:
     lengths = exp.mask.sum(-1).long().tolist()
     f32 = pa.list_(pa.float32())
     return pa.table({
         "run_id": exp.keys.column("run_id"), "iteration": exp.keys.column("iteration"),
         "task_key": [task_key] * len(lengths),
         "prompt_id": exp.keys.column("prompt_id"), "sample_idx": exp.keys.column("sample_idx"),
-        "advantages": pa.array([exp.advantages[i, :n].tolist() for i, n in enumerate(lengths)], f32),
-        "returns": pa.array([exp.returns[i, :n].tolist() for i, n in enumerate(lengths)], f32),
-        "kl": pa.array(exp.seq_kl.tolist(), pa.float32()),
-        "kept": pa.array(exp.kept.tolist(), pa.bool_()),
+        "advantages": pa.array([adv.advantages[i, :n].tolist() for i, n in enumerate(lengths)],
+                               f32),
+        "returns": pa.array([adv.returns[i, :n].tolist() for i, n in enumerate(lengths)], f32),
+        "kl": pa.array(adv.seq_kl.tolist(), pa.float32()),
+        "kept": pa.array(adv.kept.tolist(), pa.bool_()),
     }, schema=ADVANTAGES.arrow_schema)

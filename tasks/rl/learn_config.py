@@ -1,17 +1,17 @@
-"""Algorithm and optimiser settings of the RL learn step (OpenRLHF's flag names)."""
+"""Algorithm settings of the RL learn step (OpenRLHF's flag names), and the one record a
+learn step takes: `LearnSettings` (algorithm, optimiser, sampling facts it needs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import get_args
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.estimators import Estimator
 from alignflow.tasks.losses.aggregate import Aggregation
+from alignflow.tasks.losses.kl import KLEstimator
 from alignflow.tasks.rl.ptx import PtxConfig
-from alignflow.tasks.trainers.base import TrainerConfig
-
-KLEstimator = Literal["k1", "k2", "k3"]
+from alignflow.tasks.trainers.optim import RLOptimConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +30,11 @@ class KLConfig:
         if self.kl_estimator not in get_args(KLEstimator):
             raise ConfigError(f"algo.kl.kl_estimator={self.kl_estimator!r}: expected one of "
                               f"{get_args(KLEstimator)}")
+
+    @property
+    def used(self) -> bool:
+        """Whether any KL term needs reference log-probs (β > 0 now or adaptively later)."""
+        return self.init_kl_coef > 0 or self.kl_target is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +57,6 @@ class AlgoConfig:
         "help": "DAPO length penalty: responses in the last N tokens before "
                 "generate_max_len lose up to overlong_penalty_factor of reward"})
     overlong_penalty_factor: float = 1.0
-    max_epochs: int = 1
     entropy_coef: float = 0.0
     loss_agg: Aggregation = "token-mean"
     kl: KLConfig = field(default_factory=KLConfig)
@@ -62,8 +66,6 @@ class AlgoConfig:
         if self.advantage_estimator not in get_args(Estimator):
             raise ConfigError(f"algo.advantage_estimator={self.advantage_estimator!r}: expected "
                               f"one of {get_args(Estimator)}")
-        if self.max_epochs < 1:
-            raise ConfigError(f"algo.max_epochs={self.max_epochs}: expected >= 1")
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ConfigError(f"algo.dual_clip={self.dual_clip}: expected > 1 or null")
 
@@ -73,32 +75,12 @@ class AlgoConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimConfig:
-    """Optimisers of actor and critic, and how a rollout batch splits into steps."""
+class LearnSettings:
+    """Everything a learn step needs from the run's config, in one journal-able record:
+    the algorithm, the optimiser, and the sampling facts the loss depends on."""
 
-    actor_learning_rate: float = 1e-6
-    critic_learning_rate: float = 9e-6
-    train_batch_size: int = 32
-    micro_train_batch_size: int = 4
-    lr_warmup_ratio: float = 0.03
-    max_norm: float = 1.0
-    l2: float = 0.0
-    adam_betas: tuple[float, float] = (0.9, 0.95)
-    packing_samples: bool = field(default=False, metadata={
-        "help": "pack micro-batches into one row (no padding); pays off with varlen attention "
-                "kernels (GPU), not on CPU where the block mask costs full attention"})
-
-    def __post_init__(self) -> None:
-        if self.train_batch_size % self.micro_train_batch_size:
-            raise ConfigError(f"optim.train_batch_size={self.train_batch_size}: expected a "
-                              f"multiple of micro_train_batch_size={self.micro_train_batch_size}")
-        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-
-    def trainer(self, lr: float, total_steps: int, *, dtype: str = "fp32",
-                gradient_checkpointing: bool = False) -> TrainerConfig:
-        return TrainerConfig(lr=lr, betas=self.adam_betas, weight_decay=self.l2,
-                             lr_warmup_ratio=self.lr_warmup_ratio, total_steps=max(total_steps, 1),
-                             train_batch_size=self.train_batch_size,
-                             micro_train_batch_size=self.micro_train_batch_size,
-                             max_norm=self.max_norm, dtype=dtype,
-                             gradient_checkpointing=gradient_checkpointing)
+    algo: AlgoConfig
+    optim: RLOptimConfig
+    n_samples: int  # responses per prompt (groups are consecutive rows)
+    temperature: float  # logits are scaled as when sampling
+    max_len: int  # generation length (DAPO's overlong penalty, Dr.GRPO's constant)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_right
+from alignflow.errors import ConfigError
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import require_keys
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, ptx_loss
@@ -46,6 +46,11 @@ def load_pretrain_ids(cfg: PtxConfig, tokenizer) -> list[list[int]]:
     texts = list(ds[cfg.pretrain_key])
     return [ids[: cfg.max_len] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]
             if ids]
+
+
+def pretrain_ids(host, cfg: PtxConfig) -> list[list[int]]:
+    """The host's tokenised pretraining texts for `cfg`, loaded once per host."""
+    return host.memo(("ptx", cfg), lambda: load_pretrain_ids(cfg, host.tokenizer))
 
 
 def ptx_batch(ids: list[list[int]], step: int, batch_size: int) -> list[list[int]]:

@@ -12,10 +12,10 @@ import torch
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
-from alignflow.tasks.rl.batching import chunks, padded_pairs
-from alignflow.tasks.rl.forward import response_logprobs
-from alignflow.tasks.rl.records import StepOutput
-from alignflow.tasks.rl.tables import REFERENCE, VALUES
+from alignflow.tasks.modeling.batching import chunks, padded_pairs
+from alignflow.tasks.modeling.forward import response_logprobs
+from alignflow.tasks.steps.records import StepOutput
+from alignflow.tasks.steps.tables import REFERENCE, VALUES
 
 KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 import torch
 from torch import nn
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 Batch = Mapping[str, Any]
 LossFn = Callable[[nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]]

@@ -16,7 +16,7 @@ from torch import nn
 from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
 
 from alignflow.artifacts import checkpoints
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
 
 

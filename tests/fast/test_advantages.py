@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages import (
     ESTIMATORS,
     GROUP_ESTIMATORS,

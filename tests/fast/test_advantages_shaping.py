@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages import (
     AdaptiveKLController,
     FixedKLController,

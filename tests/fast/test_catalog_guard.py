@@ -7,9 +7,9 @@ import hashlib
 import duckdb
 import pytest
 
-from alignflow.artifacts.errors import ConfigError, SqlRefused
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.guard import check_read_only
+from alignflow.errors import ConfigError, SqlRefused
 from tests.fast.test_catalog_data import populate
 
 REFUSED = {

@@ -9,10 +9,10 @@ import pytest
 
 from alignflow.artifacts import schemas
 from alignflow.artifacts.commit import commit
-from alignflow.artifacts.errors import ConfigError, SchemaError, StoreError
 from alignflow.artifacts.parquet_io import write_table
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
+from alignflow.errors import ConfigError, SchemaError, StoreError
 from tests.fast.test_catalog_data import REWARDS, T0, populate
 
 
@@ -161,7 +161,7 @@ def test_catalog_opens_url(local_store):
 
 def test_rollouts_view_takes_step_columns_from_step_tables(local_store):
     """A `rollout_scores` table (keyed like the rollouts) fills `reward` in the view."""
-    from alignflow.tasks.rl.tables import SCORES
+    from alignflow.tasks.steps.tables import SCORES
 
     ref = write_table(local_store, "rollouts", {
         "iteration": [0, 0], "task_key": ["iter-0000/generate"] * 2, "prompt_id": ["p", "p"],

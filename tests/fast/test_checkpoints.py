@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from alignflow.artifacts import checkpoints, read_table
-from alignflow.artifacts.errors import SchemaError
+from alignflow.errors import SchemaError
 
 torch.set_num_threads(1)
 

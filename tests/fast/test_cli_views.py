@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alignflow.artifacts.parquet_io import ArtifactRef
 from alignflow.flows import codec
-from alignflow.flows.cli_views import summarize
-from alignflow.tasks.rl.records import StepOutput
+from alignflow.flows.cli.views import summarize
+from alignflow.tasks.steps.records import StepOutput
 
 
 def test_records_and_refs_read_like_python():

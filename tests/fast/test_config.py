@@ -9,17 +9,17 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from alignflow.artifacts.errors import ConfigError
-from alignflow.config import (
+from alignflow.errors import ConfigError
+from alignflow.flows.config import (
     ConfigField,
     config_fields,
     dump_yaml,
+    format_config_help,
     from_dict,
     invalid,
     load_config,
     to_dict,
 )
-from alignflow.flows.config_cli import format_config_help
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +83,7 @@ class CriticConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class FlowCfg:
-    OPENRLHF_FLAGS: ClassVar[dict[str, str]] = {
+    ALIASES: ClassVar[dict[str, str]] = {
         "advantage_estimator": "algo.advantage_estimator",
         "n_samples_per_prompt": "algo.n_samples_per_prompt",
         "init_kl_coef": "algo.kl.coef",
@@ -311,19 +311,3 @@ def test_non_frozen_class_is_refused():
 
     with pytest.raises(TypeError, match="frozen=True"):
         load_config(Loose)
-
-
-def test_argparse_helpers_pass_leftover_flags_through(tmp_path):
-    import argparse
-
-    from alignflow.flows.config_cli import add_config_arguments, config_from_args
-
-    path = tmp_path / "c.yaml"
-    path.write_text("seed: 5\ntrain: {batch_size: 16}\n")
-    parser = argparse.ArgumentParser()
-    add_config_arguments(parser)
-    args, rest = parser.parse_known_args(["--config", str(path), "--set", "seed=6",
-                                          "--init_kl_coef", "0.5", "--set", "train.lr=0.1"])
-    assert (rest, args.help_config) == (["--init_kl_coef", "0.5"], False)
-    cfg = config_from_args(FlowCfg, args, rest)
-    assert (cfg.seed, cfg.train.batch_size, cfg.train.lr, cfg.algo.kl.coef) == (6, 16, 0.1, 0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.data import gsm8k_label, load_dataset_spec
 
 

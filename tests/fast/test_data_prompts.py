@@ -6,7 +6,7 @@ import datasets
 import pytest
 from transformers import AutoTokenizer
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.data import (
     load_dataset_spec,
     prepare_preferences,

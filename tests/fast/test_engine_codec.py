@@ -7,8 +7,8 @@ import dataclasses
 import pydantic
 import pytest
 
-from alignflow.artifacts.errors import FlowError
 from alignflow.artifacts.parquet_io import ArtifactRef
+from alignflow.errors import FlowError
 from alignflow.flows import codec
 from alignflow.flows.engine import TaskError
 from alignflow.flows.identity import cache_key, new_run_id, task_seed

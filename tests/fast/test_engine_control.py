@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from alignflow.artifacts.errors import FlowError, LeaseHeld, RunNotFound, TaskFailed
 from alignflow.artifacts.store import Store
+from alignflow.errors import FlowError, LeaseHeld, RunNotFound, TaskFailed
 from alignflow.flows import api, runs
 from alignflow.flows.driver import Driver
 from alignflow.flows.engine import TaskError

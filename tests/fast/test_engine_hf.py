@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left as left_pad
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.logprobs import sequence_logprobs

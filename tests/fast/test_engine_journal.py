@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from alignflow.artifacts.errors import FlowError, TaskFailed
 from alignflow.artifacts.store import Store
+from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import api, runs
 from tests import flows_for_tests as F
 
@@ -87,7 +87,7 @@ def test_resume_runs_the_current_code_on_disk_and_marks_code_changes(store, fold
     path.write_text(textwrap.dedent(FLOW_FILE))
     with pytest.raises(TaskFailed, match="bug in work"):
         api.run(f"{path}:job", {"dir": folder}, store=store, run_id="r", executor="inline")
-    from alignflow.flows.cli_views import task_rows
+    from alignflow.flows.cli.views import task_rows
 
     assert not any(r["code_changed"] for r in task_rows(store, "r"))
     path.write_text(FLOW_FILE.replace('raise RuntimeError("bug in work")  # BUG', "i = i"))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.losses import KL_ESTIMATORS, approx_kl, k1, k2, k3
 
 LN2 = math.log(2.0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.losses import (
     DPO_LOSSES,
     REWARD_LOSSES,

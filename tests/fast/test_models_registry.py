@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.cli import main
-from alignflow.tasks.models.registry import known_models, models_dir, resolve_model
+from alignflow.errors import ConfigError
+from alignflow.tasks.zoo.registry import known_models, models_dir, resolve_model
 
 
 def test_short_name_maps_to_prepared_folder(tiny_model_dir):

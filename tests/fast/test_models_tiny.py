@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-from alignflow.tasks.models.cache import MARKER, is_built
-from alignflow.tasks.models.tiny import build_key, build_tiny_model
+from alignflow.tasks.zoo.cache import MARKER, is_built
+from alignflow.tasks.zoo.tiny import build_key, build_tiny_model
 
 TEXTS = [
     "What is 12 + 30?",

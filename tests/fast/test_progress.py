@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from alignflow.flows.progress import Progress, format_duration, iteration_of
+from alignflow.flows.cli.progress import Progress, format_duration, iteration_of
 
 
 class Clock:

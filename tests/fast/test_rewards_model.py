@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards import RewardConfig, build_reward
 from alignflow.tasks.rewards.model_rm import ModelRewardModel, last_token_index
 

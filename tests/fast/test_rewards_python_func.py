@@ -5,7 +5,7 @@ import pickle
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.python_func import PythonRewardFunc, load_reward_func
 
 QUERIES = ["p1 aa", "p2 b", "p3 ccc", "p4 "]

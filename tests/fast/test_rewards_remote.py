@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.remote import RemoteRewardModel, RewardServerError
 
 QUERIES = ["p a", "p bb", "p ccc", "p dddd", "p eeeee"]

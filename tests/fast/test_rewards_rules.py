@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.rules import (
     CorrectRule,
     FormatRule,

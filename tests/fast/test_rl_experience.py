@@ -24,20 +24,21 @@ def test_overlong_penalty_shapes_the_group_advantage():
     # rewards (0, 0) -> (0, -1); GRPO: mean -0.5, std (unbiased) 0.7071 -> (+0.7071, -0.7071)
     exp = _experience([4, 8], [0.0, 0.0])
     algo = AlgoConfig(advantage_estimator="group_norm", overlong_buffer_len=4)
-    compute(exp, algo, n=2, kl_coef=0.0, moments=None, max_len=8)
-    assert exp.advantages[0, :4].tolist() == pytest.approx([0.70710677] * 4, abs=1e-5)
-    assert exp.advantages[1].tolist() == pytest.approx([-0.70710677] * 8, abs=1e-5)
-    assert exp.advantages[0, 4:].abs().sum() == 0  # padding carries nothing
+    adv = compute(exp, algo, n=2, kl_coef=0.0, moments=None, max_len=8)
+    assert adv.advantages[0, :4].tolist() == pytest.approx([0.70710677] * 4, abs=1e-5)
+    assert adv.advantages[1].tolist() == pytest.approx([-0.70710677] * 8, abs=1e-5)
+    assert adv.advantages[0, 4:].abs().sum() == 0  # padding carries nothing
 
 
 def test_without_penalty_equal_rewards_give_zero_advantage():
     exp = _experience([4, 8], [0.0, 0.0])
-    compute(exp, AlgoConfig(advantage_estimator="group_norm"), n=2, kl_coef=0.0, moments=None)
-    assert exp.advantages.abs().sum() == 0
+    adv = compute(exp, AlgoConfig(advantage_estimator="group_norm"), n=2, kl_coef=0.0,
+                  moments=None)
+    assert adv.advantages.abs().sum() == 0
 
 
 def test_dynamic_filtering_drops_groups_with_one_reward():
     exp = _experience([2, 2, 2, 2], [1.0, 1.0, 0.0, 1.0])
-    compute(exp, AlgoConfig(advantage_estimator="rloo", dynamic_filtering=True), n=2,
-            kl_coef=0.0, moments=None)
-    assert exp.kept.tolist() == [False, False, True, True]
+    adv = compute(exp, AlgoConfig(advantage_estimator="rloo", dynamic_filtering=True), n=2,
+                  kl_coef=0.0, moments=None)
+    assert adv.kept.tolist() == [False, False, True, True]

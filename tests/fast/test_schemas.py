@@ -8,9 +8,9 @@ import pytest
 
 from alignflow.artifacts import read_table, schemas, write_table
 from alignflow.artifacts.conform import conform
-from alignflow.artifacts.errors import SchemaError
 from alignflow.artifacts.parquet_io import iter_batches
 from alignflow.artifacts.schemas import TableSchema
+from alignflow.errors import SchemaError
 
 
 def _rollouts(n: int) -> pa.Table:

@@ -18,7 +18,7 @@ from alignflow.artifacts import (
     use_scope,
 )
 from alignflow.artifacts.commit import FIELDS, manifest_path, read_manifest
-from alignflow.artifacts.errors import CommitConflict, ConfigError, FlowError, SchemaError
+from alignflow.errors import CommitConflict, ConfigError, FlowError, SchemaError
 
 
 def test_urls(tmp_path, monkeypatch):

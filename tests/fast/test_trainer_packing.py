@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.tensors import pad_left, pad_right
+from alignflow.errors import ConfigError
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.modeling.logprobs import packed_sequence_logprobs, sequence_logprobs
 from alignflow.tasks.modeling.packing import plan_packed_micro_batches

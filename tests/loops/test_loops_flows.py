@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.config import load_config
 from alignflow.flows import api
+from alignflow.flows.config import load_config
 from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_iterative_dpo_raises_the_reward(loop_sets, tmp_path):
                          WHERE run_id = 'idpo' AND step IS NOT NULL""").to_pylist()[0]
     assert trained == {"n": 4 * sum(out["pairs"]), "l": 4 * sum(out["pairs"])}
     acc = cat.sql("""SELECT avg(value) AS a FROM metrics WHERE run_id = 'idpo'
-                     AND key = 'reward_accuracy' AND task_key LIKE 'round-0000/train-0003'
+                     AND key = 'train/accuracy' AND task_key LIKE 'round-0000/train-0003'
                      """).to_pylist()[0]["a"]
     assert acc >= 0.75  # the last chunk of round 0 separates its pairs
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.config import load_config
 from alignflow.flows import api
+from alignflow.flows.config import load_config
 from alignflow.flows.loader import load_flow
 
 

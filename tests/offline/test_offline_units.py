@@ -9,27 +9,30 @@ import math
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.scope import TaskScope, use_scope
-from alignflow.config import load_config
-from alignflow.flows.offline_config import DistillConfig, DPOConfig, SFTConfig
+from alignflow.errors import ConfigError
+from alignflow.flows.config import load_config
+from alignflow.flows.offline.config import DistillConfig, DPOConfig, SFTConfig
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.offline.batches import load_examples, step_indices
-from alignflow.tasks.offline.config import LossConfig, OfflineDataConfig, Plan, TrainSpec
+from alignflow.tasks.offline.batches import load_examples
+from alignflow.tasks.offline.config import OfflineDataConfig, TrainSpec
+from alignflow.tasks.offline.kinds import objective
+from alignflow.tasks.offline.loss_config import DPOLossConfig
 from alignflow.tasks.offline.objectives import Context, dpo, sft, step_denominator
 from alignflow.tasks.offline.prepare import prepare
 from alignflow.tasks.offline.reference import _split_logps
+from alignflow.tasks.trainers.plan import Plan
 
 
 def test_order_is_a_function_of_seed_epoch_and_step():
     plan = Plan(order_seed=7, train_rows=20, steps_per_epoch=5, total_steps=10, save_steps=3)
     assert plan.chunks == 4 and list(plan.chunk_steps(3)) == [9]
-    epoch0 = [i for s in range(5) for i in step_indices(plan, s, 4)]
-    epoch1 = [i for s in range(5, 10) for i in step_indices(plan, s, 4)]
+    epoch0 = [i for s in range(5) for i in plan.indices(s, 4)]
+    epoch1 = [i for s in range(5, 10) for i in plan.indices(s, 4)]
     assert sorted(epoch0) == sorted(epoch1) == list(range(20)) and epoch0 != epoch1
-    assert step_indices(plan, 6, 4) == step_indices(plan, 6, 4)
+    assert plan.indices(6, 4) == plan.indices(6, 4)
     other = Plan(8, 20, 5, 10, 3)
-    assert step_indices(other, 0, 4) != step_indices(plan, 0, 4)
+    assert other.indices(0, 4) != plan.indices(0, 4)
 
 
 def test_openrlhf_flags_map_onto_the_config():
@@ -39,7 +42,8 @@ def test_openrlhf_flags_map_onto_the_config():
     assert cfg.optim.train_batch_size == 16 and cfg.save_steps == 5
     cdpo = load_config(DPOConfig, flags=["--label_smoothing", "0.1"])
     assert cdpo.loss.dpo_variant == "cdpo"
-    assert SFTConfig().total_steps(100) == (12, 12) and SFTConfig().chunk_size(12) == 12
+    plan = SFTConfig().plan(0, 100)
+    assert (plan.steps_per_epoch, plan.total_steps) == (12, 12) and plan.save_steps == 12
     with pytest.raises(ConfigError, match="teacher_model"):
         DistillConfig()
     with pytest.raises(ConfigError, match="save_steps"):
@@ -86,7 +90,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
     _, ex = _prepare(memory_store, sft_cfg, "sft", tiny)
     ctx = Context(ex["train"], 3, spec=None)
     idx = list(range(8))
-    denom = step_denominator("sft", ctx, idx)
+    denom = step_denominator(objective("sft").token_level, ctx, idx)
     with torch.no_grad():
         whole = sft(model, idx, ctx, denom).loss
         parts = sft(model, idx[:3], ctx, denom).loss + sft(model, idx[3:], ctx, denom).loss
@@ -97,7 +101,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
     _, ex = _prepare(memory_store, pairs, "dpo", tiny)
     ref = {k: torch.tensor(v, dtype=torch.float64)
            for k, v in _split_logps(model, ex["train"], 3, 4, with_kl=False).items() if k != "kl"}
-    spec = TrainSpec(kind="dpo", loss=LossConfig(), train_batch_size=8,
+    spec = TrainSpec(kind="dpo", loss=DPOLossConfig(), train_batch_size=8,
                      micro_train_batch_size=4, save_steps=1, eval_steps=1)
     with torch.no_grad():
         out = dpo(model, [0, 1, 2, 3], Context(ex["train"], 3, spec, ref), 4.0)
@@ -110,11 +114,11 @@ def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
     model = load_causal_lm(tiny)
     _, ex = _prepare(memory_store, OfflineDataConfig(dataset=str(pairs_file), max_samples=6),
                      "sft", tiny)
-    spec = TrainSpec(kind="sft", loss=LossConfig(), train_batch_size=6,
+    spec = TrainSpec(kind="sft", loss=DPOLossConfig(), train_batch_size=6,
                      micro_train_batch_size=6, save_steps=1, eval_steps=1, packing=True)
     idx = list(range(6))
     padded_ctx, packed_ctx = Context(ex["train"], 3, None), Context(ex["train"], 3, spec)
-    denom = step_denominator("sft", padded_ctx, idx)
+    denom = step_denominator(objective("sft").token_level, padded_ctx, idx)
     with torch.no_grad():
         padded, packed = sft(model, idx, padded_ctx, denom), sft(model, idx, packed_ctx, denom)
     assert packed.loss.item() == pytest.approx(padded.loss.item(), abs=1e-5)

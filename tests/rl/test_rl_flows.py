@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.config import load_config
 from alignflow.flows import api
+from alignflow.flows.config import load_config
 from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from alignflow.artifacts.commit import commit
-from alignflow.artifacts.errors import SchemaError, SqlRefused
 from alignflow.catalog.catalog import Catalog
 from alignflow.cli import main
+from alignflow.errors import SchemaError, SqlRefused
 from tests.fast.test_catalog_data import populate
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from alignflow.tasks.models.registry import resolve_model
-from alignflow.tasks.models.smollm2 import GGUF_NAME, gguf_path
+from alignflow.tasks.zoo.registry import resolve_model
+from alignflow.tasks.zoo.smollm2 import GGUF_NAME, gguf_path
 
 pytestmark = pytest.mark.slow
 

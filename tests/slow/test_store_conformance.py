@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from alignflow.artifacts import commit, committed_files, read_table, write_table
-from alignflow.artifacts.errors import CommitConflict, SchemaError
+from alignflow.errors import CommitConflict, SchemaError
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ CHILD = f"""
 import json, sys, time
 import numpy as np, pyarrow as pa
 from alignflow.artifacts import Store, commit, write_table
-from alignflow.artifacts.errors import CommitConflict
+from alignflow.errors import CommitConflict
 url, options, mode, marker = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 store = Store.open(url, storage_options=options)
 def batches():

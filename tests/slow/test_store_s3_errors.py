@@ -8,7 +8,7 @@ import time
 import pytest
 
 from alignflow.artifacts import Store, commit
-from alignflow.artifacts.errors import StoreError
+from alignflow.errors import StoreError
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ def test_wheel_contents(tmp_path):
                     "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("alignflow-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("alignflow/cli.py", "alignflow/flows/engine.py", "alignflow/flows/grpo.py",
+    for module in ("alignflow/cli.py", "alignflow/flows/engine.py", "alignflow/flows/rl/grpo.py",
                    "alignflow/tasks/rl/learn.py", "alignflow/artifacts/store.py",
                    "alignflow/catalog/catalog.py", "alignflow/catalog/data.sql"):
         assert module in names, module

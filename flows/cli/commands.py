@@ -1,0 +1,162 @@
+"""`alignflow run/resume/status/ls/cancel/delete/logs/tick`: the flow engine's commands.
+
+Argument errors of ours raise `ConfigError`/`FlowError`; the dispatcher prints one line.
+`run` accepts unknown OpenRLHF-style flags after FLOW and hands them to the config loader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from alignflow.errors import ConfigError, FlowError
+from alignflow.flows import api
+from alignflow.flows.cli.run_config import build_config
+from alignflow.flows.cli.views import print_logs, print_runs, print_status
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="YAML config file")
+    parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
+                        help="override one dotted config key (repeatable)")
+    parser.add_argument("--run-id", help="run id (default <flow>-<yyyymmdd-hhmmss>-<hex>)")
+    parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    parser.add_argument("--executor", choices=["ray", "inline"], default="ray",
+                        help="ray (default) or inline (no Ray; for debugging)")
+    parser.add_argument("--help-config", action="store_true",
+                        help="list the flow's config keys (type, default, OpenRLHF flag) and exit")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
+
+
+def configure(name: str, parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of command `name`."""
+    if name == "run":
+        parser.add_argument("flow", metavar="FLOW", help="built-in flow or path/to/file.py:function")
+        parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        _run_options(parser)
+    elif name == "resume":
+        parser.add_argument("run_id", nargs="?", metavar="RUN_ID")
+        parser.add_argument("--all", action="store_true", help="resume every resumable run")
+        parser.add_argument("--rerun-from", metavar="TASK_KEY",
+                            help="discard this task and every task committed after it first")
+        parser.add_argument("--force", action="store_true",
+                            help="take over a lease whose driver is gone")
+        parser.add_argument("--executor", choices=["ray", "inline"], default=None)
+    elif name in ("status", "cancel", "delete"):
+        parser.add_argument("run_id", nargs="?" if name == "status" else None, metavar="RUN_ID")
+    elif name == "logs":
+        parser.add_argument("run_id", metavar="RUN_ID")
+        parser.add_argument("task_key", nargs="?", metavar="TASK_KEY")
+    _common(parser)
+    if name in ("run", "resume", "tick"):
+        parser.add_argument("--address", help="Ray address (auto, ray://host:10001); "
+                                              "default: start Ray in-process")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    """Execute command `name`; returns the exit code."""
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        raise FlowError(f"command {name!r} is not provided by the flow engine yet")
+    if name in ("run", "resume", "tick"):
+        _sigterm_as_interrupt()
+    return handler(args)
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (e.g. a pod stopped) ends the driver like Ctrl-C: the run is marked RESUMABLE
+    and the lease released, so the next driver need not wait for it to expire."""
+    import signal
+    import threading
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    parser = argparse.ArgumentParser(prog="alignflow run", add_help=False)
+    _run_options(parser)
+    _common(parser)
+    parser.add_argument("--address")
+    known, flags = parser.parse_known_args(args.rest, namespace=args)
+    if known.help_config:
+        return _help_config(known.flow)
+    config = build_config(known.flow, known.config, known.sets, flags)
+    output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
+                     address=known.address, executor=known.executor, progress=_progress())
+    _print_output(output)
+    return 0
+
+
+def _help_config(ref: str) -> int:
+    from alignflow.flows.config import format_config_help
+    from alignflow.flows.loader import canonical_ref, load_flow
+
+    _flow, cls = load_flow(canonical_ref(ref))
+    if cls is None:
+        print(f"flow {ref!r} takes a plain dict config (--config FILE, --set KEY=VALUE)")
+        return 0
+    print(format_config_help(cls))
+    return 0
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    if args.all:
+        for run_id, result in api.resume_all(args.store, executor=args.executor,
+                                             address=args.address).items():
+            print(f"{run_id}: {result if isinstance(result, str) else 'SUCCESSFUL'}")
+        return 0
+    if not args.run_id:
+        raise ConfigError("resume: give RUN_ID or --all")
+    output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,
+                        force=args.force, executor=args.executor, address=args.address,
+                        progress=_progress())
+    _print_output(output)
+    return 0
+
+
+def _progress() -> Any:
+    from alignflow.flows.cli.progress import Progress
+
+    return Progress(stream=sys.stderr)
+
+
+def _print_output(output: Any) -> None:
+    from alignflow.flows import codec
+
+    if output is not None:
+        print(codec.dumps(output))
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    api.cancel(args.run_id, store=args.store)
+    print(f"{args.run_id}: CANCELED")
+    return 0
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    api.delete(args.run_id, store=args.store)
+    print(f"{args.run_id}: deleted")
+    return 0
+
+
+def _cmd_tick(args: argparse.Namespace) -> int:
+    for run_id, status in api.tick(args.store, address=args.address).items():
+        print(f"{run_id}: {status}")
+    return 0
+
+
+_HANDLERS = {
+    "run": _cmd_run, "resume": _cmd_resume, "cancel": _cmd_cancel, "delete": _cmd_delete,
+    "tick": _cmd_tick,
+    "status": lambda a: print_status(api.open_store(a.store), a.run_id),
+    "ls": lambda a: print_runs(api.open_store(a.store)),
+    "logs": lambda a: print_logs(api.open_store(a.store), a.run_id, a.task_key),
+}

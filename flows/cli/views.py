@@ -1,0 +1,127 @@
+"""Text views for the CLI: the run list, a run's task table, task logs."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from alignflow.errors import FlowError
+from alignflow.flows import api, runs
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def print_runs(store: Any) -> int:
+    """`alignflow ls`: one line per run."""
+    rows = [["RUN_ID", "FLOW", "STATUS", "START", "END", "TASKS"]]
+    for m in api.list_runs(store):
+        rows.append([m["run_id"], m.get("flow", "?"), m["status"], _when(m.get("created")),
+                     _when(m.get("ended")), str(m["tasks"])])
+    print(_table(rows) if len(rows) > 1 else f"no runs in {store.url}")
+    return 0
+
+
+def _readable(value: Any) -> Any:
+    """Journal JSON → what a person wants to see: `Record(field=...)` for tagged records
+    (artifact refs as their row counts), tuples as lists."""
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__tuple__" in value and len(value) == 1:
+        return _readable(value["__tuple__"])
+    if "__dict__" in value and len(value) == 1:
+        return _readable(value["__dict__"])
+    if "__type__" in value:
+        name = value["__type__"].rsplit(":", 1)[-1]
+        fields = value.get("fields", {})
+        if name == "ArtifactRef":
+            return f"<{fields.get('table')}: {fields.get('rows')} rows>"
+        inner = ", ".join(f"{k}={json.dumps(_readable(v), separators=(',', ':'))}"
+                          for k, v in fields.items())
+        return f"{name}({inner})"
+    return {k: _readable(v) for k, v in value.items()}
+
+
+def summarize(output: Any, width: int = 60) -> str:
+    """A one-line summary of a journalled output."""
+    readable = _readable(output)
+    text = readable if isinstance(readable, str) else json.dumps(
+        readable, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def task_rows(store: Any, run_id: str) -> list[dict]:
+    """One dict per committed task (commit order), plus the failing task if the run FAILED."""
+    meta = runs.read_run(store, run_id)
+    changed = set(meta.get("code_changed") or [])
+    current = _current_code(meta)
+    rows = []
+    for key, m in runs.read_manifests(store, run_id).items():
+        if m.get("code_hash") and current.get(m["task"], m["code_hash"]) != m["code_hash"]:
+            changed.add(key)
+        state = "cached" if m.get("cached_from") else m["status"]
+        rows.append({"key": key, "state": state, "attempts": m.get("attempts", 1),
+                     "duration": (m.get("ended") or 0) - (m.get("started") or 0),
+                     "output": summarize(m.get("output")), "code_changed": key in changed})
+    if meta.get("status") == runs.FAILED and meta.get("error_task"):
+        rows.append({"key": meta["error_task"], "state": "FAILED", "attempts": None,
+                     "duration": None, "output": meta.get("error") or "", "code_changed": False})
+    return rows
+
+
+def _current_code(meta: dict) -> dict[str, str]:
+    """Task name -> code hash of the code on disk now (empty if the flow cannot be loaded)."""
+    from alignflow.flows.engine import CODE_HASHES
+    from alignflow.flows.loader import load_flow
+
+    try:
+        load_flow(meta["flow_ref"], fresh=True)
+    except Exception:
+        return {}
+    return dict(CODE_HASHES)
+
+
+def print_status(store: Any, run_id: str | None) -> int:
+    """`alignflow status [RUN_ID]`: the run's header and its task table."""
+    if run_id is None:
+        ids = runs.list_run_ids(store)
+        if not ids:
+            raise FlowError(f"no runs in store {store.url}")
+        run_id = ids[-1]
+    meta = api.get_metadata(run_id, store=store)
+    print(f"{run_id}  flow={meta.get('flow')}  status={meta['status']}  seed={meta.get('seed')}")
+    if meta.get("error"):
+        print(f"error: {meta['error']}")
+    rows = [["TASK", "STATE", "ATTEMPTS", "DURATION", "OUTPUT", "NOTE"]]
+    for r in task_rows(store, run_id):
+        dur = "-" if r["duration"] is None else f"{r['duration']:.2f}s"
+        rows.append([r["key"], r["state"], str(r["attempts"] or "-"), dur, r["output"],
+                     "code changed" if r["code_changed"] else ""])
+    print(_table(rows))
+    return 0
+
+
+def print_logs(store: Any, run_id: str, task_key: str | None) -> int:
+    """`alignflow logs RUN_ID [TASK_KEY]`: captured stdout/stderr of tasks."""
+    runs.read_run(store, run_id)
+    prefix = f"runs/{run_id}/logs"
+    paths = store.list(prefix, "*.log")
+    if task_key is not None:
+        paths = [p for p in paths if p == f"{prefix}/{task_key}.log"]
+        if not paths:
+            raise FlowError(f"run {run_id!r} has no log for task {task_key!r}")
+    for p in paths:
+        if task_key is None:
+            print(f"=== {p[len(prefix) + 1:-4]} ===")
+        print(store.read_bytes(p).decode(errors="replace"), end="")
+    return 0

@@ -1,0 +1,194 @@
+"""Where config values come from, in order: defaults < YAML file < `--set KEY=VALUE` <
+flags. Each source turns its input into overrides: dotted key -> (raw value, origin).
+
+Keys may be spelled by an alias (`cls.ALIASES`: OpenRLHF flag names, keys that were
+renamed); a section alias renames every key below it (`train.lr` -> `optim.lr`).
+Unknown keys fail at once, naming the closest valid key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+
+from alignflow.errors import ConfigError
+from alignflow.flows.config.types import aliases, config_paths, is_optional, section, type_name
+from alignflow.flows.config.values import FALSE_WORDS, TRUE_WORDS, split_list
+
+Overrides = dict[str, tuple[Any, str]]  # dotted key -> (raw value, where it came from)
+
+
+def suggest(key: str, pool: list[str], prefix: str = "") -> str:
+    """` (did you mean 'x'?)` for the closest name in `pool`, by full path then last part."""
+    match = difflib.get_close_matches(key, pool, n=1, cutoff=0.6)
+    if not match:
+        tails = {p.rsplit(".", 1)[-1]: p for p in pool}
+        near = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(tails), n=1, cutoff=0.8)
+        match = [tails[near[0]]] if near else []
+    return f" (did you mean '{prefix}{match[0]}'?)" if match else ""
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys a config class accepts: its dotted paths and their aliases."""
+
+    cls: type
+    paths: Mapping[str, Any]
+    aliases: Mapping[str, str]
+
+    @classmethod
+    def of(cls, config_cls: type, table: Mapping[str, str] | None = None) -> Keys:
+        """`table` replaces the class's own `ALIASES` when given."""
+        return cls(config_cls, config_paths(config_cls),
+                   aliases(config_cls) if table is None else dict(table))
+
+    def canonical(self, key: str) -> str:
+        """`key` with an alias (of the key, or of a section above it) replaced by its target;
+        a real key wins over an alias of the same spelling (`loss` the section, `--loss`)."""
+        if key in self.paths:
+            return key
+        if key in self.aliases:
+            return self.aliases[key]
+        head, _, _ = key.rpartition(".")
+        while head:
+            if head in self.aliases:
+                return f"{self.aliases[head]}.{key[len(head) + 1:]}"
+            head, _, _ = head.rpartition(".")
+        return key
+
+    def check(self, key: str, origin: str) -> tuple[str, Any]:
+        """(canonical key, annotation) of `key`; `ConfigError` naming the closest valid key."""
+        found = self.canonical(key)
+        if found not in self.paths:
+            pool = list(self.paths) + list(self.aliases)
+            raise ConfigError(f"unknown config key {key!r} in {origin}{suggest(key, pool)}")
+        return found, self.paths[found]
+
+
+def put_override(over: Overrides, key: str, value: Any, origin: str) -> None:
+    """Later sources win; a section value replaces its keys and a key replaces a null section."""
+    for k in [k for k in over if k.startswith(key + ".") or key.startswith(k + ".")]:
+        del over[k]
+    over[key] = (value, origin)
+
+
+def flatten(keys: Keys, data: Mapping, origin: str, over: Overrides, prefix: str = "") -> None:
+    """A nested mapping (YAML file, dict) -> overrides, checking every key on the way."""
+    for name, value in data.items():
+        key, tp = keys.check(f"{prefix}{name}", origin)
+        if section(tp) is not None and isinstance(value, Mapping):  # keep the spelling: a
+            flatten(keys, value, origin, over, f"{prefix}{name}.")  # key may alias below it
+        else:
+            put_override(over, key, value, origin)
+
+
+def read_yaml(path: str | Path) -> Mapping:
+    """The mapping in a YAML config file ({} when empty); one-line errors otherwise."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' not found")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else "?"
+        raise ConfigError(f"config file '{p}' line {line}: malformed YAML: {exc.problem}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file '{p}': malformed YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config file '{p}': expected a mapping of config keys at the top "
+                          f"level, got a {type(data).__name__}")
+    return data
+
+
+def _split_set(item: str) -> tuple[str, str]:
+    key, eq, value = item.partition("=")
+    if not eq or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set optim.learning_rate=1e-6")
+    return key.strip(), value
+
+
+def apply_sets(keys: Keys, items: list[str] | tuple[str, ...], over: Overrides) -> None:
+    """Add each `a.b.c=value` item (value kept as text, parsed later by the field type)."""
+    for item in items:
+        key, value = _split_set(item)
+        found, _ = keys.check(key, "--set")
+        put_override(over, found, value, f"--set {key}")
+
+
+def flag_table(keys: Keys) -> dict[str, str]:
+    """Flag spelling (dashes as underscores) -> dotted key, for keys and their aliases."""
+    table = {p.replace("-", "_"): p for p in keys.paths}
+    for alias, key in keys.aliases.items():
+        if key not in keys.paths:
+            raise ConfigError(f"alias '{alias}' of {keys.cls.__name__} points at unknown config "
+                              f"key {key!r}{suggest(key, list(keys.paths))}")
+        table[alias.replace("-", "_")] = key
+    return table
+
+
+def _is_bool(tp: Any) -> bool:
+    return tp is bool or (is_optional(tp) and bool in get_args(tp))
+
+
+def _flag_key(keys: Keys, name: str, table: dict[str, str]) -> tuple[str, bool]:
+    """(dotted key, negated) for `--name`; `--no-name` / `--no_name` negates a bool."""
+    norm = keys.canonical(name.replace("-", "_"))
+    if norm in table:
+        return table[norm], False
+    base = norm[3:] if norm.startswith("no_") else None
+    if base and table.get(base) and _is_bool(keys.paths[table[base]]):
+        return table[base], True
+    raise ConfigError(f"unknown flag '--{name}'{suggest(norm, list(table), '--')}")
+
+
+def _flag_value(tp: Any, name: str, rest: list[str]) -> Any:
+    """Consume the value tokens of `--name` from `rest`: none for bools, many for lists."""
+    if _is_bool(tp):
+        return rest.pop(0) if rest and rest[0].lower() in TRUE_WORDS | FALSE_WORDS else True
+    if get_origin(tp) in (list, tuple):
+        values: list[str] = []
+        while rest and not rest[0].startswith("--"):
+            values.extend(split_list(rest.pop(0)))
+        return values
+    if not rest or rest[0].startswith("--"):
+        raise ConfigError(f"flag '--{name}' needs a value ({type_name(tp)})")
+    return rest.pop(0)
+
+
+def apply_flags(keys: Keys, flags: list[str], over: Overrides) -> None:
+    """Add `--flag value`, `--flag=value`, bare bool `--flag` and `--no-flag` tokens."""
+    table, rest = flag_table(keys), list(flags)
+    while rest:
+        token = rest.pop(0)
+        if not token.startswith("--") or token == "--":
+            raise ConfigError(f"unexpected argument {token!r}: expected --flag [value]")
+        name, eq, value = token[2:].partition("=")
+        key, negated = _flag_key(keys, name, table)
+        if negated and eq:
+            raise ConfigError(f"flag '--{name}' takes no value")
+        if not eq:
+            value = False if negated else _flag_value(keys.paths[key], name, rest)
+        put_override(over, key, value, f"--{name}")
+
+
+def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]) -> dict | None:
+    """The config of a flow that takes a plain dict: the YAML mapping, `--set` values parsed
+    as YAML scalars (`--set steps=3` is the int 3)."""
+    data = dict(read_yaml(config_file)) if config_file else {}
+    for item in sets:
+        key, value = _split_set(item)
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: {part!r} is not a mapping in the config")
+        node[leaf] = yaml.safe_load(value) if value else ""
+    return data or None

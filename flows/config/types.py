@@ -1,0 +1,104 @@
+"""Reading a config class's shape: its fields, their annotations, its sections and paths.
+
+A config is a tree of `@dataclass(frozen=True, kw_only=True)` classes; a field whose
+annotation is such a class (or `Class | None`) is a section, every other field a leaf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+
+@functools.cache
+def hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except NameError as exc:  # string annotations naming a class local to a function
+        raise TypeError(f"{cls.__qualname__}: cannot resolve annotation ({exc}); define "
+                        "config classes at module level") from exc
+
+
+def init_fields(cls: type) -> Iterator[tuple[dataclasses.Field, Any]]:
+    """(field, annotation) for every field the constructor takes."""
+    found = hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.init:
+            yield f, found[f.name]
+
+
+def is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
+def is_optional(tp: Any) -> bool:
+    return is_union(tp) and type(None) in get_args(tp)
+
+
+def section(tp: Any) -> type | None:
+    """The dataclass behind `D` or `D | None`, else None."""
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return tp
+    if is_union(tp):
+        found = [a for a in get_args(tp) if dataclasses.is_dataclass(a)]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+@functools.cache
+def config_paths(cls: type) -> dict[str, Any]:
+    """Every dotted path (sections and leaves) of a config class -> its annotation."""
+    out: dict[str, Any] = {}
+    for f, tp in init_fields(cls):
+        out[f.name] = tp
+        sub = section(tp)
+        if sub is not None:
+            out.update({f"{f.name}.{k}": v for k, v in config_paths(sub).items()})
+    return out
+
+
+def aliases(cls: type) -> dict[str, str]:
+    """`cls.ALIASES`: other names of its keys (OpenRLHF flags, keys that were renamed) ->
+    the canonical dotted key, keeping those whose key the class has (one table may serve
+    several config classes). Every source (YAML, `--set`, flags) accepts them."""
+    paths = config_paths(cls)
+    return {a: k for a, k in getattr(cls, "ALIASES", {}).items() if k in paths}
+
+
+def type_name(tp: Any) -> str:
+    """A short human name for an annotation: `int`, `float | None`, `one of 'a', 'b'`."""
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(c) for c in get_args(tp))
+    if is_union(tp):
+        return " | ".join(type_name(a) for a in get_args(tp))
+    if tp is type(None):
+        return "None"
+    if isinstance(tp, type) and not get_args(tp):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def check_config_class(cls: type) -> None:
+    params = getattr(cls, "__dataclass_params__", None)
+    if not isinstance(cls, type) or params is None or not params.frozen:
+        raise TypeError(f"{cls!r} is not a @dataclass(frozen=True, kw_only=True) config class")
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+PLAIN = (bool, int, float, str, Path)

@@ -1,0 +1,71 @@
+"""The loop steps as journalled tasks, and the one model host the loops declare.
+
+The host holds the policy (trainer + generation engine) and the reward sources. A round's
+selection becomes training examples, which train through the offline flows' step (the
+round's DPO reference is the policy itself, scored once before the round trains).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from alignflow.flows.engine import task
+from alignflow.flows.loops.config import LoopConfig
+from alignflow.flows.offline.steps import make_plan, train_steps
+from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
+from alignflow.flows.workers import worker_group
+from alignflow.tasks.loops import examples, select
+from alignflow.tasks.offline import reference
+from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput
+from alignflow.tasks.steps.host import HostSpec, ModelHost
+
+HOST = "models"
+
+select_best = task(version=1)(select.select_best)
+select_pairs = task(version=1)(select.select_pairs)
+round_examples = task(version=1)(examples.round_examples)
+policy_reference = task(version=1)(reference.policy_reference)
+
+
+def declare_host(cfg: LoopConfig) -> str:
+    """One worker group holding the policy and the rewards; returns its name."""
+    spec = HostSpec(roles=("actor", "reward"), models=cfg.model, actor_trainer=cfg.trainer(),
+                    rewards=cfg.rewards,
+                    micro_rollout_batch_size=cfg.generate.micro_rollout_batch_size,
+                    num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints)
+    worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=cfg.num_cpus,
+                 num_gpus=cfg.num_gpus)
+    return HOST
+
+
+def on(step, key: str):
+    """`step` bound to the loop host and a task key."""
+    return step.options(worker=HOST, key=key)
+
+
+def round_key(round_: int) -> str:
+    return f"round-{round_:04d}"
+
+
+def generate_and_score(cfg: LoopConfig, prompts_out, round_: int):
+    """Round `round_`'s rollouts and their scores."""
+    k = round_key(round_)
+    rollouts = on(generate_rollouts, f"{k}/generate")(prompts_out, round_, cfg.generate,
+                                                      round_=round_)
+    scores = on(score_rollouts, f"{k}/score")(rollouts, round_)
+    return rollouts, scores
+
+
+def train_round(cfg: LoopConfig, data: OfflineData, round_: int, step: int,
+                ref: ReferenceOutput | None = None) -> TrainOutput:
+    """The round's optimizer steps (one task per `save_steps` chunk), continuing the one
+    optimizer and LR schedule at trainer step `step`; then the engine gets the new policy."""
+    k = round_key(round_)
+    plan = make_plan.options(key=f"{k}/plan")(
+        data.train_rows, cfg.optim.train_batch_size, cfg.optim.max_epochs, cfg.save_steps,
+        False, None, step)
+    out = None
+    for c in range(plan.chunks):
+        out = on(train_steps, f"{k}/train-{c:04d}")(data, ref, None, c, plan, cfg.train_spec())
+    on(sync_weights, f"{k}/sync")(out.checkpoint, round_ + 1)
+    return out

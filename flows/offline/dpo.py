@@ -1,0 +1,32 @@
+"""DPO / IPO / cDPO against reference log-probs computed once.
+
+    data      ← prepare(dataset)            prompt, chosen, rejected ids (cached across runs)
+    plan      ← plan(train rows)
+    reference ← reference log-probs(data)   the reference model, once (cached across runs)
+    for each chunk of save_steps optimizer steps:
+        train-NNNN ← train(chunk)           checkpoint, metrics, preferences (rewards, loss)
+    export the final model as an HF folder
+"""
+
+from __future__ import annotations
+
+from alignflow.flows.engine import flow
+from alignflow.flows.offline.config import DPOConfig
+from alignflow.flows.offline.steps import (
+    declare_policy,
+    finish,
+    plan_steps,
+    prepare_data,
+    reference_of,
+    train_chunk,
+)
+
+
+@flow(name="dpo")
+def dpo(cfg: DPOConfig) -> dict:
+    data = prepare_data(cfg)
+    plan = plan_steps(cfg, data)
+    ref = reference_of(cfg, data)
+    declare_policy(cfg, plan)
+    losses = [train_chunk(cfg, data, plan, c, ref=ref) for c in range(plan.chunks)]
+    return finish(plan, losses)

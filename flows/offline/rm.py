@@ -1,0 +1,29 @@
+"""Reward model: a scalar head on the backbone, trained on preference pairs.
+
+    data ← prepare(dataset)          prompt, chosen and rejected ids (cached across runs)
+    plan ← plan(train rows)
+    for each chunk of save_steps optimizer steps:
+        train-NNNN ← train(chunk)    checkpoint, metrics, preferences (scores, loss)
+    export an AutoModelForSequenceClassification folder (RL flows take it as a reward source)
+"""
+
+from __future__ import annotations
+
+from alignflow.flows.engine import flow
+from alignflow.flows.offline.config import RMConfig
+from alignflow.flows.offline.steps import (
+    declare_policy,
+    finish,
+    plan_steps,
+    prepare_data,
+    train_chunk,
+)
+
+
+@flow(name="rm")
+def rm(cfg: RMConfig) -> dict:
+    data = prepare_data(cfg)
+    plan = plan_steps(cfg, data)
+    declare_policy(cfg, plan)
+    losses = [train_chunk(cfg, data, plan, c) for c in range(plan.chunks)]
+    return finish(plan, losses)

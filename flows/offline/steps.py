@@ -1,0 +1,92 @@
+"""The offline training steps as journalled tasks, and the calls the offline flows spell
+their pseudo-code with (each flow file is one algorithm: `sft.py`, `dpo.py`, ...).
+
+Keys: `prepare` (cached across runs: local files are fingerprinted, so edits invalidate),
+`plan`, `reference` (DPO, KTO; cached), `teacher-NNNN` (distillation, on the teacher host),
+`train-NNNN` (one `save_steps` chunk on the policy host: checkpoint, metrics, consumed
+examples), `export`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from alignflow.artifacts.scope import current_scope
+from alignflow.flows.engine import task
+from alignflow.flows.offline.config import OfflineConfig
+from alignflow.flows.workers import worker_group
+from alignflow.tasks.offline import prepare, reference, teacher, train
+from alignflow.tasks.offline.fingerprint import fingerprint
+from alignflow.tasks.offline.host import OfflineHost, OfflineHostSpec, TeacherHost
+from alignflow.tasks.offline.kinds import objective
+from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput
+from alignflow.tasks.steps import export
+from alignflow.tasks.trainers.plan import Plan
+
+POLICY, TEACHER = "policy", "teacher"
+
+prepare_examples = task(version=1, cache=True)(prepare.prepare)
+reference_logprobs = task(version=1, cache=True)(reference.reference)
+teacher_logits = task(version=1)(teacher.teacher_logits)
+train_steps = task(version=1)(train.train)
+export_model = task(version=1)(export.export_model)
+
+
+@task(version=1)
+def make_plan(rows: int, batch_size: int, epochs: int, save_steps: int, drop_last: bool,
+              max_steps: int | None = None, first_step: int = 0) -> Plan:
+    """The step schedule, fixed once per run; its order seed is this task's seed."""
+    return Plan.for_epochs(current_scope().seed, rows, batch_size, epochs,
+                           save_steps=save_steps, drop_last=drop_last, max_steps=max_steps,
+                           first_step=first_step)
+
+
+def prepare_data(cfg: OfflineConfig) -> OfflineData:
+    return prepare_examples.options(key="prepare")(
+        cfg.data, cfg.KIND, cfg.model.pretrain,
+        fingerprint(cfg.data.dataset, cfg.data.eval_dataset, cfg.model.pretrain))
+
+
+def plan_steps(cfg: OfflineConfig, data: OfflineData) -> Plan:
+    cfg.plan(0, data.train_rows)  # a batch larger than the data fails here, in one line
+    return make_plan.options(key="plan")(
+        data.train_rows, cfg.optim.train_batch_size, cfg.optim.max_epochs,
+        cfg.save_steps, True, cfg.max_steps)
+
+
+def reference_of(cfg: OfflineConfig, data: OfflineData) -> ReferenceOutput:
+    return reference_logprobs.options(key="reference")(
+        data, cfg.model.reference, cfg.optim.micro_train_batch_size, cfg.model.dtype,
+        cfg.num_threads, fingerprint(cfg.model.reference))
+
+
+def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
+    """The host that trains (and the teacher's host, for distillation)."""
+    spec = OfflineHostSpec(pretrain=cfg.model.pretrain,
+                           value_head=objective(cfg.KIND).value_head,
+                           trainer=cfg.optim.trainer(plan.total_steps, cfg.model),
+                           num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints)
+    worker_group(POLICY, functools.partial(OfflineHost, spec))
+    if objective(cfg.KIND).teacher:
+        worker_group(TEACHER, functools.partial(TeacherHost, cfg.model.teacher_model,
+                                                dtype=cfg.model.dtype,
+                                                num_threads=cfg.num_threads))
+
+
+def teacher_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int) -> TeacherOutput:
+    return teacher_logits.options(worker=TEACHER, key=f"teacher-{chunk:04d}")(
+        data, chunk, plan, cfg.train_spec())
+
+
+def train_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int, *,
+                ref: ReferenceOutput | None = None, logits: TeacherOutput | None = None) -> float:
+    """Chunk `chunk`'s optimizer steps on the policy host; returns their mean loss."""
+    out = train_steps.options(worker=POLICY, key=f"train-{chunk:04d}")(
+        data, ref, logits, chunk, plan, cfg.train_spec())
+    return out.metrics.get("loss")
+
+
+def finish(plan: Plan, losses: list[float]) -> dict:
+    """Export the trained model as an HF folder; the flow's output."""
+    final = export_model.options(worker=POLICY, key="export")("model")
+    return {"steps": plan.total_steps, "loss": losses, "model": final["path"]}

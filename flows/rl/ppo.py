@@ -1,0 +1,57 @@
+"""PPO with a critic: GAE advantages from critic values, clipped policy and value losses.
+
+    prompts ← load once
+    for each iteration:
+        rollouts ← generate(policy)
+        scores, reference, values ← score / reference logprobs / critic values  (parallel)
+        policy ← learn_actor(...)   (GAE advantages and returns committed here)
+        critic ← learn_critic(returns)
+        sync(policy → engine)
+"""
+
+from __future__ import annotations
+
+from alignflow.flows.engine import flow, gather
+from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.steps import (
+    critic_values,
+    declare_hosts,
+    learn_actor,
+    learn_critic,
+    on,
+    reference_logprobs,
+)
+from alignflow.flows.shared_steps import (
+    export_model,
+    generate_rollouts,
+    load_prompts,
+    score_rollouts,
+    sync_weights,
+)
+
+
+@flow(name="ppo")
+def ppo(cfg: RLConfig) -> dict:
+    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.model.pretrain)
+    iterations = cfg.iterations(prompts.rows)
+    host = declare_hosts(cfg, ("actor", "ref", "critic", "reward"), iterations)
+    state, history = None, []
+    for it in range(iterations):
+        k = f"iter-{it:04d}"
+        rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
+            prompts, it, cfg.generate)
+        scores, ref, values = gather(
+            on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
+            on(reference_logprobs, host["ref"], f"{k}/reference").submit(
+                rollouts, it, cfg.generate.micro_rollout_batch_size, cfg.generate.temperature),
+            on(critic_values, host["critic"], f"{k}/values").submit(
+                rollouts, it, cfg.generate.micro_rollout_batch_size))
+        learned = on(learn_actor, host["actor"], f"{k}/learn")(
+            rollouts, scores, ref, it, cfg.learn, state, values=values)
+        state = learned.state
+        on(learn_critic, host["critic"], f"{k}/learn_critic")(
+            rollouts, values, it, cfg.learn, learned)
+        on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
+        history.append(scores.metrics["reward_mean"])
+    final = on(export_model, host["actor"], "export")()
+    return {"iterations": iterations, "reward_mean": history, "model": final["path"]}

@@ -1,0 +1,26 @@
+"""The data keys every flow's `data` section shares: which column is the input (and the
+label), the chat template or input template that turns it into model input, a row cap.
+
+RL prompt data and offline datasets extend it with their own sources and shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alignflow.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSource:
+    """Columns and templating of a dataset (OpenRLHF's names)."""
+
+    input_key: str = "input"
+    label_key: str | None = None
+    apply_chat_template: bool = True
+    input_template: str | None = None
+    max_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_samples is not None and self.max_samples < 1:
+            raise ConfigError(f"data.max_samples={self.max_samples}: expected >= 1 or null")

@@ -1,0 +1,56 @@
+"""The KL penalty to the reference policy: one object owns β and where it applies.
+
+OpenRLHF's two places for it: in the per-token reward (r_t − β·KL_t, the default) or as a
+loss term (`use_kl_loss`: L + β·agg(KL), as GRPO does). β is fixed, or adaptive
+(`kl_target`: Ziegler et al.'s controller); its value is carried from one learn step to
+the next in `LearnState`, so a resumed run continues with the same β.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from alignflow.tasks.advantages.kl_control import AdaptiveKLController, FixedKLController
+from alignflow.tasks.losses.aggregate import Aggregation
+from alignflow.tasks.losses.kl import KLEstimator
+from alignflow.tasks.losses.policy import kl_loss
+from alignflow.tasks.rl.learn_config import KLConfig
+from alignflow.tasks.steps.records import LearnState
+
+
+@dataclass
+class KLPenalty:
+    controller: FixedKLController | AdaptiveKLController
+    estimator: KLEstimator
+    in_loss: bool
+
+    @classmethod
+    def of(cls, cfg: KLConfig, state: LearnState | None) -> KLPenalty:
+        """The penalty of this learn step: β from the previous step's state, else the config."""
+        beta = state.kl_coef if state else cfg.init_kl_coef
+        controller = (FixedKLController(beta) if cfg.kl_target is None
+                      else AdaptiveKLController(beta, cfg.kl_target, cfg.kl_horizon))
+        return cls(controller, cfg.kl_estimator, cfg.use_kl_loss)
+
+    @property
+    def beta(self) -> float:
+        return self.controller.value
+
+    @property
+    def in_reward(self) -> float:
+        """β for the per-token reward (0 when the KL is a loss term instead)."""
+        return 0.0 if self.in_loss else self.beta
+
+    def loss(self, logp: Tensor, ref_logp: Tensor, mask: Tensor, agg: Aggregation,
+             norm: dict) -> Tensor | None:
+        """β·agg(KL) when the KL is a loss term (and β > 0), else None."""
+        if not self.in_loss or self.beta <= 0:
+            return None
+        return self.beta * kl_loss(logp, ref_logp, mask, estimator=self.estimator, agg=agg,
+                                   **norm)
+
+    def update(self, measured_kl: float, n_samples: int) -> None:
+        """Adapt β after a step (no-op when fixed)."""
+        self.controller.update(measured_kl, n_samples)

@@ -1,0 +1,26 @@
+"""The trained model as a plain HF folder (safetensors + tokenizer) under the run, so it
+loads with `from_pretrained` and serves as the next stage's model: a causal LM, or for
+reward models an `AutoModelForSequenceClassification` folder that the RL flows take as
+`rewards.sources=<folder>`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from alignflow.artifacts.scope import current_scope
+
+
+def export_model(host, folder: str = "actor") -> dict[str, str | int]:
+    """`save_pretrained` of the host's trained model into `runs/<run_id>/final/<folder>`
+    in the store; returns the path."""
+    scope = current_scope()
+    trainer = host.trainer
+    rel = f"runs/{scope.run_id}/final/{folder}"
+    with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp:
+        trainer.save_pretrained(tmp, host.tokenizer)
+        files = sorted(p for p in Path(tmp).iterdir() if p.is_file())
+        for path in files:
+            scope.store.fs.put_file(str(path), scope.store.path(f"{rel}/{path.name}"))
+    return {"path": rel, "files": len(files), "step": trainer.global_step,
+            "policy_version": getattr(host, "policy_version", trainer.global_step)}

@@ -1,0 +1,164 @@
+"""The model host: one process holding the models of some roles between tasks.
+
+The flow engine runs a host as a stateful worker (a Ray actor, or inline in the driver).
+Models load on first use and stay. After every learn task the host checkpoints the roles
+it trains into the task's checkpoint folder and writes `host.json` there, naming the newest
+checkpoint of *each* trained role; `restore` reads it, so a resumed run continues from
+exactly the state an uninterrupted run would have had.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from alignflow.artifacts.checkpoints import index_table
+from alignflow.artifacts.schemas import CHECKPOINTS
+from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.modeling.critic import Critic
+from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.modeling.model_config import ModelConfig
+from alignflow.tasks.modeling.offload import offload as offload_module
+from alignflow.tasks.modeling.offload import reload as reload_module
+from alignflow.tasks.rewards.registry import RewardConfig, build_reward
+from alignflow.tasks.steps.memo import Memo
+from alignflow.tasks.steps.placement import Role
+from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+from alignflow.tasks.zoo.registry import resolve_model
+
+HOST_FILE = "host.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostSpec:
+    """Everything a host needs to build its roles."""
+
+    roles: tuple[Role, ...]
+    models: ModelConfig
+    actor_trainer: TrainerConfig
+    critic_trainer: TrainerConfig | None = None
+    rewards: RewardConfig | None = None
+    micro_rollout_batch_size: int = 8
+    num_threads: int | None = None
+    keep_checkpoints: int = 2
+    offload_idle: bool = False
+
+
+class ModelHost(Memo):
+    """Holds roles' models; `restore` brings them back to a committed checkpoint."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        self.latest: dict[str, str] = {}  # trained role -> its newest checkpoint folder
+        self.saved: dict[str, list[str]] = {}  # trained role -> folders saved by this process
+        self.policy_version = 0
+        self._ref_file: str | None = None  # where the offloaded reference weights wait
+        if spec.num_threads:
+            torch.set_num_threads(spec.num_threads)
+
+    def has(self, role: Role) -> bool:
+        return role in self.spec.roles
+
+    @functools.cached_property
+    def tokenizer(self):
+        return load_tokenizer(resolve_model(self.spec.models.pretrain), padding_side="left")
+
+    @functools.cached_property
+    def actor(self) -> TorchTrainer:
+        path = resolve_model(self.spec.models.pretrain)
+        model = load_causal_lm(path, dtype="fp32")
+        return TorchTrainer(model, self.spec.actor_trainer)
+
+    @property
+    def trainer(self) -> TorchTrainer:
+        """The trained model's trainer (the policy), as every training step names it."""
+        return self.actor
+
+    @functools.cached_property
+    def engine(self) -> HFEngine:
+        """The generation engine: its own copy of the policy, synced after each learn."""
+        path = resolve_model(self.spec.models.pretrain)
+        model = load_causal_lm(path, dtype=self.spec.models.dtype)
+        engine = HFEngine(model, self.tokenizer,
+                          micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
+        if "actor" in self.__dict__:  # restored or trained before the engine was built
+            engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
+        return engine
+
+    @functools.cached_property
+    def ref(self):
+        model = load_causal_lm(resolve_model(self.spec.models.reference), dtype=self.spec.models.dtype)
+        model.requires_grad_(False)
+        return model
+
+    def use_ref(self):
+        """The reference model, brought back first if it was offloaded."""
+        if self._ref_file is not None:
+            reload_module(self.ref, self._ref_file)
+            self._ref_file = None
+        return self.ref
+
+    def idle(self, role: Role) -> None:
+        """A step is done with `role` for this iteration: offload it if configured."""
+        if not self.spec.offload_idle:
+            return
+        if role == "ref" and self._ref_file is None:
+            self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
+        elif role == "reward":
+            self.reward.offload()
+
+    @functools.cached_property
+    def critic(self) -> TorchTrainer:
+        assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
+        # only RL flows place a critic, and their model section is an RLModelConfig
+        critic = Critic.from_pretrained(resolve_model(self.spec.models.critic))
+        return TorchTrainer(critic, self.spec.critic_trainer)
+
+    @functools.cached_property
+    def reward(self):
+        assert self.spec.rewards is not None, "reward role without a reward config"
+        return build_reward(self.spec.rewards)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def save(self, store, folder: str, role: Role = "actor", *, extra: dict | None = None) -> str:
+        """Checkpoints `role` under `folder/<role>` and records every trained role's newest."""
+        trainer = self.actor if role == "actor" else self.critic
+        nbytes = trainer.save(store, f"{folder}/{role}",
+                              extra={"policy_version": self.policy_version, **(extra or {})})
+        scope = current_scope()  # one `checkpoints` row, committed with the task
+        scope.write(CHECKPOINTS, index_table(
+            run_id=scope.run_id, task_key=scope.task_key, step=trainer.global_step,
+            path=f"{folder}/{role}", kind=role, policy_version=self.policy_version,
+            nbytes=nbytes))
+        self.latest[role] = f"{folder}/{role}"
+        store.write_json(f"{folder}/{HOST_FILE}",
+                         {"latest": self.latest, "policy_version": self.policy_version})
+        self._prune(store, role, f"{folder}/{role}")
+        return folder
+
+    def _prune(self, store, role: str, newest: str) -> None:
+        """Keeps the last `keep_checkpoints` of `role`. Never fewer than 2: the one before
+        the newest is the last *committed* one until the running task commits."""
+        saved = self.saved.setdefault(role, [])
+        saved.append(newest)
+        while len(saved) > max(self.spec.keep_checkpoints, 2):
+            store.delete(saved.pop(0), recursive=True)
+
+    def restore(self, store, folder: str) -> None:
+        """Loads each trained role from its newest checkpoint named in `folder/host.json`."""
+        meta = store.read_json(f"{folder}/{HOST_FILE}")
+        self.latest = dict(meta["latest"])
+        self.policy_version = int(meta["policy_version"])
+        for role, rel in self.latest.items():
+            if self.has(role):
+                (self.actor if role == "actor" else self.critic).restore(store, rel)
+        if self.has("actor") and "actor" in self.latest:
+            self.sync_engine()
+
+    def sync_engine(self) -> None:
+        """In-process weight sync: copy the trainer's weights into the engine's model."""
+        self.engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)

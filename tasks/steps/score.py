@@ -1,0 +1,40 @@
+"""Score rollouts with the run's reward sources. Reads: rollouts. Commits: rollout_scores."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from alignflow.artifacts.parquet_io import read_table
+from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.steps.records import StepOutput
+from alignflow.tasks.steps.tables import SCORES
+
+KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
+
+
+def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
+    """Rewards for every sample (OpenRLHF's convention: query = prompt + response)."""
+    scope = current_scope()
+    table = read_table(scope.store, rollouts.refs, columns=[*KEY, "prompt", "response", "label"])
+    prompts = table.column("prompt").to_pylist()
+    responses = table.column("response").to_pylist()
+    labels = table.column("label").to_pylist()
+    out = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
+                            prompts, labels)
+    host.idle("reward")
+    names = sorted(out.scores)
+    scores = [[(k, float(out.scores[k][i])) for k in names] for i in range(table.num_rows)]
+    result = pa.table({
+        **{k: table.column(k) for k in ("run_id", "iteration")},
+        "task_key": [scope.task_key] * table.num_rows,
+        **{k: table.column(k) for k in ("prompt_id", "sample_idx")},
+        "reward": pa.array(out.rewards.tolist(), pa.float32()),
+        "scores": pa.array(scores, pa.map_(pa.string(), pa.float32())),
+    })
+    ref = scope.write(SCORES, result, partition={"iter": iteration})
+    rewards = out.rewards.float()
+    metrics = {"reward_mean": float(rewards.mean()), "reward_std": float(rewards.std())
+               if len(rewards) > 1 else 0.0}
+    metrics |= {f"score/{k}": float(v.float().mean()) for k, v in out.scores.items()}
+    metrics |= {f"log/{k}": float(v.float().mean()) for k, v in out.extra_logs.items()}
+    return StepOutput((ref,), table.num_rows, metrics)

@@ -1,0 +1,20 @@
+"""Weight sync: the generation engine gets the policy the last training step produced.
+
+In memory when the engine shares the trainer's process (the CPU default: a copy of
+tensors, no disk); from the committed checkpoint otherwise (an engine elsewhere).
+"""
+
+from __future__ import annotations
+
+from alignflow.artifacts.scope import current_scope
+
+
+def sync(host, checkpoint: str, policy_version: int, in_memory: bool = True) -> dict[str, int]:
+    """Serve policy `policy_version` (saved in `checkpoint`); returns the version served."""
+    host.policy_version = policy_version
+    if in_memory:
+        host.sync_engine()
+    else:
+        host.engine.load_checkpoint(current_scope().store, f"{checkpoint}/actor",
+                                    version=policy_version)
+    return {"policy_version": host.engine.policy_version}
