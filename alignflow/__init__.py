@@ -33,6 +33,7 @@ _EXPORTS = {
     "Store": "alignflow.artifacts.store",
     "Catalog": "alignflow.catalog.catalog",
     "current_scope": "alignflow.artifacts.scope",
+    "journal_record": "alignflow.flows.codec",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from alignflow.artifacts import schemas
 from alignflow.artifacts.conform import conform
+from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.artifacts.store import Store
@@ -31,6 +32,7 @@ ROW_GROUP_ROWS = 64 * 1024
 ROW_GROUP_BYTES = 64 * 2**20
 
 
+@journal_record
 @dataclass(frozen=True)
 class ArtifactRef:
     """One committed (or staged) data file, as listed in a manifest."""

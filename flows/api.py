@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from alignflow.artifacts.store import open_store
@@ -16,9 +17,10 @@ from alignflow.flows import codec, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import file_hash, git_commit, new_run_id
-from alignflow.flows.loader import canonical_ref, load_flow, ref_of
+from alignflow.flows.loader import canonical_ref, config_class, load_flow, ref_of
 from alignflow.flows.runner import drive
 from alignflow.flows.timers import send_event
+from alignflow.flows.trust import check_code_files, stored_flow
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
@@ -61,8 +63,14 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
 
 def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
-           block: bool = True, progress: Any = None) -> Any:
-    """Re-run the flow with the current code, replaying committed tasks; returns its output."""
+           block: bool = True, progress: Any = None, flow: Flow | str | None = None,
+           trust: Iterable[str] = ()) -> Any:
+    """Re-run the flow with the current code, replaying committed tasks; returns its output.
+
+    The flow is loaded only from a place the user trusts (`flows/trust.py`): a built-in
+    name, `flow` (the flow the run was started with, named again), an already imported
+    `@flow`, or a file under a `trust`ed directory — never from the reference in the store.
+    """
     store = open_store(store)
     meta = runs.read_run(store, run_id)
     status = runs.effective_status(store, meta)
@@ -71,19 +79,37 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
                         "(--rerun-from TASK_KEY re-runs from a task)")
     if status == runs.CANCELED:
         raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    flow, cls = load_flow(meta["flow_ref"], fresh=True)
+    flow, cls = _flow_of(meta, flow, trust)
     config = _config_of(meta, cls)
     return drive(store, run_id, flow, config, executor=executor or meta.get("executor", "ray"),
                  address=address, force=force, block=block, rerun_from=rerun_from,
                  progress=progress)
 
 
+def _flow_of(meta: dict, flow: Flow | str | None, trust: Iterable[str]) -> tuple[Flow, Any]:
+    """The run's flow, from a trusted place; the code files its config names must be too."""
+    run_id, ref = meta["run_id"], meta.get("flow_ref", "")
+    if isinstance(flow, Flow):
+        found = (flow, config_class(flow))
+        if ref.rpartition(":")[2] not in (flow.fn.__qualname__, ref) and ref != flow.name:
+            raise FlowError(f"run {run_id!r} was started with flow {ref!r}, not {flow.name!r}")
+    else:
+        found = stored_flow(run_id, ref, given=flow, trust=trust)
+    flow_file = flow if isinstance(flow, str) and ".py:" in flow else None
+    check_code_files(run_id, codec.untag(meta.get("config")), trust,
+                     flow_file.rpartition(":")[0] if flow_file else None)
+    return found
+
+
 def _config_of(meta: dict, cls: type | None) -> Any:
     """The run's config for the current code: a typed config is rebuilt by its class from
     plain data, so keys renamed since the run started (aliases) still load."""
-    value = meta.get("config")
+    value, where = meta.get("config"), runs.run_json(meta["run_id"])
     if cls is None or not isinstance(value, dict) or "__type__" not in value:
-        return codec.decode(value)
+        return codec.decode(value, where)
+    if codec.current_name(str(value["__type__"])) != codec.type_name(cls):
+        raise FlowError(f"{where}: the config is a {value['__type__']!r}, not the flow's "
+                        f"config class {codec.type_name(cls)!r}")
     data, dropped = known_part(cls, codec.untag(value))
     if dropped:
         print(f"alignflow: run {meta['run_id']}: config keys the current code no longer has "
@@ -92,7 +118,7 @@ def _config_of(meta: dict, cls: type | None) -> Any:
 
 
 def resume_all(store: Any = None, *, executor: str | None = None,
-               address: str | None = None) -> dict[str, Any]:
+               address: str | None = None, trust: Iterable[str] = ()) -> dict[str, Any]:
     """Resume every RESUMABLE or SLEEPING run; run id -> output (or the error's text)."""
     store = open_store(store)
     results: dict[str, Any] = {}
@@ -100,14 +126,14 @@ def resume_all(store: Any = None, *, executor: str | None = None,
         if meta["status"] in (runs.RESUMABLE, runs.SLEEPING):
             try:
                 results[meta["run_id"]] = resume(meta["run_id"], store=store, executor=executor,
-                                                 address=address)
+                                                 address=address, trust=trust)
             except FlowError as exc:
                 results[meta["run_id"]] = f"error: {exc}"
     return results
 
 
 def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
-         now: float | None = None) -> dict[str, str]:
+         now: float | None = None, trust: Iterable[str] = ()) -> dict[str, str]:
     """Advance due runs without blocking on sleeps; run id -> its status afterwards."""
     store = open_store(store)
     now = time.time() if now is None else now
@@ -116,7 +142,8 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
         if not _due(store, meta, now):
             continue
         try:
-            resume(meta["run_id"], store=store, executor=executor, address=address, block=False)
+            resume(meta["run_id"], store=store, executor=executor, address=address, block=False,
+                   trust=trust)
         except FlowError as exc:
             out[meta["run_id"]] = f"error: {exc}"
             continue
@@ -165,12 +192,12 @@ def get_output(run_id: str, task_key: str | None = None, *, store: Any = None) -
     """The run's output (None until SUCCESSFUL), or one committed task's output."""
     store = open_store(store)
     if task_key is None:
-        return codec.decode(runs.read_run(store, run_id).get("output"))
+        return codec.decode(runs.read_run(store, run_id).get("output"), runs.run_json(run_id))
     rel = runs.manifest_path(run_id, task_key)
     if not store.exists(rel):
         runs.read_run(store, run_id)
         raise FlowError(f"run {run_id!r} has no committed task {task_key!r}")
-    return codec.decode(store.read_json(rel)["output"])
+    return codec.decode(store.read_json(rel)["output"], rel)
 
 
 def cancel(run_id: str, *, store: Any = None) -> None:

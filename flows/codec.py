@@ -2,8 +2,9 @@
 
 Task outputs are journalled as JSON, never pickles, so a store is safe to open and a resumed
 run reads records written by older code. Dataclasses and pydantic models round-trip by a
-registered type name (`module:QualName`); decoding never imports a module, it only looks in
-the registry and in modules that are already imported (the flow's own modules are).
+type name (`module:QualName`); decoding rebuilds only types on the allow-list
+(`artifacts/journal.py`: alignflow's records, and those a flow module registers with
+`@journal_record`) and never imports or looks up anything a store names.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 import sys
 from typing import Any
 
+from alignflow.artifacts.journal import journal_record as _allow
+from alignflow.artifacts.journal import registered
 from alignflow.errors import FlowError
 
-_TYPES: dict[str, type] = {}
 _TAG = "__type__"
 # Modules that moved (old -> new): journals written before a move still decode.
 MOVED_MODULES = {
@@ -45,9 +47,13 @@ def type_name(cls: type) -> str:
 
 
 def register_type(cls: type, name: str | None = None) -> type:
-    """Register a dataclass / pydantic model so its records decode by name (usable as decorator)."""
-    _TYPES[name or type_name(cls)] = cls
-    return cls
+    """Allow a dataclass / pydantic model in journals under the name it is journalled with
+    (usable as a decorator; a script's types are named after its resume module). Public as
+    `alignflow.journal_record`."""
+    return _allow(cls, name or type_name(cls))
+
+
+journal_record = register_type
 
 
 def _is_pydantic(obj: Any) -> bool:
@@ -65,11 +71,9 @@ def encode(obj: Any) -> Any:
     if isinstance(obj, dict):
         return _encode_dict(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        register_type(type(obj))
         fields = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
         return {_TAG: type_name(type(obj)), "fields": fields}
     if _is_pydantic(obj):
-        register_type(type(obj))
         return {_TAG: type_name(type(obj)), "fields": obj.model_dump(mode="json")}
     if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
         return encode(obj.item())  # numpy / torch scalars
@@ -88,41 +92,51 @@ def _encode_dict(obj: dict) -> dict:
     return out
 
 
-def decode(value: Any) -> Any:
-    """JSON value -> Python record (inverse of `encode`)."""
+def decode(value: Any, where: str = "") -> Any:
+    """JSON value -> Python record (inverse of `encode`); `where` (the file it was read
+    from) names the file in errors."""
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, where) for v in value]
     if not isinstance(value, dict):
         return value
     if "__tuple__" in value and len(value) == 1:
-        return tuple(decode(v) for v in value["__tuple__"])
+        return tuple(decode(v, where) for v in value["__tuple__"])
     if "__dict__" in value and len(value) == 1:
-        return {k: decode(v) for k, v in value["__dict__"].items()}
+        return {k: decode(v, where) for k, v in value["__dict__"].items()}
     if _TAG in value:
-        return _decode_record(value[_TAG], value.get("fields", {}))
-    return {k: decode(v) for k, v in value.items()}
+        return _decode_record(value[_TAG], value.get("fields", {}), where)
+    return {k: decode(v, where) for k, v in value.items()}
 
 
-def lookup_type(name: str) -> type:
-    """Find a registered record type, or one in an already-imported module."""
-    if name in _TYPES:
-        return _TYPES[name]
-    module_name, _, qualname = MOVED_MODULES.get(name, name).partition(":")
-    module_name = MOVED_MODULES.get(module_name, module_name)
-    obj: Any = sys.modules.get(module_name)
-    for part in qualname.split(".") if obj is not None else []:
-        obj = getattr(obj, part, None)
-    if not isinstance(obj, type):
-        raise FlowError(f"journal record type {name!r} is not registered: import its module "
-                        "or call alignflow.flows.codec.register_type on it")
-    return register_type(obj, name)
+def current_name(name: str) -> str:
+    """The name a journalled type has now (types that moved keep decoding)."""
+    module, _, qualname = MOVED_MODULES.get(name, name).partition(":")
+    return f"{MOVED_MODULES.get(module, module)}:{qualname}"
 
 
-def _decode_record(name: str, fields: dict) -> Any:
-    cls = lookup_type(name)
+def lookup_type(name: Any, where: str = "") -> type:
+    """The allowed record type journalled as `name` (a type that moved is found under its
+    new name); `FlowError` naming the file and the type for anything else."""
+    found = registered(current_name(name)) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    source = f"{where}: " if where else ""
+    raise FlowError(f"{source}journal record type {name!r} is not registered: a journal "
+                    "rebuilds only alignflow's records and those a flow module registers "
+                    "with @alignflow.journal_record")
+
+
+def _decode_record(name: str, fields: Any, where: str) -> Any:
+    cls = lookup_type(name, where)
+    if not isinstance(fields, dict):
+        raise FlowError(f"{where}: record {name!r} has fields of type {type(fields).__name__}; "
+                        "expected a mapping")
     if hasattr(cls, "model_validate"):
         return cls.model_validate(fields)
-    return cls(**{k: decode(v) for k, v in fields.items()})
+    try:
+        return cls(**{k: decode(v, where) for k, v in fields.items()})
+    except TypeError as exc:
+        raise FlowError(f"{where}: record {name!r} does not fit its class: {exc}") from None
 
 
 def untag(value: Any) -> Any:

@@ -114,7 +114,8 @@ class Driver(Timers):
             self.code_changed.append(manifest["task_key"])
         if manifest.get("worker") and manifest.get("checkpoint"):
             self.latest_ckpt[manifest["worker"]] = manifest["checkpoint"]
-        return codec.decode(manifest.get("output"))
+        return codec.decode(manifest.get("output"), runs.manifest_path(self.run_id,
+                                                                       manifest["task_key"]))
 
     def _input_hash(self, task: Task, args: tuple, kwargs: dict) -> str | None:
         try:
@@ -136,7 +137,7 @@ class Driver(Timers):
         self.commit(task, key, input_hash, dict(fields, cached_from=index["manifest"],
                                                 attempts=0, started=time.time(),
                                                 ended=time.time()))
-        return codec.decode(src.get("output"))
+        return codec.decode(src.get("output"), index["manifest"])
 
     # -- workers -----------------------------------------------------------------------------
     def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
@@ -210,7 +211,7 @@ class Driver(Timers):
             self.store.write_json(f"cache/{ck}.json", {
                 "manifest": runs.manifest_path(self.run_id, fut.key), "run_id": self.run_id,
                 "task_key": fut.key})
-        return codec.decode(manifest["output"])
+        return codec.decode(manifest["output"], runs.manifest_path(self.run_id, fut.key))
 
     def commit(self, task: Task | None, key: str, input_hash: str | None, fields: dict) -> dict:
         """Write the manifest of `key` (create-once) and note it in the in-memory journal."""

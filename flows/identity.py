@@ -6,6 +6,7 @@ machine (Python's `hash()` is salted per process).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import secrets
@@ -34,6 +35,27 @@ def source_hash(fn: Any) -> str:
     except (OSError, TypeError):
         text = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_task_decorator(node: ast.expr) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return name == "task"
+
+
+def file_task_hashes(path: str | Path) -> dict[str, str]:
+    """Task name -> `source_hash` of each `@task` function defined in a flow file, read as
+    text (nothing is imported: `status` must not run code a store names)."""
+    text = Path(path).read_text()
+    lines = text.splitlines(keepends=True)
+    out = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                _is_task_decorator(d) for d in node.decorator_list):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            source = textwrap.dedent("".join(lines[first - 1 : node.end_lineno]))
+            out[node.name] = hashlib.sha256(source.encode()).hexdigest()
+    return out
 
 
 def file_hash(path: str | Path) -> str | None:

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from alignflow.artifacts.store import open_store
-from alignflow.flows import codec
+from alignflow.flows import codec, runs
 from alignflow.flows.runs import read_run
 
 POLL = 0.5
@@ -64,7 +64,8 @@ class Timers:
         key = self.next_key(f"wait-{event}", key)
         if key in self.manifests:
             self.replayed += 1
-            return codec.decode(self.manifests[key]["output"]["payload"])
+            return codec.decode(self.manifests[key]["output"]["payload"],
+                                runs.manifest_path(self.run_id, key))
         deadline = None if timeout is None else time.time() + timeout
         rel = event_path(self.run_id, event)
         while not self.store.exists(rel):
@@ -77,7 +78,7 @@ class Timers:
             self.boundary()
         payload = self.store.read_json(rel)["payload"]
         self._commit_event(key, event, payload)
-        return codec.decode(payload)
+        return codec.decode(payload, rel)
 
     def _commit_event(self, key: str, event: str, payload: Any) -> None:
         now = time.time()

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from alignflow.artifacts.journal import journal_record
 from alignflow.flows.engine import flow, gather, sleep, task, wait_for
 from alignflow.flows.workers import worker_group
 
@@ -25,6 +26,7 @@ def count(folder: str, name: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@journal_record
 @dataclass(frozen=True)
 class StepOut:
     step: int

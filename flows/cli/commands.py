@@ -46,12 +46,19 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--force", action="store_true",
                             help="take over a lease whose driver is gone")
         parser.add_argument("--executor", choices=["ray", "inline"], default=None)
+        parser.add_argument("--flow", metavar="FILE.py:FUNCTION",
+                            help="the flow the run was started with (runs of user flows: "
+                                 "alignflow never imports a flow a store names)")
     elif name in ("status", "cancel", "delete"):
         parser.add_argument("run_id", nargs="?" if name == "status" else None, metavar="RUN_ID")
     elif name == "logs":
         parser.add_argument("run_id", metavar="RUN_ID")
         parser.add_argument("task_key", nargs="?", metavar="TASK_KEY")
     _common(parser)
+    if name in ("resume", "tick"):
+        parser.add_argument("--trust", metavar="DIR_OR_FILE", action="append", default=[],
+                            help="a directory (or file) whose flow and reward code the stored "
+                                 "runs may use (repeatable; also $ALIGNFLOW_TRUSTED_DIRS)")
     if name in ("run", "resume", "tick"):
         parser.add_argument("--address", help="Ray address (auto, ray://host:10001); "
                                               "default: start Ray in-process")
@@ -110,14 +117,14 @@ def _help_config(ref: str) -> int:
 def _cmd_resume(args: argparse.Namespace) -> int:
     if args.all:
         for run_id, result in api.resume_all(args.store, executor=args.executor,
-                                             address=args.address).items():
+                                             address=args.address, trust=args.trust).items():
             print(f"{run_id}: {result if isinstance(result, str) else 'SUCCESSFUL'}")
         return 0
     if not args.run_id:
         raise ConfigError("resume: give RUN_ID or --all")
     output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,
                         force=args.force, executor=args.executor, address=args.address,
-                        progress=_progress())
+                        progress=_progress(), flow=args.flow, trust=args.trust)
     _print_output(output)
     return 0
 
@@ -148,7 +155,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_tick(args: argparse.Namespace) -> int:
-    for run_id, status in api.tick(args.store, address=args.address).items():
+    for run_id, status in api.tick(args.store, address=args.address, trust=args.trust).items():
         print(f"{run_id}: {status}")
     return 0
 

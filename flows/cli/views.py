@@ -80,12 +80,18 @@ def task_rows(store: Any, run_id: str) -> list[dict]:
 
 
 def _current_code(meta: dict) -> dict[str, str]:
-    """Task name -> code hash of the code on disk now (empty if the flow cannot be loaded)."""
+    """Task name -> code hash of the code on disk now. A flow file is read as text; other
+    flows are looked at only if they load from a trusted place (`status` never imports
+    code a store names)."""
     from alignflow.flows.engine import CODE_HASHES
-    from alignflow.flows.loader import load_flow
+    from alignflow.flows.identity import file_task_hashes
+    from alignflow.flows.trust import stored_flow
 
+    path, sep, _ = meta.get("flow_ref", "").rpartition(":")
     try:
-        load_flow(meta["flow_ref"], fresh=True)
+        if sep and path.endswith(".py"):
+            return file_task_hashes(path)
+        stored_flow(meta["run_id"], meta.get("flow_ref", ""))
     except Exception:
         return {}
     return dict(CODE_HASHES)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.parquet_io import ArtifactRef
 
 
+@journal_record
 @dataclass(frozen=True)
 class Selection:
     """A round's kept samples (`rows`: best-of-n samples or pairs) and the seed that orders

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.parquet_io import ArtifactRef
 
 
+@journal_record
 @dataclass(frozen=True)
 class OfflineData:
     """The prepared examples (`offline_examples` files) and their counts."""
@@ -19,6 +21,7 @@ class OfflineData:
     round: int | None = None  # a loop's round the examples were selected in
 
 
+@journal_record
 @dataclass(frozen=True)
 class ReferenceOutput:
     """Reference log-probs of every example (`offline_reference` files)."""
@@ -27,6 +30,7 @@ class ReferenceOutput:
     rows: int
 
 
+@journal_record
 @dataclass(frozen=True)
 class TeacherOutput:
     """Teacher logits of one chunk's examples: `<checkpoint>/logits.safetensors`. Named
@@ -41,6 +45,7 @@ class TeacherOutput:
         return f"{self.checkpoint}/logits.safetensors"
 
 
+@journal_record
 @dataclass(frozen=True)
 class TrainOutput:
     """One chunk of optimizer steps: its checkpoint, last step and mean metrics."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.parquet_io import ArtifactRef
 
 
+@journal_record
 @dataclass(frozen=True)
 class StepOutput:
     """What a step committed (`refs`) and its scalar metrics."""
@@ -16,6 +18,7 @@ class StepOutput:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+@journal_record
 @dataclass(frozen=True)
 class LearnState:
     """State carried from one learn step to the next through the journal (not the host):
@@ -25,6 +28,7 @@ class LearnState:
     reward_moments: dict[str, float] = field(default_factory=dict)
 
 
+@journal_record
 @dataclass(frozen=True)
 class LearnOutput:
     """A learn step: its checkpoint folder, the policy version it produced, its metrics."""

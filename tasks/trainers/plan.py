@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from alignflow.artifacts.journal import journal_record
 
+
+@journal_record
 @dataclass(frozen=True)
 class Plan:
     """A training schedule, fixed once (journalled) so a resume walks the same steps.

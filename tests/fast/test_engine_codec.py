@@ -14,12 +14,14 @@ from alignflow.flows.engine import TaskError
 from alignflow.flows.identity import cache_key, new_run_id, task_seed
 
 
+@codec.register_type
 @dataclasses.dataclass(frozen=True)
 class Inner:
     a: int
     b: tuple
 
 
+@codec.register_type
 @dataclasses.dataclass(frozen=True)
 class Outer:
     inner: Inner
@@ -27,6 +29,7 @@ class Outer:
     meta: dict
 
 
+@codec.register_type
 class Model(pydantic.BaseModel):
     name: str
     score: float
@@ -62,6 +65,23 @@ def test_unknown_type_names_fail_without_importing():
         codec.decode({"__type__": "os:system", "fields": {}})
     with pytest.raises(FlowError, match="not registered"):
         codec.decode({"__type__": "some_module_never_imported:X", "fields": {}})
+
+
+def test_only_registered_types_are_rebuilt_even_when_imported():
+    """A store may name any class of an imported module (subprocess:Popen, a dataclass the
+    process happens to know): only the allow-list is rebuilt, and the error names the file."""
+    popen = {"__type__": "subprocess:Popen", "fields": {"args": "true", "shell": True}}
+    with pytest.raises(FlowError, match=r"^runs/r/tasks/x.json: journal record type "
+                                        r"'subprocess:Popen' is not registered"):
+        codec.decode({"out": popen}, "runs/r/tasks/x.json")
+
+    @dataclasses.dataclass(frozen=True)
+    class Unlisted:
+        x: int
+    with pytest.raises(FlowError, match="not registered"):
+        codec.decode(codec.encode(Unlisted(1)))
+    with pytest.raises(FlowError, match="does not fit its class"):
+        codec.decode({"__type__": codec.type_name(Inner), "fields": {"zzz": 1}})
 
 
 def test_digest_is_canonical():

@@ -93,7 +93,7 @@ def test_resume_runs_the_current_code_on_disk_and_marks_code_changes(store, fold
     path.write_text(FLOW_FILE.replace('raise RuntimeError("bug in work")  # BUG', "i = i"))
     before = {r["key"]: r["code_changed"] for r in task_rows(store, "r")}  # status, pre-resume
     assert before == {"work-0": True, "work-1": True, "work-2": False}  # work-2: the FAILED row
-    assert api.resume("r", store=store) == [0, 1, 2, 3]
+    assert api.resume("r", store=store, flow=f"{path}:job") == [0, 1, 2, 3]
     assert [F.count(folder, f"work-{i}") for i in range(4)] == [1, 1, 2, 1]
     marks = {r["key"]: r["code_changed"] for r in task_rows(store, "r")}
     assert marks == {"work-0": True, "work-1": True, "work-2": False, "work-3": False}

@@ -39,7 +39,8 @@ def test_second_driver_refused_then_force_takeover_after_kill(tmp_path):
         assert time.time() < deadline and first.poll() is None, first.stderr.read()
         time.sleep(0.05)
 
-    code, _out, err = finish(alignflow(store, "resume", "s", "--executor", "inline"))
+    code, _out, err = finish(alignflow(store, "resume", "s", "--executor", "inline",
+                                       "--flow", "tests.flows_for_tests:sleepy"))
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("error: run 's' is held by driver ")
 
@@ -50,7 +51,8 @@ def test_second_driver_refused_then_force_takeover_after_kill(tmp_path):
     assert "status=RESUMABLE" in out.splitlines()[0]
 
     t0 = time.time()
-    code, out, err = finish(alignflow(store, "resume", "s", "--force"))
+    code, out, err = finish(alignflow(store, "resume", "s", "--force", "--flow",
+                                      "tests.flows_for_tests:sleepy"))
     assert code == 0, err
     assert out.strip() == '["before","after"]'
     # a fresh sleep would end >= 10 s after t0; the rest of the first one ends well before

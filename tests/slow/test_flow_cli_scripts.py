@@ -16,10 +16,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 SCRIPT = '''
 import dataclasses, os, sys
-from alignflow import flow, run, task
+from alignflow import flow, journal_record, run, task
 
 FLAG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fail")
 
+@journal_record
 @dataclasses.dataclass(frozen=True)
 class Out:
     v: int
@@ -48,7 +49,8 @@ def test_script_flow_resumed_from_the_cli(tmp_path):
     assert first.returncode != 0 and "flagged" in first.stderr
     (tmp_path / "fail").unlink()
     resumed = subprocess.run([sys.executable, "-m", "alignflow.cli", "resume", "m", "--store",
-                              store], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                              store, "--flow", f"{script}:main_flow"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     out = resumed.stdout.strip()
     assert out.count('"fields":{"v":') == 2 and out.count("alignflow_user_my_flow_") == 2
