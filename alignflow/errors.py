@@ -40,6 +40,10 @@ class SqlRefused(AlignflowError, PermissionError):
     """A SQL statement would write, attach, copy out, install or load something."""
 
 
+class QueryLimit(AlignflowError, RuntimeError):
+    """A SQL query ran past its time or memory limit and was stopped."""
+
+
 class FlowError(AlignflowError, RuntimeError):
     """A flow cannot be run, resumed or found as asked."""
 

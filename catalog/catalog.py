@@ -5,12 +5,15 @@
 
 Views: `runs`, `tasks`, `rollouts`, `preferences`, `sft_samples`, `metrics`, `checkpoints`
 (plus any other table a manifest lists). They are a snapshot of what was committed when
-the catalog was opened or last `refresh()`ed; user SQL passes the read-only guard first.
+the catalog was opened or last `refresh()`ed. User SQL passes the read-only guard first and
+runs under `SqlLimits` (time, memory, threads); `cursor()` is guarded the same way. A file
+that cannot be read is left out and listed in `problems`; the rest of the store is served.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,38 +22,83 @@ import pyarrow as pa
 
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
-from alignflow.catalog.guard import check_read_only, identifiers
-from alignflow.catalog.manifests import scan
-from alignflow.errors import ConfigError, SchemaError, SqlRefused
+from alignflow.catalog.cursor import GuardedCursor
+from alignflow.catalog.guard import check_read_only
+from alignflow.catalog.limits import (
+    SqlLimits,
+    deadline,
+    human_bytes,
+    private_temp_dir,
+    remove_temp_dir,
+)
+from alignflow.catalog.manifests import Problem, Snapshot, run_of, scan
+from alignflow.errors import ConfigError, QueryLimit, SchemaError, SqlRefused
 
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)
+_MAX_LEFT_OUT_PER_QUERY = 16
+Params = Sequence[Any] | dict[str, Any] | None
+
+
+class _Unreadable(Exception):
+    def __init__(self, rel: str, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.rel, self.problem = rel, problem
 
 
 class Catalog:
     """DuckDB views over a store; one connection per catalog, one cursor per thread."""
 
     def __init__(self, store_or_url: Store | str | None = None, *,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 limits: SqlLimits | None = None) -> None:
         if isinstance(store_or_url, Store):
             self.store = store_or_url
         else:
             self.store = Store.open(store_or_url, storage_options=storage_options)
+        self.limits = limits or SqlLimits()
+        self._temp_dir = private_temp_dir()
+        self._cleanup = weakref.finalize(self, remove_temp_dir, self._temp_dir)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._generation = 0
+        self._snap: Snapshot | None = None
         self._built: connection.Built | None = None
+        self._left_out: dict[str, Problem] = {}
         self.refresh()
 
     def refresh(self) -> None:
         """Re-scan the manifests; later queries see everything committed up to now."""
-        built = connection.build(self.store, scan(self.store))
+        snap = scan(self.store)
+        self._install(snap, {})
+
+    def _install(self, snap: Snapshot, left_out: dict[str, Problem]) -> None:
+        built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out)
         with self._lock:
-            self._con, self._built = built.con, built
+            self._con, self._built, self._snap = built.con, built, snap
+            self._left_out = left_out
             self._generation += 1
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        """This thread's cursor on the current connection (DuckDB cursors are per thread)."""
+    @property
+    def problems(self) -> list[Problem]:
+        """Files left out of the views (corrupt JSON or Parquet, paths leaving the store)."""
+        snap, built = self._snap, self._built
+        return [*(snap.problems if snap else []), *(built.problems if built else [])]
+
+    @property
+    def temp_dir(self) -> str:
+        """DuckDB's private spill folder for this catalog (removed on close)."""
+        return self._temp_dir
+
+    def cursor(self) -> GuardedCursor:
+        """This thread's cursor: `execute()` runs through the same guard and limits as `sql()`."""
+        local = self._local
+        if getattr(local, "guarded", None) is None:
+            local.guarded = GuardedCursor(self)
+        return local.guarded
+
+    def _raw_cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's DuckDB cursor on the current connection (for catalog code only)."""
         local = self._local
         if getattr(local, "generation", None) != self._generation:
             with self._lock:
@@ -59,28 +107,44 @@ class Catalog:
                 local.cursor, local.generation = self._con.cursor(), self._generation
         return local.cursor
 
-    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table:
+    def sql(self, query: str, params: Params = None) -> pa.Table:
         """Run read-only `query` (`?` placeholders bound from `params`); the last result."""
-        statements = check_read_only(query)
-        cur = self.cursor()
-        self._check_broken(statements)
-        for i, text in enumerate(statements):
+        statements = check_read_only(query, self.limits.max_query_bytes)
+        for _ in range(_MAX_LEFT_OUT_PER_QUERY):
             try:
-                if i < len(statements) - 1:
-                    cur.execute(text).complete()  # run for its errors; rows unused
-                    continue
-                return cur.sql(text, params=params).to_arrow_table()
-            except duckdb.Error as exc:
-                raise self._translate(exc, text) from None
+                return self._run(statements, params)
+            except _Unreadable as bad:
+                self._leave_out(bad.rel, bad.problem)
+        raise SchemaError(f"more than {_MAX_LEFT_OUT_PER_QUERY} unreadable Parquet files in "
+                          f"{self.store.url}; see Catalog.problems")
+
+    def _run(self, statements: list[str], params: Params) -> pa.Table:
+        cur = self._raw_cursor()
+        with deadline(cur, self.limits.timeout_s) as fired:
+            for i, text in enumerate(statements):
+                try:
+                    if i < len(statements) - 1:
+                        cur.execute(text).fetchall()  # run for its errors; rows unused
+                        continue
+                    return cur.sql(text, params=params).to_arrow_table()
+                except duckdb.Error as exc:
+                    raise self._translate(exc, text, fired.is_set()) from None
         raise AssertionError("unreachable: check_read_only returns at least one statement")
 
-    def df(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None):
+    def _leave_out(self, rel: str, problem: Problem) -> None:
+        """Rebuild the views from the same snapshot without the file a query could not read."""
+        with self._lock:
+            snap, left_out = self._snap, dict(self._left_out)
+        left_out[rel] = problem
+        self._install(snap, left_out)
+
+    def df(self, query: str, params: Params = None):
         """`sql()` as a pandas DataFrame."""
         return self.sql(query, params).to_pandas()
 
     def tables(self) -> list[str]:
         """Names of the views users query."""
-        rows = self.cursor().execute(
+        rows = self._raw_cursor().execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal "
             "AND NOT starts_with(view_name, '_af_') ORDER BY 1").fetchall()
         return [r[0] for r in rows]
@@ -91,6 +155,7 @@ class Catalog:
                 self._con.close()
             self._con = None
             self._generation += 1
+        self._cleanup()
 
     def __enter__(self) -> Catalog:
         return self
@@ -98,25 +163,24 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_broken(self, statements: list[str]) -> None:
-        """A query naming a table with an unreadable file fails, naming that file."""
-        broken = self._built.broken if self._built else {}
-        if broken:
-            for text in statements:
-                for name in identifiers(text) & set(broken):
-                    raise SchemaError(broken[name])
-
-    def _translate(self, exc: duckdb.Error, statement: str) -> Exception:
-        """A one-line error of ours naming the statement, or the corrupt file."""
+    def _translate(self, exc: duckdb.Error, statement: str, timed_out: bool) -> Exception:
+        """A one-line error of ours naming the statement, the limit hit or the corrupt file."""
         first = connection.first_line(exc)
         short = " ".join(statement.split())[:80]
+        if timed_out and isinstance(exc, duckdb.InterruptException):
+            return QueryLimit(f"SQL stopped: `{short}` ran past the {self.limits.timeout_s:g} s "
+                              "time limit (--timeout SECONDS; SqlLimits(timeout_s=...))")
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            size = human_bytes(self.limits.memory_bytes)
+            return QueryLimit(f"SQL stopped: `{short}` needs more than the {size} memory limit "
+                              f"(--memory-limit SIZE|PERCENT; SqlLimits(memory=...))")
         if isinstance(exc, duckdb.PermissionException):
             return SqlRefused(f"SQL refused: `{short}` reaches outside the store's committed "
                               f"files ({first})")
         if isinstance(exc, _FILE_ERRORS):
             files = self._built.files_by_name if self._built else {}
             rel = connection.file_in_message(str(exc), files)
-            if rel is not None:
-                return SchemaError(f"corrupt or unreadable Parquet file {self.store.url}/{rel}: "
-                                   f"{first}")
+            if rel is not None and rel not in self._left_out:
+                return _Unreadable(rel, Problem(rel, run_of(rel),
+                                                connection.unreadable(self.store, rel, exc)))
         return ConfigError(f"SQL error in `{short}`: {first}")

@@ -3,13 +3,16 @@
 The database is in memory and belongs to one `Catalog` (never DuckDB's module-level default
 connection). Local stores are read by DuckDB's native reader; other filesystems (S3,
 memory) go through the store's fsspec filesystem registered with the connection, so no
-DuckDB extension (httpfs) is needed. Once the views exist, file access is limited to the
-committed files and the configuration is locked: user SQL cannot read elsewhere, write
-files, load extensions or undo the lock.
+DuckDB extension (httpfs) is needed. Threads, memory and the spill folder are set from
+`SqlLimits`. Once the views exist, file access is limited to the committed files and the
+configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
+(DuckDB's `allowed_paths` would let a `COPY` write onto a committed file; the parser guard,
+`guard.py`, is what refuses every writing statement.)
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -19,8 +22,10 @@ import pyarrow as pa
 
 from alignflow.artifacts import schemas
 from alignflow.artifacts.store import Store
-from alignflow.catalog.manifests import Snapshot
-from alignflow.catalog.rollouts import GENERATED, STEP_COLUMNS, rollouts_view_sql
+from alignflow.catalog.limits import SqlLimits
+from alignflow.catalog.limits import apply as apply_limits
+from alignflow.catalog.manifests import Problem, Snapshot, run_of
+from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
 from alignflow.errors import SchemaError
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
@@ -40,41 +45,61 @@ def duckdb_path(store: Store, rel: str) -> str:
 
 @dataclass
 class Built:
-    """A locked connection, file name → store path (to name files in errors), and the
-    tables left out because a listed file could not be read (table → one-line error)."""
+    """A locked connection, file name → store path (to name files in errors), and the data
+    files left out because they could not be read or leave the store (`Problem`s)."""
 
     con: duckdb.DuckDBPyConnection
     files_by_name: dict[str, str]
-    broken: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
 
 
-def build(store: Store, snap: Snapshot) -> Built:
-    """A locked connection with all views over the committed files of `snap`."""
+def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
+          left_out: dict[str, Problem] | None = None) -> Built:
+    """A locked connection with all views over the committed files of `snap`, less the
+    files in `left_out` (found unreadable by an earlier query: path → its problem)."""
+    left_out = left_out or {}
     by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
-    built = Built(duckdb.connect(":memory:"), by_name)
+    built = Built(duckdb.connect(":memory:"), by_name, list(left_out.values()))
     con = built.con
     try:
         con.execute("SET parquet_metadata_cache = true")
+        apply_limits(con, limits, temp_dir)
         if not store.is_local:
             con.register_filesystem(store.fs)
-        _load_table(con, "_af_runs", snap.runs)
+        allowed: list[str] = []
+        served: set[str] = set()  # tables with at least one readable file
+        for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
+            view = GENERATED if name == "rollouts" else name
+            rels = _usable(store, snap.files.get(name, []), set(left_out), built.problems)
+            rels = _data_view(store, built, name, rels, view)
+            allowed += [duckdb_path(store, rel) for rel in rels]
+            served |= {name} if rels else set()
+        con.execute(rollouts_view_sql(served))
+        _load_table(con, "_af_runs", snap.runs_table(built.problems))
         _load_table(con, "_af_tasks", snap.tasks)
         con.execute(sql_text("runs"))
         con.execute(sql_text("tasks"))
-        allowed: list[str] = []
-        for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
-            view = GENERATED if name == "rollouts" else name
-            rels = _data_view(store, built, name, list(snap.files.get(name, [])), view)
-            allowed += [duckdb_path(store, rel) for rel in rels]
-        con.execute(rollouts_view_sql(set(snap.files)))
-        for step in STEP_COLUMNS:  # the joined view must not quietly lose a step's columns
-            if step in built.broken:
-                built.broken.setdefault("rollouts", built.broken[step])
         _lock(con, allowed)
     except BaseException:
         con.close()
         raise
     return built
+
+
+def _usable(store: Store, rels: list[str], exclude: set[str],
+            problems: list[Problem]) -> list[str]:
+    """The files a view may read: not excluded, and (locally) not a link out of the store."""
+    root = os.path.realpath(store.root) if store.is_local else ""
+    out = []
+    for rel in rels:
+        if rel in exclude:
+            continue
+        if root and not os.path.realpath(store.path(rel)).startswith(root + os.sep):
+            problems.append(Problem(rel, run_of(rel), f"{store.url}/{rel} links outside the "
+                                                      "store; left out"))
+            continue
+        out.append(rel)
+    return out
 
 
 def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -89,9 +114,10 @@ def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> N
 def _data_view(store: Store, built: Built, name: str, rels: list[str],
                view: str | None = None) -> list[str]:
     """Create view `view` (default `name`) over table `name`; a file DuckDB cannot read is
-    left out and the table marked broken (queries on it then fail naming the file; the other
-    views still work). Returns the files the view reads."""
+    left out as a `Problem` naming it, and the view serves the other files. Returns the
+    files the view reads."""
     view = view or name
+    rels = list(rels)
     while rels:
         files = "[" + ", ".join(_literal(duckdb_path(store, r)) for r in rels) + "]"
         hive = "true" if _same_partition_keys(rels) else "false"
@@ -103,13 +129,19 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
             if bad is None or bad not in rels:
                 raise SchemaError(f"cannot read table {name!r} of {store.url}: "
                                   f"{first_line(exc)}") from None
-            built.broken.setdefault(name, f"corrupt or unreadable Parquet file {store.url}/{bad}: "
-                                          f"{first_line(exc)}")
+            built.problems.append(Problem(bad, run_of(bad), unreadable(store, bad, exc)))
             rels.remove(bad)
     source = f"_af_empty_{name}"
     _load_table(built.con, source, _empty(name))
     built.con.execute(sql_text("empty").format(name=_ident(view), source=source))
     return []
+
+
+def unreadable(store: Store, rel: str, exc: BaseException) -> str:
+    """One line naming a committed Parquet file DuckDB could not read."""
+    if "No files found" in str(exc):
+        return f"committed Parquet file {store.url}/{rel} is missing; left out"
+    return f"corrupt or unreadable Parquet file {store.url}/{rel}: {first_line(exc)}; left out"
 
 
 def file_in_message(message: str, files_by_name: dict[str, str]) -> str | None:
@@ -128,8 +160,8 @@ def first_line(exc: BaseException) -> str:
 def _empty(name: str) -> pa.Table:
     """No rows, with the registered schema's columns (dictionaries decoded to their values)."""
     schema = schemas.SCHEMAS.get(name)
-    if schema is None:
-        return pa.table({})
+    if schema is None:  # a table only its writer knows: at least the key column
+        return pa.table({"run_id": pa.array([], pa.string())})
     fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
               for f in schema.arrow_schema]
     return pa.schema(fields).empty_table()

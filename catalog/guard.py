@@ -1,24 +1,34 @@
 """Read-only guard for user SQL: only statements that read may run.
 
 DuckDB's own parser splits the text and types each statement, so a write hidden after a
-`;` or inside a comment trick is seen as what it is. Two readers need a closer look:
-`EXPLAIN ANALYZE` runs the statement it explains, and DuckDB 2 lets a `WITH` clause hold
-`INSERT/UPDATE/DELETE ... RETURNING`; both are checked through the token stream. The
-connection is locked down as well (see `connection.py`), so this is the first of two walls.
+`;` or inside a comment trick is seen as what it is. A statement typed SELECT can still
+write: DuckDB lets a common table expression hold `INSERT/UPDATE/DELETE ... RETURNING` or
+even `COPY ... TO` (which DuckDB's `allowed_paths` would let onto a committed file). So the
+parse tree of every SELECT (`json_serialize_sql`) is walked and only reading query nodes
+pass; `EXPLAIN [ANALYZE]` is checked on what it explains. The connection is locked down as
+well (see `connection.py`): this is the first of two walls.
 """
 
 from __future__ import annotations
+
+import json
+import threading
 
 import duckdb
 
 from alignflow.errors import ConfigError, SqlRefused
 
+MAX_QUERY_BYTES = 1_000_000
 _READING = {duckdb.StatementType.SELECT}
 # PIVOT parses as MULTI (it may create an enum type first); allowed only when it reads.
 _MULTI_HEADS = {"pivot", "unpivot", "pivot_wider", "pivot_longer", "with", "from", "select"}
-# keyword pairs that mean a data-modifying clause inside a reading statement
-_WRITE_PAIRS = {("insert", "into"), ("insert", "or"), ("delete", "from"), ("merge", "into")}
+_READ_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+# keywords that mean a data-modifying clause where no parse tree is available (PIVOT)
+_WRITE_WORDS = {"insert", "update", "delete", "merge", "copy"}
 _MAX_EXPLAIN_SKIP = 12
+
+_parser_lock = threading.Lock()
+_parser: duckdb.DuckDBPyConnection | None = None
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -26,14 +36,14 @@ def _short(text: str, limit: int = 80) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-def _keywords(text: str) -> list[tuple[int, str]]:
-    """(position, lower-case word) of each keyword token; strings and comments are skipped."""
+def _keywords(text: str) -> list[str]:
+    """Lower-case keyword tokens of `text`; strings and comments are skipped."""
     tokens = duckdb.tokenize(text)
     out = []
     for i, (pos, kind) in enumerate(tokens):
         if kind == duckdb.token_type.keyword:
             end = tokens[i + 1][0] if i + 1 < len(tokens) else len(text)
-            out.append((pos, text[pos:end].strip().lower()))
+            out.append(text[pos:end].strip().lower())
     return out
 
 
@@ -48,15 +58,39 @@ def identifiers(text: str) -> set[str]:
     return out
 
 
+def _parse_tree(text: str) -> dict:
+    """DuckDB's JSON parse tree of one SELECT statement (a private, data-less connection)."""
+    global _parser
+    with _parser_lock:
+        if _parser is None:
+            _parser = duckdb.connect(":memory:", config={"enable_external_access": False})
+        return json.loads(_parser.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+
+
+def _node_types(tree: object) -> set[str]:
+    """Every query node type (`SELECT_NODE`, `INSERT_QUERY_NODE`, ...) in a parse tree."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE"):
+                found.add(kind)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
 def _writes_inside(text: str) -> str | None:
-    """The keyword that makes a reading statement write (a DML common table expression)."""
-    words = [w for _, w in _keywords(text)]
-    for i, (a, b) in enumerate(zip(words, [*words[1:], ""], strict=True)):
-        if (a, b) in _WRITE_PAIRS:
-            return f"{a.upper()} {b.upper()}"
-        if a == "update" and "set" in words[i + 1 :]:
-            return "UPDATE ... SET"
-    return None
+    """What makes a reading statement write (a DML or COPY common table expression)."""
+    tree = _parse_tree(text)
+    if not tree.get("error"):
+        bad = sorted(_node_types(tree) - _READ_NODES)
+        return bad[0].removesuffix("_QUERY_NODE").removesuffix("_NODE") if bad else None
+    words = set(_keywords(text)) & _WRITE_WORDS  # no tree (PIVOT): any writing keyword
+    return min(words).upper() if words else None
 
 
 def _explained(text: str) -> str | None:
@@ -81,7 +115,7 @@ def _check_one(stmt: duckdb.Statement, text: str) -> None:
         _check_one(duckdb.extract_statements(inner)[0], inner)
         return
     words = _keywords(text)
-    head = words[0][1] if words else ""
+    head = words[0] if words else ""
     if kind not in _READING and not (kind == duckdb.StatementType.MULTI and head in _MULTI_HEADS):
         name = head.upper() or kind.name
         raise SqlRefused(
@@ -94,8 +128,14 @@ def _check_one(stmt: duckdb.Statement, text: str) -> None:
                          "the catalog is read-only")
 
 
-def check_read_only(query: str) -> list[str]:
-    """Split `query` into statements and return their texts; raise if any would not just read."""
+def check_read_only(query: str, max_bytes: int = MAX_QUERY_BYTES) -> list[str]:
+    """Split `query` into statements and return their texts; raise if any would not just read.
+
+    A text over `max_bytes` is refused before it is parsed (parsing is not free either)."""
+    size = len(query.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise SqlRefused(f"SQL refused: the query text is {size:,} bytes; the limit is "
+                         f"{max_bytes:,} bytes (query the views instead of inlining data)")
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:

@@ -3,6 +3,10 @@
 A data file is visible to SQL only if a committed manifest lists it, so the catalog never
 globs data folders: it lists `runs/`, reads every `run.json` and every manifest (one batched
 `cat`, concurrent on S3), and keeps the listed paths. Orphans are never seen.
+
+One bad file never hides the rest of the store: a run record or manifest that cannot be
+read or parsed, or a listed path that leaves the store, becomes a `Problem` naming the file;
+its run is marked (`runs.problem`) and everything else is served.
 """
 
 from __future__ import annotations
@@ -18,13 +22,13 @@ import pyarrow as pa
 from alignflow.artifacts.commit import validate
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
-from alignflow.errors import SchemaError, StoreError
+from alignflow.errors import ConfigError, SchemaError, StoreError
 
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("flow", pa.string()), ("status", pa.string()),
     ("seed", pa.int64()), ("parent_run", pa.string()), ("code_version", pa.string()),
-    ("started", pa.float64()), ("ended", pa.float64()), ("error", pa.string()),
-    ("config", pa.string()),
+    ("code", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
+    ("error", pa.string()), ("config", pa.string()), ("problem", pa.string()),
 ])
 TASKS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("task_key", pa.string()), ("task", pa.string()),
@@ -36,17 +40,39 @@ TASKS_SCHEMA = pa.schema([
 ])
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A store file the catalog had to leave out: its path, its run and one line why."""
+
+    path: str  # store-relative
+    run_id: str | None
+    message: str  # names the file by its full URL
+
+
 @dataclass
 class Snapshot:
-    """What a scan found: small tables for `runs`/`tasks`, and files per data table."""
+    """What a scan found: rows for `runs`/`tasks`, files per data table, and the files that
+    could not be used (each left out, named, and marked on its run)."""
 
-    runs: pa.Table
+    runs: list[dict[str, Any]]
     tasks: pa.Table
     files: dict[str, list[str]] = field(default_factory=dict)  # table -> store-relative paths
+    problems: list[Problem] = field(default_factory=list)
+
+    def runs_table(self, extra: list[Problem] = ()) -> pa.Table:
+        """The `runs` rows, each with the problems of its files (`problem` column)."""
+        by_run: dict[str, list[str]] = {}
+        for p in [*self.problems, *extra]:
+            by_run.setdefault(p.run_id or "", []).append(p.message)
+        rows = [dict(r, problem="; ".join(by_run.get(r["run_id"], [])) or None)
+                for r in self.runs]
+        known = {r["run_id"] for r in rows}
+        rows += [_blank_run(rid, msgs) for rid, msgs in by_run.items() if rid and rid not in known]
+        return pa.Table.from_pylist(rows, schema=RUNS_SCHEMA)
 
 
 def scan(store: Store) -> Snapshot:
-    """Read the committed state of every run in `store`."""
+    """Read the committed state of every run in `store`; unreadable files become problems."""
     with translate_errors(store.url):
         if not store.fs.exists(store.root):
             err = StoreError(f"no store at {store.url}: the path does not exist; expected a "
@@ -56,16 +82,67 @@ def scan(store: Store) -> Snapshot:
     rels = store.list("runs")
     run_rels = [r for r in rels if _is_run_json(r)]
     manifest_rels = [r for r in rels if _is_manifest(r)]
+    snap = Snapshot([], pa.table({}))
     blobs = _read_all(store, run_rels + manifest_rels)
-    runs = [_run_row(rel, _parse(rel, blobs[rel])) for rel in run_rels]
-    tasks, files = [], {}
+    for rel in run_rels:
+        row = _use(store, rel, blobs, snap.problems, lambda obj, rel=rel: _run_row(rel, obj))
+        snap.runs.append(row or _blank_run(run_of(rel), []))
+    tasks: list[dict[str, Any]] = []
     for rel in manifest_rels:
-        manifest = validate(_parse(rel, blobs[rel]), f"{store.url}/{rel}")
-        tasks.append(_task_row(rel, manifest))
-        for art in manifest.get("artifacts") or []:
-            files.setdefault(art["table"], []).append(art["path"])
-    return Snapshot(_table(runs, RUNS_SCHEMA), _table(tasks, TASKS_SCHEMA),
-                    {t: sorted(set(p)) for t, p in files.items()})
+        manifest = _use(store, rel, blobs, snap.problems,
+                        lambda obj, rel=rel: validate(obj, f"{store.url}/{rel}"))
+        row = manifest and _use(store, rel, {rel: manifest}, snap.problems,
+                                lambda m, rel=rel: _task_row(rel, m))
+        if row:
+            tasks.append(row)
+            _add_files(store, rel, manifest, snap)
+    snap.tasks = _table(tasks, TASKS_SCHEMA)
+    snap.files = {t: sorted(set(p)) for t, p in snap.files.items()}
+    return snap
+
+
+def _use(store: Store, rel: str, blobs: dict[str, Any], problems: list[Problem], make):
+    """`make(parsed JSON)`, or None with a problem naming the file when it cannot be used."""
+    data = blobs.get(rel)
+    if isinstance(data, BaseException):
+        problems.append(Problem(rel, run_of(rel), f"cannot read {store.url}/{rel}: "
+                                                   f"{_one_line(data)}"))
+        return None
+    try:
+        return make(_parse(f"{store.url}/{rel}", data) if isinstance(data, bytes) else data)
+    except (SchemaError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        text = _one_line(exc)
+        where = f"{store.url}/{rel}"
+        problems.append(Problem(rel, run_of(rel), text if where in text else f"{where}: {text}"))
+        return None
+
+
+def _add_files(store: Store, rel: str, manifest: dict[str, Any], snap: Snapshot) -> None:
+    """Files a manifest lists; a path that leaves the store is a problem, never a view."""
+    for art in manifest.get("artifacts") or []:
+        path = str(art["path"])
+        try:
+            store.path(path)
+        except ConfigError as exc:
+            snap.problems.append(Problem(rel, run_of(rel), f"{store.url}/{rel}: {exc}"))
+            continue
+        snap.files.setdefault(str(art["table"]), []).append(path.strip("/"))
+
+
+def run_of(rel: str) -> str | None:
+    """The run a store path belongs to (`runs/<run_id>/...`)."""
+    parts = rel.split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == "runs" else None
+
+
+def _blank_run(run_id: str, messages: list[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {name: None for name in RUNS_SCHEMA.names}
+    return row | {"run_id": run_id, "problem": "; ".join(messages) or None}
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _is_run_json(rel: str) -> bool:
@@ -79,47 +156,64 @@ def _is_manifest(rel: str) -> bool:
             and not parts[-1].startswith("."))
 
 
-def _read_all(store: Store, rels: list[str]) -> dict[str, bytes]:
-    """All files at once: fsspec's multi-path `cat` runs concurrently on async filesystems."""
+def _read_all(store: Store, rels: list[str]) -> dict[str, Any]:
+    """All files at once (fsspec's multi-path `cat` runs concurrently on async filesystems);
+    a file that cannot be read maps to its exception."""
     if not rels:
         return {}
     full = {store.path(r): r for r in rels}
     with translate_errors(store.url):
-        got = store.fs.cat(list(full), on_error="raise")
+        got = store.fs.cat(list(full), on_error="return")
     return {full[store.fs._strip_protocol(p)]: data for p, data in got.items()}
 
 
-def _parse(rel: str, data: bytes) -> dict[str, Any]:
+def _parse(where: str, data: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(data)
     except ValueError as exc:
-        raise SchemaError(f"{rel} is not valid JSON ({exc}); expected a run record or "
+        raise SchemaError(f"{where} is not valid JSON ({exc}); expected a run record or "
                           "manifest") from None
     if not isinstance(obj, dict):
-        raise SchemaError(f"{rel} holds a {type(obj).__name__}; expected a JSON object")
+        raise SchemaError(f"{where} holds a {type(obj).__name__}; expected a JSON object")
     return obj
 
 
 def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
+    """A `runs` row from run.json as the engine writes it (`created`, `code`; see
+    flows/api.py `run()`), also reading `started` / `code_version` where a writer uses them."""
+    code = run.get("code")
     return {
-        "run_id": run.get("run_id") or rel.split("/")[1],
+        "run_id": rel.split("/")[1],
         "flow": _str(run.get("flow") or run.get("flow_name")),
         "status": _str(run.get("status")),
         "seed": _int(run.get("seed")),
         "parent_run": _str(run.get("parent_run") or run.get("parent")),
-        "code_version": _str(run.get("code_version")),
-        "started": _epoch(run.get("started")),
+        "code_version": _str(run.get("code_version")) or _code_version(code),
+        "code": _json(code),
+        "started": _epoch(run.get("created", run.get("started"))),
         "ended": _epoch(run.get("ended")),
         "error": _str(run.get("error")),
         "config": _json(run.get("config")),
+        "problem": None,
     }
+
+
+def _code_version(code: Any) -> str | None:
+    """The git commit the run's code came from, else the sha256 of its flow file."""
+    if isinstance(code, str):
+        return code
+    if not isinstance(code, dict):
+        return None
+    if code.get("git_commit"):
+        return str(code["git_commit"])
+    return f"sha256:{code['flow_sha256']}" if code.get("flow_sha256") else None
 
 
 def _task_row(rel: str, m: dict[str, Any]) -> dict[str, Any]:
     parts = rel.split("/")
     artifacts = m.get("artifacts") or []
     return {
-        "run_id": m.get("run_id") or parts[1],
+        "run_id": parts[1],
         "task_key": m.get("task_key") or "/".join(parts[3:])[: -len(".json")],
         "task": _str(m.get("task")), "version": _int(m.get("version")),
         "status": _str(m.get("status")), "attempts": _int(m.get("attempts")),
@@ -142,7 +236,12 @@ def _str(v: Any) -> str | None:
 
 
 def _int(v: Any) -> int | None:
-    return None if v is None or isinstance(v, bool) else int(v)
+    if v is None or isinstance(v, bool):
+        return None
+    n = int(v)
+    if not -(2**63) <= n < 2**63:
+        raise ValueError(f"integer {n} out of range")
+    return n
 
 
 def _json(v: Any) -> str | None:

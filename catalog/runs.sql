@@ -1,4 +1,7 @@
 -- One row per run, from runs/<run_id>/run.json (read by manifests.py into _af_runs).
+-- `started` is the run's creation time (run.json `created`); `code_version` the git commit
+-- of the flow's code (else `sha256:` of its file), `code` everything the engine recorded.
+-- `problem` names the run's files the catalog had to leave out (corrupt JSON or Parquet).
 CREATE OR REPLACE VIEW runs AS
 SELECT
     run_id,
@@ -11,5 +14,7 @@ SELECT
     make_timestamp(CAST(ended * 1e6 AS BIGINT)) AS ended,
     ended - started AS duration,
     error,
-    CAST(config AS JSON) AS config
+    CAST(config AS JSON) AS config,
+    CAST(code AS JSON) AS code,
+    problem
 FROM _af_runs

@@ -1,7 +1,9 @@
 """The interactive SQL shell of `alignflow sql` with no query.
 
 Statements end with `;` and may span lines; dot-commands take one line. An error prints
-one line and the shell goes on. History lives in the user cache directory.
+one line and the shell goes on; the exit status then says that something failed (for
+statements piped in: `echo "SELECT ...;" | alignflow sql`). A file the catalog had to leave
+out is named once, as a warning. History lives in the user cache directory.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class Shell:
         self.out = out or sys.stdout
         self.format: Format = "table"
         self._pending = ""  # a statement still waiting for its ';'
+        self.exit_code = 0  # 2 after a refused or failed statement (1: a system error)
+        self._warned: set[str] = set()
 
     def loop(self, lines: IO[str] | None = None) -> int:
         """Read from `lines` (default: the terminal, with history) until EOF or `.quit`."""
@@ -48,26 +52,29 @@ class Shell:
             _enable_history()
             self.out.write(f"alignflow sql on {self.catalog.store.url}; .help for help\n")
         self._pending = ""
+        self._warn()
+        limit = self.catalog.limits.max_query_bytes
         for line in _read_lines(lines, interactive, lambda: bool(self._pending)):
             if not self._pending and line.strip().startswith("."):
                 if not self.command(line.strip()):
                     break
                 continue
             self._pending += line + "\n"
-            if self._pending.rstrip().endswith(";"):
-                self.query(self._pending)
+            if self._pending.rstrip().endswith(";") or len(self._pending) > limit:
+                self.query(self._pending)  # an endless statement is refused by its size
                 self._pending = ""
         if self._pending.strip():
             self.query(self._pending)
-        return 0
+        return self.exit_code
 
     def query(self, text: str, params: list | None = None) -> None:
         try:
             self.out.write(to_text(self.catalog.sql(text, params), self.format))
         except AlignflowError as exc:
-            self._error(str(exc))
+            self._error(str(exc), 2 if exc.kind == "user" else 1)
         except Exception as exc:  # a shell never dies on one bad statement
-            self._error(f"{type(exc).__name__}: {exc}")
+            self._error(f"{type(exc).__name__}: {exc}", 1)
+        self._warn()
 
     def command(self, line: str) -> bool:
         """Run one dot-command; False means leave."""
@@ -85,13 +92,22 @@ class Shell:
             self.format = arg  # type: ignore[assignment]
         elif word == ".refresh":
             self.catalog.refresh()
+            self._warn()
         else:
-            self._error(f"unknown command {line!r}; .help lists the commands")
+            self._error(f"unknown command {line!r}; .help lists the commands", 2)
         return True
 
-    def _error(self, message: str) -> None:
+    def _error(self, message: str, code: int) -> None:
+        self.exit_code = self.exit_code or code
         self.out.write(f"error: {message.splitlines()[0] if message else 'failed'}\n")
         self.out.flush()
+
+    def _warn(self) -> None:
+        """Name each file the catalog left out, the first time it is seen."""
+        for problem in self.catalog.problems:
+            if problem.message not in self._warned:
+                self._warned.add(problem.message)
+                self.out.write(f"warning: {problem.message}\n")
 
 
 def _read_lines(lines: IO[str] | None, interactive: bool, continuing):

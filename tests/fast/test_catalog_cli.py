@@ -85,17 +85,18 @@ def test_missing_store(capsys, tmp_path):
                    "a store written by alignflow (--store URL or $ALIGNFLOW_STORE)\n")
 
 
-def test_corrupt_parquet_one_line(capsys, local_store):
+def test_corrupt_parquet_is_named_and_the_rest_served(capsys, local_store):
     populate(local_store)
     bad = "runs/r9/metrics/generate-bad.parquet"
     local_store.write_bytes(bad, b"not parquet at all")
     commit(local_store, "r9", "learn", {"artifacts": [{
         "table": "metrics", "path": bad, "rows": 1, "schema": "metrics",
         "schema_version": "1.0", "bytes": 18}]})
-    code, out, err = _sql(capsys, "SELECT * FROM metrics", "--store", local_store.url)
-    assert (code, out) == (2, "")
-    assert err.startswith(f"error: corrupt or unreadable Parquet file {local_store.url}/{bad}: ")
-    assert err.count("\n") == 1
+    code, out, err = _sql(capsys, "SELECT count(*) AS n FROM metrics", "--store",
+                          local_store.url, "--format", "csv")
+    assert (code, out) == (0, '"n"\n8\n')
+    assert err.startswith(f"warning: corrupt or unreadable Parquet file {local_store.url}/{bad}: ")
+    assert err.endswith("; left out\n") and err.count("\n") == 1
 
 
 def test_shell_through_stdin(capsys, url, monkeypatch):
@@ -114,7 +115,7 @@ def test_shell_through_stdin(capsys, url, monkeypatch):
     ]) + "\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(script))
     code, out, err = _sql(capsys, "--store", url)
-    assert code == 0 and err == ""
+    assert code == 2 and err == ""  # statements failed: the exit status says so
     lines = out.splitlines()
     assert lines[0] == "checkpoints  metrics  preferences  rollouts  runs  sft_samples  tasks"
     assert "│    12 │" in out
@@ -127,20 +128,71 @@ def test_shell_through_stdin(capsys, url, monkeypatch):
     assert "not reached" not in out
 
 
+@pytest.mark.parametrize(("script", "code"), [
+    ("SELECT 1;\nSELECT 2;\n", 0),
+    ("SELECT 1;\nDROP VIEW runs;\nSELECT 3 AS third;\n", 2),
+    ("SELECT nope FROM runs;\nSELECT 3 AS third;\n", 2),
+    ("SELECT 1 AS update;\n", 0),
+    ("SELECT 3 AS third;\nSELECT 'unterminated", 2),
+])
+def test_piped_statements_exit_status(capsys, url, monkeypatch, script, code):
+    monkeypatch.setattr("sys.stdin", io.StringIO(script))
+    got, out, _ = _sql(capsys, "--store", url, "--format", "csv")
+    assert got == code
+    assert ("third" in out) == ("third" in script)  # later statements still run
+
+
+def test_out_is_never_inside_the_store(capsys, local_store, tmp_path):
+    """The issue's case: --out onto a committed Parquet file replaced its rows."""
+    populate(local_store)
+    committed = local_store.path(local_store.list("runs/r1/rollouts", "*.parquet")[0])
+    before = pq.read_table(committed)
+    link = tmp_path / "link.parquet"
+    link.symlink_to(committed)
+    for target in (committed, str(link), local_store.path("runs/r1/new.csv"), local_store.root):
+        for force in ([], ["--force"]):
+            code, out, err = _sql(capsys, QUERY, "--store", local_store.url, "--format",
+                                  "parquet", "--out", target, *force)
+            assert (code, out) == (2, "")
+            assert err == (f"error: --out {target}: inside the store {local_store.url}; the "
+                           "store holds only what runs commit, write results outside it\n")
+    assert pq.read_table(committed).equals(before)
+    assert not local_store.exists("runs/r1/new.csv")
+
+
+def test_out_needs_force_to_replace_a_file(capsys, url, tmp_path):
+    target = tmp_path / "out.csv"
+    target.write_text("keep me")
+    code, _, err = _sql(capsys, QUERY, "--store", url, "--format", "csv", "--out", str(target))
+    assert code == 2
+    assert err == f"error: --out {target}: the file exists; pass --force to replace it\n"
+    assert target.read_text() == "keep me"
+    code, _, _ = _sql(capsys, QUERY, "--store", url, "--format", "csv", "--out", str(target),
+                      "--force")
+    assert code == 0 and target.read_text().startswith('"run_id","r"')
+    assert (target.stat().st_mode & 0o777) == (0o666 & ~_umask())
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_report(capsys, url, tmp_path):
-    out_dir = tmp_path / "rep"
-    assert main(["report", "r1", "--store", url, "--out", str(out_dir)]) == 0
-    assert capsys.readouterr().out == f"wrote {out_dir / 'report.md'}\n"
-    text = (out_dir / "report.md").read_text()
-    assert "| 0 | 2 | 3 |" in text and "| 1 | 3 | 3 |" in text  # mean reward per iteration
-    assert "| loss | 1 | 0.5 |" in text and "| kl | 1 | 0.1 |" in text  # last metric values
-    assert "![mean reward per iteration](reward.png)" in text
-    for png in ("reward.png", "metrics.png"):
-        assert (out_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert (out_dir / png).stat().st_size > 5000
+    out = tmp_path / "r1.html"
+    assert main(["report", "r1", "--store", url, "--out", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<title>r1 · alignflow report</title>" in page
+    assert main(["report", "r1", "--store", url, "--out", str(out)]) == 2
+    assert "the file exists; pass --force" in capsys.readouterr().err
+    assert main(["report", "r1", "--store", url, "--out", str(out), "--force"]) == 0
 
 
 def test_report_unknown_run(capsys, url, tmp_path):
-    assert main(["report", "nope", "--store", url, "--out", str(tmp_path / "x")]) == 2
+    assert main(["report", "nope", "--store", url, "--out", str(tmp_path / "x.html")]) == 2
     assert capsys.readouterr().err.startswith("error: run 'nope' not found in store ")
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x.html").exists()

@@ -41,6 +41,13 @@ REFUSED = {
                   "SELECT * FROM x",
     "cte_delete": "WITH x AS (DELETE FROM _af_tasks RETURNING *) FROM x",
     "cte_update": "WITH x AS (UPDATE _af_runs SET status = 'x' RETURNING *) FROM x",
+    "cte_copy": "WITH x AS (COPY (SELECT 1) TO 'x.csv') SELECT 1",
+    "cte_copy_return_files": "WITH x AS (COPY (SELECT 1) TO 'x.csv' (RETURN_FILES true)) FROM x",
+    "subquery_cte_delete": "SELECT * FROM (WITH x AS (DELETE FROM _af_tasks RETURNING *) FROM x)",
+    "scalar_cte_delete": "SELECT (WITH x AS (DELETE FROM _af_tasks RETURNING *) "
+                         "SELECT count(*) FROM x) AS n",
+    "pivot_cte_delete": "PIVOT (WITH x AS (DELETE FROM _af_tasks RETURNING *) FROM x) "
+                        "ON task USING count(*)",
 }
 
 ALLOWED = {
@@ -56,6 +63,11 @@ ALLOWED = {
     "explain_analyze_select": "EXPLAIN ANALYZE SELECT count(*) FROM rollouts",
     "words_in_strings": "SELECT 'insert into x; drop table y' AS s, 1 AS \"update\"",
     "two_reads": "SELECT 1; SELECT 2",
+    "alias_update": "SELECT 1 AS update",
+    "alias_update_set": "SELECT 1 AS update, 2 AS set",
+    "alias_delete_from": "SELECT 1 AS delete FROM range(3)",
+    "alias_insert_into": "SELECT insert FROM (SELECT 1 AS insert) t",
+    "alias_copy": "SELECT 1 AS copy",
 }
 
 
@@ -118,7 +130,7 @@ def test_reads_outside_committed_files_are_refused(local_store, what):
 
 def test_connection_is_locked_even_without_the_guard(local_store, catalog):
     """Bypass the parser guard: DuckDB itself refuses file writes, settings and extensions."""
-    cur = catalog.cursor()
+    cur = catalog._raw_cursor()
     target = local_store.path("runs/r1/evil.csv")
     with pytest.raises(duckdb.PermissionException):
         cur.execute(f"COPY (SELECT 1) TO '{target}'")
@@ -131,3 +143,52 @@ def test_connection_is_locked_even_without_the_guard(local_store, catalog):
     with pytest.raises(duckdb.PermissionException):
         cur.execute("SELECT * FROM read_text('/etc/hostname')")
     assert not local_store.exists("runs/r1/evil.csv")
+
+
+def _committed_rollout_file(catalog) -> str:
+    rel = next(r for r in catalog._built.files_by_name.values() if "/rollouts/" in r)
+    return catalog.store.path(rel)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_copy_in_a_cte_cannot_overwrite_a_committed_file(local_store, catalog, fmt):
+    """DuckDB's allowed_paths let a COPY write onto a committed file; the guard refuses it."""
+    before = _digest(local_store)
+    target = _committed_rollout_file(catalog)
+    query = (f"WITH x AS (COPY (SELECT 1 AS a) TO '{target}' (FORMAT {fmt}, "
+             "USE_TMP_FILE false)) SELECT 1 AS ok")
+    with pytest.raises(SqlRefused, match="contains COPY, which writes"):
+        catalog.sql(query)
+    with pytest.raises(SqlRefused, match="contains COPY, which writes"):
+        catalog.cursor().execute(query)
+    assert _digest(local_store) == before
+
+
+def test_cursor_has_the_same_guard(local_store, catalog):
+    cur = catalog.cursor()
+    assert cur is catalog.cursor()  # one per thread
+    assert cur.execute("SELECT count(*) AS n FROM rollouts WHERE reward > ?", [2.5]).fetchall() \
+        == [(9,)]
+    assert cur.description[0][0] == "n"
+    assert cur.execute("SELECT 1 AS a UNION ALL SELECT 2").fetchone() == (1,)
+    assert cur.fetchall() == [(2,)] and cur.fetchone() is None
+    for query in ("DROP VIEW runs", "CREATE TABLE t AS SELECT 1",
+                  "INSERT INTO _af_runs (run_id) VALUES ('x')"):
+        with pytest.raises(SqlRefused):
+            cur.execute(query)
+    assert not hasattr(cur, "register") and not hasattr(cur, "sql")  # no raw DuckDB API
+    assert catalog.sql("SELECT count(*) AS n FROM runs").to_pylist() == [{"n": 2}]
+
+
+def test_huge_query_is_refused_before_parsing(monkeypatch):
+    def parse(*_a, **_k):
+        raise AssertionError("the text reached the parser")
+
+    monkeypatch.setattr(duckdb, "extract_statements", parse)
+    query = "SELECT '" + "x" * (20 * 2**20) + "'"
+    with pytest.raises(SqlRefused, match=r"query text is 20,971,529 bytes; the limit is "
+                                         r"1,000,000 bytes") as info:
+        check_read_only(query)
+    assert "\n" not in str(info.value)
+    with pytest.raises(SqlRefused, match="limit is 10 bytes"):
+        check_read_only("SELECT 12345678", max_bytes=10)
