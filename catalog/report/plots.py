@@ -1,0 +1,124 @@
+"""Figures for the report, as PNG data URIs (the page is one self-contained file).
+
+Matplotlib's object API (`Figure`, no pyplot) keeps this free of global state, so reports
+can be drawn from any thread. Spread is drawn as bands: 10–90 % light, 25–75 % darker,
+the mean as a line.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from alignflow.catalog.report.data import Series
+
+COLORS = ("#2f6db5", "#d9822b", "#3a9a5b", "#b6443f", "#7c5cb5", "#8c6d3f", "#c45a9b",
+          "#5f6b7a", "#a8a23a", "#2fa3a8")
+_PANEL_W, _PANEL_H, _DPI = 3.7, 2.5, 110
+
+
+def data_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _axes(n: int, ncols: int) -> tuple[Figure, list]:
+    """A grid of `n` axes with fixed margins (a layout engine would draw everything twice)."""
+    cols = max(1, min(ncols, n))
+    rows = (n + cols - 1) // cols
+    width, height = _PANEL_W * cols, _PANEL_H * rows
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=0.62 / width, right=1 - 0.15 / width, bottom=0.45 / height,
+                        top=1 - 0.3 / height, wspace=0.8 / (_PANEL_W - 0.8),
+                        hspace=0.9 / (_PANEL_H - 0.9))
+    axes = fig.subplots(rows, cols, squeeze=False).flatten().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _single(width: float, height: float, top: float = 0.15) -> Figure:
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(left=0.7 / width, right=1 - 0.15 / width, bottom=0.5 / height,
+                        top=1 - top / height)
+    return fig
+
+
+def _style(ax, title: str, xlabel: str) -> None:
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.25)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _with_gaps(x: list[float], *columns: Sequence[float]) -> list[list[float]]:
+    """`x` and `columns` with a NaN row where x jumps by more than twice its usual step, so
+    a missing stretch (left-out files, skipped steps) shows as a gap, not a straight line."""
+    steps = sorted(b - a for a, b in zip(x, x[1:], strict=False))
+    usual = steps[len(steps) // 2] if steps else 0.0
+    out: list[list[float]] = [[] for _ in range(len(columns) + 1)]
+    for i, xi in enumerate(x):
+        if i and usual and xi - x[i - 1] > 2 * usual:
+            for col in out:
+                col.append(math.nan)
+        out[0].append(xi)
+        for col, values in zip(out[1:], columns, strict=True):
+            col.append(values[i])
+    return out
+
+
+def curves(series: Sequence[Series], xlabel: str, ncols: int = 3) -> str:
+    """Small multiples: one axis per series, mean line over its spread bands."""
+    fig, axes = _axes(len(series), ncols)
+    for i, (ax, s) in enumerate(zip(axes, series, strict=True)):
+        color = COLORS[i % len(COLORS)]
+        x, mean, p10, p25, p75, p90 = _with_gaps(s.x, s.mean, *zip(*s.q, strict=True))
+        if s.has_spread:
+            ax.fill_between(x, p10, p90, color=color, alpha=0.13, linewidth=0)
+            ax.fill_between(x, p25, p75, color=color, alpha=0.28, linewidth=0)
+        ax.plot(x, mean, color=color, linewidth=1.6,
+                marker="o" if len(s.x) <= 30 else None, markersize=3)
+        _style(ax, s.name, xlabel)
+        if len(s.x) == 1:
+            ax.set_xticks(s.x)
+    return data_uri(fig)
+
+
+def histograms(groups: Sequence[tuple[str, Sequence[float]]], xlabel: str) -> str:
+    """Overlaid histograms on shared bins (e.g. first vs last iteration)."""
+    values = [v for _, vs in groups for v in vs]
+    lo, hi = min(values), max(values)
+    bins = 20 if hi > lo else 1
+    fig = _single(_PANEL_W * 1.5, _PANEL_H * 1.2)
+    ax = fig.subplots()
+    for i, (label, vs) in enumerate(groups):
+        ax.hist(vs, bins=bins, range=(lo, hi) if hi > lo else None, histtype="stepfilled",
+                alpha=0.35, color=COLORS[i], edgecolor=COLORS[i], linewidth=1.2, label=label)
+    _style(ax, "", xlabel)
+    ax.set_ylabel("samples", fontsize=8)
+    ax.legend(fontsize=8, frameon=False)
+    return data_uri(fig)
+
+
+def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: str) -> str:
+    """One bar per x, split into named parts (seconds per step of each iteration)."""
+    fig = _single(_PANEL_W * 1.6, _PANEL_H * 1.2, top=0.45)
+    ax = fig.subplots()
+    bottom = [0.0] * len(x)
+    for i, (name, values) in enumerate(parts.items()):
+        ax.bar(x, values, bottom=bottom, color=COLORS[i % len(COLORS)], label=name, width=0.8)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    _style(ax, "", xlabel)
+    ax.set_ylabel("seconds", fontsize=8)
+    ax.legend(fontsize=8, frameon=False, ncols=min(4, len(parts)), loc="upper left",
+              bbox_to_anchor=(0, 1.18))
+    return data_uri(fig)

@@ -1,0 +1,186 @@
+"""`alignflow report`: one self-contained HTML page; panels only where the run has data.
+
+`report_store()` commits hand-made runs through the artifacts API (imported by the slow
+browser test too): an RL run, a DPO run, an SFT run, a failed run and a run with no rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+
+import pytest
+
+from alignflow.artifacts.commit import commit
+from alignflow.artifacts.parquet_io import write_table
+from alignflow.catalog.catalog import Catalog
+from alignflow.catalog.report import render_report
+
+T0 = 1_700_000_000.0
+EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+RL_STEPS = ("generate", "score", "reference", "learn", "sync")
+CONFIG = {"__type__": "m:RLConfig", "fields": {"seed_note": None, "algo": {
+    "__type__": "m:AlgoConfig", "fields": {"eps_clip": 0.2, "kl": {"init_kl_coef": 0.0}}},
+    "generate": {"n_samples_per_prompt": 4, "stop": ["</s>"]}}}
+
+
+def _run_json(store, run_id: str, flow: str, **extra) -> None:
+    store.write_json(f"runs/{run_id}/run.json", {
+        "format": 1, "run_id": run_id, "flow": flow, "status": "SUCCESSFUL", "seed": 3,
+        "created": T0, "ended": T0 + 125.0, "config": CONFIG, "parent_run": None,
+        "code": {"git_commit": "0123456789abcdef" * 2 + "01234567",
+                 "flow_sha256": "cd" * 32, "flow_file": "/src/flows/grpo.py"}} | extra)
+
+
+def _rl_iteration(store, run_id: str, it: int, reward_scale: float) -> None:
+    samples = [(p, s) for p in range(2) for s in range(4)]
+    rewards = [reward_scale * (it + 1) * (0.5 + 0.2 * s + 0.1 * p) for p, s in samples]
+    norm = [r - sum(rewards) / len(rewards) for r in rewards]
+    ref = write_table(store, "rollouts", {
+        "iteration": [it] * 8, "task_key": [f"iter-{it:04d}/generate"] * 8,
+        "prompt_id": [f"p{p}" for p, _ in samples], "sample_idx": [s for _, s in samples],
+        "prompt": [f"question {p}?" for p, _ in samples],
+        "response": [f"answer {it}.{s} {EVIL if s == 3 else ''}" for _, s in samples],
+        "reward": rewards, "kl": [0.01 * it * (1 + s) for _, s in samples],
+        "advantages": [[n, n] for n in norm], "returns": [[n, n] for n in norm],
+        "response_len": [5 + s + it for _, s in samples]}, run_id=run_id, task="generate",
+        partition={"iter": it})
+    metrics = {"loss": 1.0 / (it + 1), "entropy": 3.0 - 0.3 * it, "kl": 0.01 * it,
+               "kl_coef": 0.0, "lr": 1e-3 * (4 - it), "optimizer_steps": 4.0}
+    mref = write_table(store, "metrics", {"task_key": [f"iter-{it:04d}/learn"] * len(metrics),
+                                          "step": [it] * len(metrics), "key": list(metrics),
+                                          "value": list(metrics.values()), "ts": [T0] * 6},
+                       run_id=run_id, task="learn", partition={"iter": it})
+    for n, step in enumerate(RL_STEPS):
+        arts = {"generate": [ref], "learn": [mref]}.get(step, [])
+        start = T0 + 10 * it + 2 * n
+        commit(store, run_id, f"iter-{it:04d}/{step}", {
+            "artifacts": arts, "started": start, "ended": start + 0.5 + n * 0.3, "task": step})
+
+
+def _offline(store, run_id: str, table: str) -> None:
+    for step in range(1, 7):
+        if table == "preferences":
+            rows = {"step": [step] * 4, "pair_id": [f"q{i}" for i in range(4)],
+                    "prompt": [f"Q{i}" for i in range(4)], "chosen": ["yes"] * 4,
+                    "rejected": [f"no {EVIL}"] * 4,
+                    "chosen_score": [0.1 * step + 0.01 * i for i in range(4)],
+                    "rejected_score": [-0.05 * step - 0.02 * i for i in range(4)],
+                    "margin": [0.15 * step + 0.03 * i - 0.2 for i in range(4)],
+                    "loss": [0.7 / step + 0.01 * i for i in range(4)]}
+        else:
+            rows = {"step": [step] * 4, "sample_id": [f"s{i}" for i in range(4)],
+                    "prompt": ["P"] * 4, "response": ["R"] * 4, "n_tokens": [10 + i for i in range(4)],
+                    "loss": [3.0 / step + 0.1 * i for i in range(4)]}
+        ref = write_table(store, table, rows, run_id=run_id, task="train",
+                          task_key=f"train-{step:04d}")
+        mref = write_table(store, "metrics", {
+            "task_key": [f"train-{step:04d}"] * 2, "step": [step, step],
+            "key": ["train/loss", "train/grad_norm"], "value": [0.7 / step, 1.0 + step % 3],
+            "ts": [T0, T0]}, run_id=run_id, task="train")
+        commit(store, run_id, f"train-{step:04d}", {"artifacts": [ref, mref], "task": "train",
+                                                    "started": T0 + step, "ended": T0 + step + 1})
+
+
+def report_store(store) -> None:
+    """rl (4 iterations), dpo and sft (6 steps), failed (rl, error text), empty (no rows)."""
+    _run_json(store, "rl", "grpo")
+    for it in range(4):
+        _rl_iteration(store, "rl", it, 0.1)
+    _run_json(store, "dpo", "dpo")
+    _offline(store, "dpo", "preferences")
+    _run_json(store, "sft", "sft")
+    _offline(store, "sft", "sft_samples")
+    _run_json(store, "failed", "grpo", status="FAILED", error=f"loss is NaN {EVIL}")
+    for it in range(2):
+        _rl_iteration(store, "failed", it, 0.0)  # every reward 0: a constant
+    _run_json(store, "empty", "ppo", status="RUNNING", ended=None)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, str]:
+    from alignflow.artifacts.store import Store
+
+    store = Store.open(str(tmp_path_factory.mktemp("report") / "store"))
+    report_store(store)
+    with Catalog(store) as cat:
+        return {rid: render_report(cat, rid) for rid in ("rl", "dpo", "sft", "failed", "empty")}
+
+
+def titles(page: str) -> list[str]:
+    return re.findall(r"<h2>(.*?)</h2>", page)
+
+
+def alts(page: str) -> list[str]:
+    found = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)">', page)
+    return [html.unescape(a) for a in found]
+
+
+def test_rl_panels(pages):
+    page = pages["rl"]
+    assert titles(page) == ["Run", "Learning curves", "Reward: first vs last iteration",
+                            "Where the time went", "Other metrics", "Best and worst samples",
+                            "Config"]
+    # no return curve (it is the group-normalised advantage), the learn step's kl is the
+    # same KL, kl_coef is constant, optimizer_steps a counter
+    assert alts(page)[0] == "reward, KL, response length (tokens), entropy, loss"
+    assert alts(page)[3] == "lr"
+    metrics = page[page.index("<h2>Other metrics</h2>"):page.index("<h2>Best and worst")]
+    assert "kl_coef" not in metrics and "optimizer_steps" not in metrics
+    for step in RL_STEPS:
+        assert f"<td>{step}</td>" in page or f'<span class="t">{step}</span>' in page
+
+
+def test_offline_panels(pages):
+    assert titles(pages["dpo"]) == ["Run", "Learning curves", "Margin: first vs last step",
+                                    "Where the time went", "Other metrics",
+                                    "Hardest examples of the last step", "Config"]
+    assert alts(pages["dpo"])[0] == ("loss, margin (chosen − rejected), accuracy (margin > 0), "
+                                     "chosen score, rejected score")
+    assert alts(pages["dpo"])[2] == "train/grad_norm"  # train/loss is the loss curve already
+    assert titles(pages["sft"]) == ["Run", "Learning curves", "Where the time went",
+                                    "Other metrics", "Hardest examples of the last step",
+                                    "Config"]
+    assert alts(pages["sft"])[0] == "loss, tokens per sample"
+
+
+def test_constant_and_empty_panels_are_left_out(pages):
+    # every reward 0: no reward curve, no histogram; samples are still listed
+    assert "Reward: first vs last" not in pages["failed"]
+    assert not alts(pages["failed"])[0].startswith("reward")
+    assert titles(pages["empty"]) == ["Run", "Config"]
+    assert "so far" in pages["empty"]  # a running run shows how long it has run
+
+
+def test_store_text_is_escaped_and_the_page_runs_nothing(pages):
+    for page in pages.values():
+        assert "<script" not in page and "onerror=alert" not in page.replace(
+            "onerror=alert(1)&gt;", "")
+        assert "Content-Security-Policy" in page and "default-src 'none'; img-src data:" in page
+        assert "http://" not in page and "https://" not in page  # nothing loaded from outside
+    assert "error: loss is NaN &lt;script&gt;" in pages["failed"]
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in pages["rl"]
+
+
+def test_images_are_png_data(pages):
+    for page in pages.values():
+        for data in re.findall(r'src="data:image/png;base64,([^"]+)"', page):
+            png = base64.b64decode(data)
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_overview_facts(pages):
+    page = pages["rl"]
+    assert '<span class="badge successful">SUCCESSFUL</span>' in page
+    assert "2023-11-14 22:13:20 UTC" in page and "2m 05s" in page
+    assert '<span title="0123456789abcdef0123456789abcdef01234567">0123456789ab</span>' in page
+    assert "grpo.py · sha256 cdcdcdcdcdcd" in page
+    assert "20 successful" in page
+    assert "algo.kl.init_kl_coef" in page and "generate.stop" in page
+
+
+def test_failed_run_shows_its_error_first(pages):
+    page = pages["failed"]
+    assert page.index('class="alert"') < page.index("<dl")
+    assert '<span class="badge failed">FAILED</span>' in page
