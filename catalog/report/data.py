@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from alignflow.artifacts.errors import RunNotFound
 from alignflow.catalog.catalog import Catalog
+from alignflow.errors import RunNotFound
 
 _SPREAD_SQL = """
 SELECT x, count(v) AS n, avg(v) AS mean, min(v) AS lo, max(v) AS hi,

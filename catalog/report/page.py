@@ -8,12 +8,12 @@ from importlib import resources
 import duckdb
 from jinja2 import Environment
 
-from alignflow.artifacts.errors import AlignflowError
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import html
 from alignflow.catalog.report.data import RunData
 from alignflow.catalog.report.panel import Panel
 from alignflow.catalog.report.registry import PANELS, PanelFn
+from alignflow.errors import AlignflowError
 
 
 def _template():

@@ -8,7 +8,7 @@ import pytest
 from alignflow.artifacts.commit import commit
 from alignflow.catalog.catalog import Catalog
 from alignflow.cli import main
-from alignflow.errors import SchemaError, SqlRefused
+from alignflow.errors import SqlRefused
 from tests.fast.test_catalog_data import populate
 
 pytestmark = pytest.mark.slow
@@ -44,16 +44,22 @@ def test_s3_orphan_and_other_keys_are_unreadable(s3_store, s3_catalog):
     assert s3_store.exists(info["orphan"])
 
 
-def test_s3_corrupt_file_names_the_file(s3_store):
+def test_s3_corrupt_files_are_named_and_the_rest_served(s3_store):
     populate(s3_store)
     bad = "runs/r5/rollouts/iter=0/generate-bad.parquet"
     s3_store.write_bytes(bad, b"garbage")
     commit(s3_store, "r5", "iter-0000/generate", {"artifacts": [{
         "table": "rollouts", "path": bad, "rows": 1, "schema": "rollouts",
         "schema_version": "1.0", "bytes": 7}]})
-    with Catalog(s3_store) as cat, pytest.raises(SchemaError) as info:
-        cat.sql("SELECT * FROM rollouts")
-    assert str(info.value).startswith(f"corrupt or unreadable Parquet file {s3_store.url}/{bad}")
+    s3_store.write_bytes("runs/r2/run.json", b"{")
+    with Catalog(s3_store) as cat:
+        assert cat.sql("SELECT count(*) AS n FROM rollouts").to_pylist() == [{"n": 12}]
+        problems = {p.path: p.message for p in cat.problems}
+        assert problems[bad].startswith(f"corrupt or unreadable Parquet file {s3_store.url}/{bad}")
+        assert problems["runs/r2/run.json"].startswith(f"{s3_store.url}/runs/r2/run.json is not "
+                                                       "valid JSON")
+        marked = cat.sql("SELECT run_id FROM runs WHERE problem IS NOT NULL ORDER BY 1")
+        assert marked.column("run_id").to_pylist() == ["r2", "r5"]
 
 
 def test_s3_cli_csv(s3_store, capsys, monkeypatch):
