@@ -25,6 +25,7 @@ _MULTI_HEADS = {"pivot", "unpivot", "pivot_wider", "pivot_longer", "with", "from
 _READ_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 # keywords that mean a data-modifying clause where no parse tree is available (PIVOT)
 _WRITE_WORDS = {"insert", "update", "delete", "merge", "copy"}
+_SQL_IN_STRING = {"query"}  # table functions that run SQL given as text
 _MAX_EXPLAIN_SKIP = 12
 
 _parser_lock = threading.Lock()
@@ -68,7 +69,8 @@ def _parse_tree(text: str) -> dict:
 
 
 def _node_types(tree: object) -> set[str]:
-    """Every query node type (`SELECT_NODE`, `INSERT_QUERY_NODE`, ...) in a parse tree."""
+    """Every query node type (`SELECT_NODE`, `INSERT_QUERY_NODE`, ...) in a parse tree, and
+    `query()` calls (their SQL is a string the guard cannot see into) as `QUERY()`."""
     found: set[str] = set()
     stack = [tree]
     while stack:
@@ -77,6 +79,8 @@ def _node_types(tree: object) -> set[str]:
             kind = item.get("type")
             if isinstance(kind, str) and kind.endswith("_NODE"):
                 found.add(kind)
+            if str(item.get("function_name", "")).lower() in _SQL_IN_STRING:
+                found.add(f"{item['function_name'].upper()}()")
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
@@ -84,7 +88,8 @@ def _node_types(tree: object) -> set[str]:
 
 
 def _writes_inside(text: str) -> str | None:
-    """What makes a reading statement write (a DML or COPY common table expression)."""
+    """What makes a reading statement write (a DML or COPY common table expression), or
+    could (`query()` runs SQL from a string)."""
     tree = _parse_tree(text)
     if not tree.get("error"):
         bad = sorted(_node_types(tree) - _READ_NODES)
@@ -123,6 +128,9 @@ def _check_one(stmt: duckdb.Statement, text: str) -> None:
             "(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT, EXPLAIN) may run"
         )
     clause = _writes_inside(text)
+    if clause and clause.endswith("()"):
+        raise SqlRefused(f"SQL refused: `{_short(text)}` calls {clause.lower()}, whose SQL text "
+                         "the read-only guard cannot check; write that query directly")
     if clause:
         raise SqlRefused(f"SQL refused: `{_short(text)}` contains {clause}, which writes; "
                          "the catalog is read-only")

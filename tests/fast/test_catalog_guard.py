@@ -46,6 +46,7 @@ REFUSED = {
     "subquery_cte_delete": "SELECT * FROM (WITH x AS (DELETE FROM _af_tasks RETURNING *) FROM x)",
     "scalar_cte_delete": "SELECT (WITH x AS (DELETE FROM _af_tasks RETURNING *) "
                          "SELECT count(*) FROM x) AS n",
+    "query_function": "SELECT * FROM query('SELECT 1')",
     "pivot_cte_delete": "PIVOT (WITH x AS (DELETE FROM _af_tasks RETURNING *) FROM x) "
                         "ON task USING count(*)",
 }
@@ -68,6 +69,7 @@ ALLOWED = {
     "alias_delete_from": "SELECT 1 AS delete FROM range(3)",
     "alias_insert_into": "SELECT insert FROM (SELECT 1 AS insert) t",
     "alias_copy": "SELECT 1 AS copy",
+    "query_table": "SELECT count(*) FROM query_table('runs')",
 }
 
 
