@@ -104,6 +104,7 @@ def histograms(groups: Sequence[tuple[str, Sequence[float]]], xlabel: str) -> st
         ax.hist(vs, bins=bins, range=(lo, hi) if hi > lo else None, histtype="stepfilled",
                 alpha=0.35, color=COLORS[i], edgecolor=COLORS[i], linewidth=1.2, label=label)
     _style(ax, "", xlabel)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("samples", fontsize=8)
     ax.legend(fontsize=8, frameon=False)
     return data_uri(fig)
@@ -119,6 +120,6 @@ def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: st
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _style(ax, "", xlabel)
     ax.set_ylabel("seconds", fontsize=8)
-    ax.legend(fontsize=8, frameon=False, ncols=min(4, len(parts)), loc="upper left",
+    ax.legend(fontsize=8, frameon=False, ncols=min(6, len(parts)), loc="upper left",
               bbox_to_anchor=(0, 1.18))
     return data_uri(fig)
