@@ -11,6 +11,7 @@ well (see `connection.py`): this is the first of two walls.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
@@ -19,6 +20,7 @@ import duckdb
 from alignflow.errors import ConfigError, SqlRefused
 
 MAX_QUERY_BYTES = 1_000_000
+_CACHED_CHARS = 4096
 _READING = {duckdb.StatementType.SELECT}
 # PIVOT parses as MULTI (it may create an enum type first); allowed only when it reads.
 _MULTI_HEADS = {"pivot", "unpivot", "pivot_wider", "pivot_longer", "with", "from", "select"}
@@ -90,6 +92,8 @@ def _node_types(tree: object) -> set[str]:
 def _writes_inside(text: str) -> str | None:
     """What makes a reading statement write (a DML or COPY common table expression), or
     could (`query()` runs SQL from a string)."""
+    if not (set(_keywords(text)) | identifiers(text)) & (_WRITE_WORDS | _SQL_IN_STRING):
+        return None  # no such node without its keyword: skip the parse tree (~1 ms)
     tree = _parse_tree(text)
     if not tree.get("error"):
         bad = sorted(_node_types(tree) - _READ_NODES)
@@ -144,6 +148,15 @@ def check_read_only(query: str, max_bytes: int = MAX_QUERY_BYTES) -> list[str]:
     if size > max_bytes:
         raise SqlRefused(f"SQL refused: the query text is {size:,} bytes; the limit is "
                          f"{max_bytes:,} bytes (query the views instead of inlining data)")
+    if len(query) > _CACHED_CHARS:  # a long text is checked, not kept
+        return list(_checked.__wrapped__(query))
+    return list(_checked(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked(query: str) -> tuple[str, ...]:
+    """The statements of a query that passed (a repeated query is checked once; a refusal
+    raises, so it is never cached)."""
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:
@@ -155,7 +168,7 @@ def check_read_only(query: str, max_bytes: int = MAX_QUERY_BYTES) -> list[str]:
         text = stmt.query.strip().rstrip(";").strip()
         _check_one(stmt, text)
         texts.append(text)
-    return texts
+    return tuple(texts)
 
 
 def _first_line(exc: BaseException) -> str:

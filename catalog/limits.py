@@ -15,6 +15,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -101,19 +102,56 @@ def apply(con: duckdb.DuckDBPyConnection, limits: SqlLimits, temp_dir: str) -> N
     con.execute("SET temp_directory = '" + temp_dir.replace("'", "''") + "'")
 
 
+class _Watchdog:
+    """One daemon thread that interrupts cursors whose deadline passed (a thread per query
+    would cost more than a short query)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, duckdb.DuckDBPyConnection, threading.Event]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def arm(self, cur: duckdb.DuckDBPyConnection, seconds: float) -> tuple[int, threading.Event]:
+        fired = threading.Event()
+        with self._cond:
+            self._next += 1
+            self._due[self._next] = (time.monotonic() + seconds, cur, fired)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="alignflow-sql-deadline",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return self._next, fired
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            self._due.pop(token, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                soonest = self._fire_due(time.monotonic())
+                self._cond.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
+
+    def _fire_due(self, now: float) -> float | None:
+        """Interrupt every overdue cursor; the next deadline, if any. (Its own frame, so the
+        waiting thread holds no cursor.)"""
+        for token in [t for t, (when, _, _) in self._due.items() if when <= now]:
+            _, cur, fired = self._due.pop(token)
+            fired.set()
+            cur.interrupt()
+        return min((when for when, _, _ in self._due.values()), default=None)
+
+
+_WATCHDOG = _Watchdog()
+
+
 @contextmanager
 def deadline(cur: duckdb.DuckDBPyConnection, seconds: float) -> Iterator[threading.Event]:
     """Interrupt `cur`'s running query after `seconds`; the event says whether it fired."""
-    fired = threading.Event()
-
-    def stop() -> None:
-        fired.set()
-        cur.interrupt()
-
-    timer = threading.Timer(seconds, stop)
-    timer.daemon = True
-    timer.start()
+    token, fired = _WATCHDOG.arm(cur, seconds)
     try:
         yield fired
     finally:
-        timer.cancel()
+        _WATCHDOG.disarm(token)
