@@ -34,7 +34,8 @@ from alignflow.catalog.limits import (
 from alignflow.catalog.manifests import Problem, Snapshot, run_of, scan
 from alignflow.errors import ConfigError, QueryLimit, SchemaError, SqlRefused
 
-_FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)
+_FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException,
+                duckdb.ConversionException)  # only when the message names a committed file
 _MAX_LEFT_OUT_PER_QUERY = 16
 Params = Sequence[Any] | dict[str, Any] | None
 

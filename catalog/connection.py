@@ -29,7 +29,6 @@ from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
 from alignflow.errors import SchemaError
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
-_RESERVED = {"runs", "tasks"}
 
 
 def sql_text(name: str) -> str:
@@ -68,7 +67,7 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
             con.register_filesystem(store.fs)
         allowed: list[str] = []
         served: set[str] = set()  # tables with at least one readable file
-        for name in sorted(set(DATA_TABLES) | set(snap.files) - _RESERVED):
+        for name in sorted(set(DATA_TABLES) | set(snap.files)):
             view = GENERATED if name == "rollouts" else name
             rels = _usable(store, snap.files.get(name, []), set(left_out), built.problems)
             rels = _data_view(store, built, name, rels, view)
@@ -126,9 +125,11 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
             return rels
         except duckdb.Error as exc:
             bad = file_in_message(str(exc), built.files_by_name)
-            if bad is None or bad not in rels:
-                raise SchemaError(f"cannot read table {name!r} of {store.url}: "
-                                  f"{first_line(exc)}") from None
+            if bad is None or bad not in rels:  # not one file's fault: the table is left out
+                built.problems.append(Problem(f"table {name}", None, f"cannot read table "
+                                              f"{name!r} of {store.url}: {first_line(exc)}; "
+                                              "left out"))
+                break
             built.problems.append(Problem(bad, run_of(bad), unreadable(store, bad, exc)))
             rels.remove(bad)
     source = f"_af_empty_{name}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,8 @@ from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, SchemaError, StoreError
 
+_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_RESERVED = {"runs", "tasks"}
 RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("flow", pa.string()), ("status", pa.string()),
     ("seed", pa.int64()), ("parent_run", pa.string()), ("code_version", pa.string()),
@@ -89,13 +92,11 @@ def scan(store: Store) -> Snapshot:
         snap.runs.append(row or _blank_run(run_of(rel), []))
     tasks: list[dict[str, Any]] = []
     for rel in manifest_rels:
-        manifest = _use(store, rel, blobs, snap.problems,
-                        lambda obj, rel=rel: validate(obj, f"{store.url}/{rel}"))
-        row = manifest and _use(store, rel, {rel: manifest}, snap.problems,
-                                lambda m, rel=rel: _task_row(rel, m))
-        if row:
-            tasks.append(row)
-            _add_files(store, rel, manifest, snap)
+        entry = _use(store, rel, blobs, snap.problems,
+                     lambda obj, rel=rel: _manifest_entry(store, rel, obj))
+        if entry:
+            tasks.append(entry[0])
+            _add_files(store, rel, entry[1], snap)
     snap.tasks = _table(tasks, TASKS_SCHEMA)
     snap.files = {t: sorted(set(p)) for t, p in snap.files.items()}
     return snap
@@ -117,16 +118,29 @@ def _use(store: Store, rel: str, blobs: dict[str, Any], problems: list[Problem],
         return None
 
 
+def _manifest_entry(store: Store, rel: str, obj: dict[str, Any]) -> tuple[dict, dict]:
+    """(its `tasks` row, the validated manifest)."""
+    manifest = validate(obj, f"{store.url}/{rel}")
+    return _task_row(rel, manifest), manifest
+
+
 def _add_files(store: Store, rel: str, manifest: dict[str, Any], snap: Snapshot) -> None:
-    """Files a manifest lists; a path that leaves the store is a problem, never a view."""
+    """Files a manifest lists; a path that leaves the store or is not one Parquet file, or a
+    table name that is not plain or is ours (`runs`, `tasks`, `_af_*`), is a problem."""
     for art in manifest.get("artifacts") or []:
-        path = str(art["path"])
+        path, table = str(art["path"]), str(art["table"])
         try:
             store.path(path)
+            if not path.endswith(".parquet") or any(c in path for c in "*?[{"):
+                raise ConfigError(f"artifact path {path!r}: expected one .parquet file, no "
+                                  "folder or glob")
+            if not _TABLE_NAME.match(table) or table in _RESERVED or table.startswith("_af_"):
+                raise ConfigError(f"table name {table!r}: expected lower-case letters, digits "
+                                  "and _, not runs, tasks or _af_*")
         except ConfigError as exc:
             snap.problems.append(Problem(rel, run_of(rel), f"{store.url}/{rel}: {exc}"))
             continue
-        snap.files.setdefault(str(art["table"]), []).append(path.strip("/"))
+        snap.files.setdefault(table, []).append(path.strip("/"))
 
 
 def run_of(rel: str) -> str | None:

@@ -162,3 +162,30 @@ def test_cli_names_bad_files_and_serves_the_rest(capsys, local_store):
     assert err == (f"warning: {local_store.url}/runs/r2/tasks/iter-0000/generate.json is not "
                    "valid JSON (Expecting property name enclosed in double quotes: line 1 "
                    "column 2 (char 1)); expected a run record or manifest\n")
+
+
+@pytest.mark.parametrize(("table", "path", "says"), [
+    ("_af_runs", "runs/r1/metrics/x.parquet", "table name '_af_runs': expected"),
+    ("tasks", "runs/r1/metrics/x.parquet", "table name 'tasks': expected"),
+    ("Bad-Name", "runs/r1/metrics/x.parquet", "table name 'Bad-Name': expected"),
+])
+def test_manifest_table_names_are_checked(local_store, table, path, says):
+    populate(local_store)
+    commit(local_store, "r1", "evil", {"artifacts": [METRIC | {"table": table, "path": path}]})
+    with Catalog(local_store) as cat:
+        assert says in _problems(cat)["runs/r1/tasks/evil.json"]
+        assert cat.sql("SELECT count(*) AS n FROM tasks").to_pylist() == [{"n": 9}]
+        assert cat.sql("SELECT count(*) AS n FROM _af_runs").to_pylist() == [{"n": 2}]
+
+
+@pytest.mark.parametrize("path", ["runs/r1", "runs/r1/rollouts/**/*.parquet",
+                                  "runs/r1/metrics/x.csv"])
+def test_listed_paths_must_be_one_parquet_file(local_store, path):
+    """A folder or a glob would let DuckDB read files no manifest lists (orphans)."""
+    populate(local_store)
+    commit(local_store, "r1", "odd", {"artifacts": [METRIC | {"table": "extras", "path": path}]})
+    with Catalog(local_store) as cat:
+        assert "expected one .parquet file, no folder or glob" in \
+            _problems(cat)["runs/r1/tasks/odd.json"]
+        assert cat.sql("SELECT count(*) AS n FROM rollouts").to_pylist() == [{"n": 12}]
+        assert "extras" not in cat.tables()
