@@ -50,11 +50,13 @@ def _single(width: float, height: float, top: float = 0.15) -> Figure:
     return fig
 
 
-def _style(ax, title: str, xlabel: str) -> None:
+def _style(ax, title: str, xlabel: str, integer_x: bool = True) -> None:
+    """Small type, light grid, no top/right frame; iterations and steps tick at integers."""
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_xlabel(xlabel, fontsize=8)
     ax.tick_params(labelsize=8)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if integer_x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.25)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -103,7 +105,7 @@ def histograms(groups: Sequence[tuple[str, Sequence[float]]], xlabel: str) -> st
     for i, (label, vs) in enumerate(groups):
         ax.hist(vs, bins=bins, range=(lo, hi) if hi > lo else None, histtype="stepfilled",
                 alpha=0.35, color=COLORS[i], edgecolor=COLORS[i], linewidth=1.2, label=label)
-    _style(ax, "", xlabel)
+    _style(ax, "", xlabel, integer_x=False)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("samples", fontsize=8)
     ax.legend(fontsize=8, frameon=False)
