@@ -26,7 +26,6 @@ from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
-from alignflow.errors import SchemaError
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
 
