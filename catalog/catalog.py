@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -22,7 +21,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
-from alignflow.catalog.cursor import GuardedCursor
+from alignflow.catalog.cursor import GuardedCursor, Params
 from alignflow.catalog.guard import check_read_only
 from alignflow.catalog.limits import (
     SqlLimits,
@@ -37,7 +36,6 @@ from alignflow.errors import ConfigError, QueryLimit, SchemaError, SqlRefused
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException,
                 duckdb.ConversionException)  # only when the message names a committed file
 _MAX_LEFT_OUT_PER_QUERY = 16
-Params = Sequence[Any] | dict[str, Any] | None
 
 
 class _Unreadable(Exception):
@@ -95,7 +93,7 @@ class Catalog:
         """This thread's cursor: `execute()` runs through the same guard and limits as `sql()`."""
         local = self._local
         if getattr(local, "guarded", None) is None:
-            local.guarded = GuardedCursor(self)
+            local.guarded = GuardedCursor(self.sql)
         return local.guarded
 
     def _raw_cursor(self) -> duckdb.DuckDBPyConnection:

@@ -8,28 +8,27 @@ and the time and memory limits apply, and results come back as rows or Arrow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from alignflow.catalog.catalog import Catalog
+Params = Sequence[Any] | dict[str, Any] | None
 
 
 class GuardedCursor:
     """`execute(query, params)` then `fetchall()` / `fetchone()` / `fetchmany()` /
-    `fetch_arrow_table()` / `df()`; `description` names the result columns."""
+    `fetch_arrow_table()` / `df()`; `description` names the result columns. `run_sql` is
+    the catalog's `sql()`."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
+    def __init__(self, run_sql: Callable[[str, Params], pa.Table]) -> None:
+        self._run_sql = run_sql
         self._result: pa.Table | None = None
         self._rows: list[tuple] = []
         self._pos = 0
 
-    def execute(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None
-                ) -> GuardedCursor:
-        self._result = self._catalog.sql(query, params)
+    def execute(self, query: str, params: Params = None) -> GuardedCursor:
+        self._result = self._run_sql(query, params)
         columns = [c.to_pylist() for c in self._result.columns]
         self._rows = list(zip(*columns, strict=True)) if columns else []
         self._pos = 0

@@ -143,7 +143,7 @@ def test_catalog_opens_url(local_store):
 
 def test_rollouts_view_takes_step_columns_from_step_tables(local_store):
     """A `rollout_scores` table (keyed like the rollouts) fills `reward` in the view."""
-    from alignflow.tasks.rl.tables import SCORES
+    from alignflow.tasks.steps.tables import SCORES
 
     ref = write_table(local_store, "rollouts", {
         "iteration": [0, 0], "task_key": ["iter-0000/generate"] * 2, "prompt_id": ["p", "p"],
