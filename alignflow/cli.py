@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("alignflow.flows.cli.commands", "print a run's logs, or one task's"),
     "tick": ("alignflow.flows.cli.commands", "advance scheduled runs whose wake time has passed (for cron)"),
     "sql": ("alignflow.catalog.cli", "query the store with SQL (DuckDB); no query opens a shell"),
-    "report": ("alignflow.catalog.cli", "write a run report with plots"),
+    "report": ("alignflow.catalog.cli", "write a run's HTML report: curves, samples, step times"),
     "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),
     "models": ("alignflow.tasks.zoo.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
     "demo": ("alignflow.flows.cli.demo", "the main job: a short GRPO run on the embedded defaults"),
