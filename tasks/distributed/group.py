@@ -1,0 +1,122 @@
+"""Joining a torch.distributed process group: one process, torchrun, or N Ray actors.
+
+Rank 0 picks the rendezvous address (its node IP and a free port) and every rank joins with
+the same `GroupSpec`. The standard variables (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
+`WORLD_SIZE`, `LOCAL_RANK`) are set as well, because DeepSpeed reads them when it adopts the
+group. A process alone (no torchrun, no Ray group) gets a world of one on loopback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import torch
+import torch.distributed as dist
+
+from alignflow.artifacts.errors import ConfigError
+
+Backend = Literal["gloo", "nccl"]
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupSpec:
+    """Where and how one rank joins: the same address, port, size and backend on every rank."""
+
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    backend: Backend = "gloo"
+    local_rank: int = 0
+    timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"GroupSpec.rank={self.rank}: expected 0 <= rank < "
+                              f"world_size={self.world_size}")
+        if self.backend not in get_args(Backend):
+            raise ConfigError(f"GroupSpec.backend={self.backend!r}: expected one of "
+                              f"{get_args(Backend)}")
+
+
+def default_backend() -> Backend:
+    """NCCL where CUDA devices exist, gloo on CPU."""
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def node_address() -> str:
+    """This node's IP as other nodes reach it (Ray's view when inside Ray, else loopback)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.util.get_node_ip_address()
+    except ImportError:
+        pass
+    return "127.0.0.1"
+
+
+def rendezvous(world_size: int, *, backend: Backend | None = None) -> GroupSpec:
+    """Rank 0's spec: its address and a free port; give the others `with_rank(spec, r)`."""
+    addr = node_address()
+    return GroupSpec(rank=0, world_size=world_size, master_addr=addr,
+                     master_port=free_port(addr),
+                     backend=backend or default_backend())
+
+
+def with_rank(spec: GroupSpec, rank: int, local_rank: int = 0) -> GroupSpec:
+    return GroupSpec(rank=rank, world_size=spec.world_size, master_addr=spec.master_addr,
+                     master_port=spec.master_port, backend=spec.backend,
+                     local_rank=local_rank, timeout_s=spec.timeout_s)
+
+
+def join(spec: GroupSpec) -> None:
+    """Initialise the default process group; blocks until all `world_size` ranks have joined."""
+    if dist.is_initialized():
+        raise ConfigError(f"join(rank={spec.rank}): this process is already in a process group "
+                          f"of {dist.get_world_size()}; call leave() first")
+    os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
+                      RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
+                      LOCAL_RANK=str(spec.local_rank))
+    dist.init_process_group(
+        spec.backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
+        rank=spec.rank, world_size=spec.world_size,
+        timeout=datetime.timedelta(seconds=spec.timeout_s))
+
+
+def ensure_group(backend: Backend | None = None) -> None:
+    """Join torchrun's group (its variables are set) or a world of one; no-op when joined."""
+    if dist.is_initialized():
+        return
+    backend = backend or default_backend()
+    if all(v in os.environ for v in TORCHRUN_VARS):
+        os.environ.setdefault("LOCAL_RANK", "0")
+        dist.init_process_group(backend, init_method="env://")
+        return
+    join(GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port(),
+                   backend=backend))
+
+
+def leave() -> None:
+    """Destroy the default process group (so the process may join another)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def rank_and_size() -> tuple[int, int]:
+    """(rank, world size); (0, 1) outside any group."""
+    if not dist.is_initialized():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
