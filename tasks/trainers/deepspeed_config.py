@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal, get_args
 
@@ -23,6 +23,8 @@ from alignflow.tasks.trainers.base import TrainerConfig
 ZeroStage = Literal[0, 1, 2, 3]
 BackendChoice = Literal["auto", "gloo", "nccl"]
 STEPS_PER_PRINT_NEVER = 2**31 - 1
+TRAINER_OWNED = frozenset({"optimizer", "scheduler", "gradient_accumulation_steps", "bf16",
+                           "fp16", "train_batch_size", "managed_gradient_accumulation"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,12 +33,15 @@ class DeepSpeedConfig:
     3 = + parameters. adam_offload: keep AdamW state on the CPU and step it with
     DeepSpeedCPUAdam (needs zero_stage >= 1). backend: torch.distributed backend, "auto" =
     NCCL with CUDA, else gloo. overlap_comm: overlap gradient reduction with backward
-    (ZeRO 2/3 on GPUs)."""
+    (ZeRO 2/3 on GPUs). overrides: merged (nested) into the generated DeepSpeed config, for
+    DeepSpeed's own knobs, e.g. {"zero_optimization": {"stage3_param_persistence_threshold":
+    0}}; keys the trainer owns (accumulation, optimizer, scheduler) are refused."""
 
     zero_stage: ZeroStage = 2
     adam_offload: bool = False
     backend: BackendChoice = "auto"
     overlap_comm: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.zero_stage not in get_args(ZeroStage):
@@ -48,6 +53,10 @@ class DeepSpeedConfig:
         if self.adam_offload and self.zero_stage == 0:
             raise ConfigError("DeepSpeedConfig.adam_offload=True: expected zero_stage >= 1 "
                               "(DeepSpeed offloads optimizer state only under ZeRO)")
+        owned = sorted(set(self.overrides) & TRAINER_OWNED)
+        if owned:
+            raise ConfigError(f"DeepSpeedConfig.overrides[{owned[0]!r}]: set by the trainer; "
+                              "expected DeepSpeed keys other than " + ", ".join(sorted(TRAINER_OWNED)))
 
 
 def ds_config(cfg: TrainerConfig, ds: DeepSpeedConfig, *, pin_memory: bool) -> dict[str, Any]:
@@ -55,7 +64,7 @@ def ds_config(cfg: TrainerConfig, ds: DeepSpeedConfig, *, pin_memory: bool) -> d
     zero: dict[str, Any] = {"stage": ds.zero_stage, "overlap_comm": ds.overlap_comm}
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
-    return {
+    return _merge({
         "train_micro_batch_size_per_gpu": cfg.micro_train_batch_size,
         "gradient_accumulation_steps": 1,
         "gradient_clipping": max(cfg.max_norm, 0.0) if ds.zero_stage > 0 else 0.0,
@@ -63,7 +72,15 @@ def ds_config(cfg: TrainerConfig, ds: DeepSpeedConfig, *, pin_memory: bool) -> d
         "zero_allow_untested_optimizer": True,
         "steps_per_print": STEPS_PER_PRINT_NEVER,
         "wall_clock_breakdown": False,
-    }
+    }, ds.overrides)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merge(out[key], value) if both else value
+    return out
 
 
 def import_deepspeed() -> ModuleType:
