@@ -1,0 +1,165 @@
+"""LoRA / QLoRA adapters (peft) on a causal LM: wrap, reference without a copy, merged weights.
+
+- `wrap(model, cfg)` freezes the base and adds adapters on `target_modules` (peft's
+  "all-linear" = every linear layer but the output head); only adapter tensors train.
+- `adapter_disabled(model)`: inside it the model *is* the base model, so the reference
+  policy needs no second copy in memory.
+- `adapter_state` / `load_adapter_state`: the adapter tensors only (what checkpoints hold).
+- `merged_state(model)`: base weights + scaled B·A under plain HF names, computed beside
+  the training weights (never merged in place, so training stays bitwise reproducible):
+  what weight sync sends and `save_merged` writes as a plain HF folder.
+- `load_in_4bit` (QLoRA) loads the base in 4-bit NF4 through bitsandbytes; it needs a CUDA
+  GPU and bitsandbytes, and says so in one line otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from alignflow.artifacts.errors import ConfigError
+
+PEFT_PREFIX = "base_model.model."
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraConfig:
+    """lora_rank: adapter rank r (>= 1). lora_alpha: scale numerator (update = α/r · B·A).
+    lora_dropout: dropout on the adapter input. target_modules: module names (suffixes) to
+    adapt, or ("all-linear",). load_in_4bit: QLoRA, the frozen base in 4-bit NF4 (GPU)."""
+
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("all-linear",)
+    load_in_4bit: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        checks = [(self.lora_rank >= 1, "lora_rank", "an integer >= 1"),
+                  (self.lora_alpha > 0, "lora_alpha", "a number > 0"),
+                  (0.0 <= self.lora_dropout < 1.0, "lora_dropout", "a float in [0, 1)"),
+                  (len(self.target_modules) > 0, "target_modules", "at least one module name")]
+        for ok, name, expected in checks:
+            if not ok:
+                raise ConfigError(f"LoraConfig.{name}={getattr(self, name)!r}: expected {expected}")
+
+
+def _peft():
+    try:
+        import peft
+    except ImportError:
+        raise ConfigError("lora_rank is set but peft is not installed; expected "
+                          "`pip install 'alignflow[lora]'`") from None
+    return peft
+
+
+def check_4bit() -> None:
+    """One-line ConfigError unless bitsandbytes and a CUDA GPU are both present."""
+    if not torch.cuda.is_available():
+        raise ConfigError("load_in_4bit=True needs a CUDA GPU (bitsandbytes 4-bit kernels); "
+                          "none is visible: drop load_in_4bit to train LoRA in full precision")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ConfigError("load_in_4bit=True needs bitsandbytes; expected "
+                          "`pip install bitsandbytes` on the GPU machine")
+
+
+def load_base(path: str, cfg: LoraConfig, *, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The frozen base model from a local HF folder: plain, or 4-bit NF4 for QLoRA."""
+    from transformers import AutoModelForCausalLM
+
+    if not cfg.load_in_4bit:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    check_4bit()
+    from transformers import BitsAndBytesConfig
+
+    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                               bnb_4bit_compute_dtype=torch.bfloat16,
+                               bnb_4bit_use_double_quant=True)
+    model = AutoModelForCausalLM.from_pretrained(path, quantization_config=quant,
+                                                 dtype=torch.bfloat16, local_files_only=True)
+    return _peft().prepare_model_for_kbit_training(model)
+
+
+def wrap(model: nn.Module, cfg: LoraConfig) -> nn.Module:
+    """A peft model whose only trainable tensors are the adapters (initialised from the
+    global torch RNG: seed before calling for reproducible adapters)."""
+    peft = _peft()
+    targets = cfg.target_modules
+    target = targets[0] if targets == ("all-linear",) else list(targets)
+    config = peft.LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
+                             lora_dropout=cfg.lora_dropout, target_modules=target,
+                             task_type="CAUSAL_LM")
+    try:
+        return peft.get_peft_model(model, config)
+    except ValueError as exc:
+        raise ConfigError(f"LoraConfig.target_modules={list(targets)}: {exc}".split("\n")[0]
+                          ) from None
+
+
+def is_lora(model: nn.Module) -> bool:
+    return hasattr(model, "peft_config")
+
+
+@contextlib.contextmanager
+def adapter_disabled(model: nn.Module) -> Iterator[nn.Module]:
+    """The base model (adapters bypassed) for the duration: the reference policy, no copy."""
+    with model.disable_adapter():
+        yield model
+
+
+def adapter_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The adapter tensors only, under peft's names (what an adapter checkpoint holds)."""
+    return {k: v.detach() for k, v in _peft().get_peft_model_state_dict(model).items()}
+
+
+def load_adapter_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copies adapter tensors saved by `adapter_state` into `model`; all must match."""
+    try:
+        result = _peft().set_peft_model_state_dict(model, state)
+    except RuntimeError as exc:  # a shape mismatch: another rank or base model
+        raise ConfigError("adapter checkpoint does not fit this model (" +
+                          str(exc).strip().splitlines()[-1].strip() + "); expected the same "
+                          "base model, lora_rank and target_modules") from None
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if missing or result.unexpected_keys:
+        first = (missing or result.unexpected_keys)[0]
+        raise ConfigError(f"adapter checkpoint does not fit this model ({first!r}); expected "
+                          "the same base model, lora_rank and target_modules")
+
+
+def _plain_name(peft_name: str) -> str:
+    return peft_name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
+
+
+def merged_state(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(HF name, tensor) of the base model with every adapter folded in, as new tensors for
+    adapted weights and views for the rest; the training weights are left untouched."""
+    deltas = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A:
+                    key = f"{name}.base_layer.weight"
+                    delta = module.get_delta_weight(adapter).detach()
+                    deltas[key] = deltas[key] + delta if key in deltas else delta
+    for name, tensor in model.state_dict().items():
+        if "lora_" in name:
+            continue
+        base = tensor.detach()
+        yield _plain_name(name), (base + deltas[name].to(base.dtype) if name in deltas else base)
+
+
+def save_merged(model: nn.Module, folder: str, tokenizer: Any = None) -> None:
+    """A plain HF folder (safetensors) of the merged weights: loads without peft."""
+    state = dict(merged_state(model))
+    base = model.get_base_model()
+    base.save_pretrained(folder, state_dict=state)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
