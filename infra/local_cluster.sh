@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A two-node Ray cluster on this machine, for tests: a head node and a worker node that
+# carries its own resource label (`worker_node`), both on this machine.
+#   infra/local_cluster.sh start    # prints the address to pass as --address
+#   eval "$(infra/local_cluster.sh env)"   # what a client (alignflow, ray.init) needs
+#   infra/local_cluster.sh status
+#   infra/local_cluster.sh stop     # ends only this cluster's processes (by PID), not other Ray
+# Loopback: Ray refuses 127.0.0.1 as a node address in a multi-node cluster (it resolves
+# it to the machine's own address, and its single-machine switch forbids a second node), so
+# the nodes listen on this machine's address; Ray's token authentication keeps everyone
+# else out (the token lives in $CLUSTER_DIR/auth_token, mode 600).
+# Settings (environment): RAY_PORT (6390), HEAD_CPUS (1), WORKER_CPUS (1),
+# WORKER_RESOURCE (worker_node), CLUSTER_DIR (/tmp/alignflow-cluster), RAY (ray on PATH,
+# else .venv/bin/ray).
+set -euo pipefail
+
+RAY_PORT="${RAY_PORT:-6390}"
+HEAD_CPUS="${HEAD_CPUS:-1}"
+WORKER_CPUS="${WORKER_CPUS:-1}"
+WORKER_RESOURCE="${WORKER_RESOURCE:-worker_node}"
+CLUSTER_DIR="${CLUSTER_DIR:-/tmp/alignflow-cluster}"
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+RAY="${RAY:-$(command -v ray || echo "$HERE/.venv/bin/ray")}"
+NODE_IP="$(hostname -I 2>/dev/null | awk '{print $1}')"
+ADDRESS="${NODE_IP:-127.0.0.1}:${RAY_PORT}"
+
+common=(--disable-usage-stats)
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$CLUSTER_DIR/auth_token"
+
+start() {
+  mkdir -p "$CLUSTER_DIR"
+  if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
+    (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$RAY_AUTH_TOKEN_PATH")
+  fi
+  "$RAY" start --head --port="$RAY_PORT" --temp-dir="$CLUSTER_DIR" "${common[@]}" \
+    --num-cpus="$HEAD_CPUS" --num-gpus=0 --resources='{"head_node": 1}' \
+    --include-dashboard=false --ray-client-server-port=$((RAY_PORT + 1)) \
+    --dashboard-agent-listen-port=$((RAY_PORT + 2)) >"$CLUSTER_DIR/head.log" 2>&1
+  "$RAY" start --address="$ADDRESS" "${common[@]}" \
+    --num-cpus="$WORKER_CPUS" --num-gpus=0 --resources="{\"$WORKER_RESOURCE\": 1}" \
+    --dashboard-agent-listen-port=$((RAY_PORT + 3)) >"$CLUSTER_DIR/worker.log" 2>&1
+  echo "$ADDRESS"
+}
+
+# The cluster's processes: those whose command line names its own temp dir.
+cluster_pids() {
+  ps -eo pid=,args= | awk -v dir="$CLUSTER_DIR" 'index($0, dir) && !index($0, "awk") {print $1}'
+}
+
+stop() {
+  local pids
+  pids="$(cluster_pids | grep -v "^$$\$" || true)"
+  [ -z "$pids" ] && { echo "no cluster running under $CLUSTER_DIR"; return 0; }
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 2
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+  echo "stopped $(echo "$pids" | wc -w) processes"
+}
+
+env_lines() {
+  echo "export RAY_ADDRESS=$ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH"
+}
+
+status() {
+  RAY_ADDRESS="$ADDRESS" "$RAY" status 2>/dev/null || echo "no cluster at $ADDRESS"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  env) env_lines ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac
