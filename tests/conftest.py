@@ -6,6 +6,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# With deepspeed and accelerate installed, transformers imports deepspeed on model load, and
+# deepspeed prints an accelerator-detection warning to stdout unless told "cpu" up front.
+if not os.path.exists("/proc/driver/nvidia"):
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 pytest_plugins = [
     "tests.fixtures.store",
