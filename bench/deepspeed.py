@@ -40,7 +40,7 @@ COLLECTIVES = ("all_reduce", "reduce_scatter_tensor", "all_gather_into_tensor", 
 
 
 def _model_dir(name: str) -> str:
-    from alignflow.tasks.models.registry import resolve_model
+    from alignflow.tasks.zoo.registry import resolve_model
 
     return resolve_model("tiny-llama" if name == "tiny" else name)
 

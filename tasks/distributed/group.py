@@ -17,7 +17,7 @@ from typing import Literal, get_args
 import torch
 import torch.distributed as dist
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 Backend = Literal["gloo", "nccl"]
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

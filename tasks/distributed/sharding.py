@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 PEFT_PREFIX = "base_model.model."
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from alignflow.artifacts import checkpoints
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.modeling import lora
 
 

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from alignflow.artifacts import checkpoints
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import rank_and_size
 from alignflow.tasks.trainers.deepspeed_config import import_deepspeed
 

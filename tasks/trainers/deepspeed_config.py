@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.trainers.base import TrainerConfig
 
 ZeroStage = Literal[0, 1, 2, 3]

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import group
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig

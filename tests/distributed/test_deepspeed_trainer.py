@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("deepspeed")
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import Trainer, TrainerConfig

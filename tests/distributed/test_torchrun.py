@@ -14,8 +14,8 @@ pytest.importorskip("deepspeed")
 
 from safetensors.torch import load_file
 
-from alignflow.artifacts.errors import ConfigError
 from alignflow.artifacts.store import Store
+from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import free_port
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import whiten
 from alignflow.tasks.distributed import group, reduce, sharding
 

@@ -19,7 +19,8 @@ FOLDERS = {"alignflow": "alignflow", "flows": "alignflow.flows", "tasks": "align
 
 BLOCKS = {"errors", "artifacts"}  # what every layer may use
 TASK_BASE = BLOCKS | {"tasks.losses", "tasks.zoo", "tasks.advantages", "tasks.data",
-                      "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards"}
+                      "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards",
+                      "tasks.distributed"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "artifacts": {"errors"},
@@ -29,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.advantages": BLOCKS | {"tasks.losses"},
     "tasks.data": BLOCKS | {"tasks.zoo"},
     "tasks.modeling": BLOCKS | {"tasks.losses"},
-    "tasks.trainers": BLOCKS | {"tasks.modeling"},
+    "tasks.distributed": BLOCKS,
+    "tasks.trainers": BLOCKS | {"tasks.modeling", "tasks.distributed"},
     "tasks.engines": BLOCKS | {"tasks.modeling"},
     "tasks.rewards": BLOCKS | {"tasks.modeling", "tasks.data", "tasks.zoo"},
     "tasks.steps": TASK_BASE,

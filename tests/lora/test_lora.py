@@ -10,7 +10,7 @@ pytest.importorskip("peft")
 
 from transformers import AutoModelForCausalLM
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.loading import load_causal_lm
