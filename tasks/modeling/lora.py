@@ -5,9 +5,10 @@
 - `adapter_disabled(model)`: inside it the model *is* the base model, so the reference
   policy needs no second copy in memory.
 - `adapter_state` / `load_adapter_state`: the adapter tensors only (what checkpoints hold).
-- `merged_state(model)`: base weights + scaled B·A under plain HF names, computed beside
-  the training weights (never merged in place, so training stays bitwise reproducible):
-  what weight sync sends and `save_merged` writes as a plain HF folder.
+- `merged_state(model[, state])`: base weights + scaled B·A under plain HF names, computed
+  beside the training weights (never merged in place, so training stays bitwise
+  reproducible), also from a state gathered out of ZeRO-3 shards: what weight sync sends and
+  `save_merged` writes as a plain HF folder.
 - `load_in_4bit` (QLoRA) loads the base in 4-bit NF4 through bitsandbytes; it needs a CUDA
   GPU and bitsandbytes, and says so in one line otherwise.
 """
@@ -138,27 +139,40 @@ def _plain_name(peft_name: str) -> str:
     return peft_name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
 
 
-def merged_state(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """(HF name, tensor) of the base model with every adapter folded in, as new tensors for
-    adapted weights and views for the rest; the training weights are left untouched."""
-    deltas = {}
+def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
+                 ) -> Iterator[tuple[str, torch.Tensor]]:
+    """(HF name, tensor) of the base model with every active adapter folded in:
+    W + scaling · B·A for adapted weights (new tensors), the rest as they are.
+
+    Computed from `state` (peft names; default `model.state_dict()`), so it works on weights
+    gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`); the
+    training weights are never merged in place, so training stays bitwise reproducible.
+    """
+    state = model.state_dict() if state is None else state
+    deltas: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
-        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
-            for adapter in module.active_adapters:
-                if adapter in module.lora_A:
-                    key = f"{name}.base_layer.weight"
-                    delta = module.get_delta_weight(adapter).detach()
-                    deltas[key] = deltas[key] + delta if key in deltas else delta
-    for name, tensor in model.state_dict().items():
+        if not (hasattr(module, "lora_A") and hasattr(module, "base_layer")):
+            continue
+        for adapter in module.active_adapters:
+            if adapter not in module.lora_A:
+                continue
+            a = state[f"{name}.lora_A.{adapter}.weight"].float()
+            b = state[f"{name}.lora_B.{adapter}.weight"].float()
+            delta = (b @ a) * module.scaling[adapter]
+            delta = delta.T if getattr(module, "fan_in_fan_out", False) else delta
+            key = f"{name}.base_layer.weight"
+            deltas[key] = deltas[key] + delta if key in deltas else delta
+    for name, tensor in state.items():
         if "lora_" in name:
             continue
         base = tensor.detach()
         yield _plain_name(name), (base + deltas[name].to(base.dtype) if name in deltas else base)
 
 
-def save_merged(model: nn.Module, folder: str, tokenizer: Any = None) -> None:
+def save_merged(model: nn.Module, folder: str, tokenizer: Any = None, *,
+                state: dict[str, torch.Tensor] | None = None) -> None:
     """A plain HF folder (safetensors) of the merged weights: loads without peft."""
-    state = dict(merged_state(model))
+    state = dict(merged_state(model, state))
     base = model.get_base_model()
     base.save_pretrained(folder, state_dict=state)
     if tokenizer is not None:
