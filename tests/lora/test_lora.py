@@ -148,5 +148,5 @@ def test_deepspeed_zero3_lora_trains_and_merges_from_gathered_shards(tiny_model_
     assert (merged["model.layers.0.mlp.gate_proj.weight"] - base["model.layers.0.mlp.gate_proj.weight"]
             ).abs().max() > 1e-6  # the adapters moved the merged weights
     for name, p in expected.items():
-        # (Adam turns float noise in tiny gradients into ~lr·1e-3 differences; ZeRO-3 sums
-        torch.testing.assert_close(merged[name], p, atol=5e-6, rtol=0, msg=name)  # on flat buffers)
+        # ZeRO-3 sums gradients on flat buffers; Adam turns that float noise into ~lr·1e-3
+        torch.testing.assert_close(merged[name], p, atol=5e-6, rtol=0, msg=name)
