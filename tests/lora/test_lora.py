@@ -146,7 +146,7 @@ def test_deepspeed_zero3_lora_trains_and_merges_from_gathered_shards(tiny_model_
     assert set(merged) == set(expected) and not any("lora_" in k for k in merged)
     base = load_causal_lm(str(tiny_model_dir)).state_dict()
     assert (merged["model.layers.0.mlp.gate_proj.weight"] - base["model.layers.0.mlp.gate_proj.weight"]
-            ).abs().max() > 1e-6  # the adapters moved the merged weights
+            ).abs().max() > 1e-4  # the adapters moved the merged weights (20x the tolerance)
     for name, p in expected.items():
         # ZeRO-3 sums gradients on flat buffers; Adam turns that float noise into ~lr·1e-3
         torch.testing.assert_close(merged[name], p, atol=5e-6, rtol=0, msg=name)
