@@ -76,8 +76,11 @@ class VLLMEngine:
         return self.config.generate_timeout_s
 
     # -- generation ------------------------------------------------------------------------
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GeneratedSample]:
-        """`params.n` samples per prompt, ordered by (prompt_index, sample_index)."""
+    def generate(self, prompts: list[list[int]], params: SamplingParams, *,
+                 prompt_offset: int = 0) -> list[GeneratedSample]:
+        """`params.n` samples per prompt, ordered by (prompt_index, sample_index).
+        `prompt_offset`: index of `prompts[0]` in the whole batch, when engines share one
+        (indices and seeds are those of the whole batch)."""
         from vllm.inputs import TokensPrompt
 
         if any(len(p) == 0 for p in prompts):
@@ -86,9 +89,9 @@ class VLLMEngine:
         seed = params.seed if params.seed is not None else random.getrandbits(62)
         rows = [(i, s) for i in range(len(prompts)) for s in range(params.n)]
         inputs = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i, _ in rows]
-        requests = [self._request(params, row_seed(seed, i, s)) for i, s in rows]
+        requests = [self._request(params, row_seed(seed, prompt_offset + i, s)) for i, s in rows]
         outputs = self.llm.generate(inputs, requests, use_tqdm=False)
-        return [self._sample(i, s, prompts[i], out.outputs[0])
+        return [self._sample(prompt_offset + i, s, prompts[i], out.outputs[0])
                 for (i, s), out in zip(rows, outputs, strict=True)]
 
     def _request(self, params: SamplingParams, seed: int):
@@ -124,13 +127,18 @@ class VLLMEngine:
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
         """Sends the tensors (HF `state_dict` names) in packed buckets, then reloads in place."""
+        self.drop_staged()
         try:
             for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes):
                 self.stage_bucket(bucket)
         except BaseException:
-            self.llm.collective_rpc("alignflow_drop_staged")
+            self.drop_staged()
             raise
         self.commit_weights(version=version)
+
+    def drop_staged(self) -> None:
+        """Forgets buckets of a sync that did not finish."""
+        self.llm.collective_rpc("alignflow_drop_staged")
 
     def stage_bucket(self, bucket: WeightBucket) -> None:
         """Hands one bucket to every worker; nothing changes until `commit_weights`."""
@@ -186,6 +194,12 @@ class VLLMEngine:
         self.llm.wake_up()
         self._asleep = False
         return True
+
+    def shutdown(self) -> None:
+        """Stops the engine core and frees the model (in-process engines have no process
+        to end, so a caller that builds several engines should shut each one down)."""
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
 
     def _no_sleep_reason(self) -> str | None:
         from vllm.platforms import current_platform

