@@ -72,17 +72,21 @@ class EngineHost:
         return self.engine.wake()
 
 
-def cpu_core_groups(num_engines: int) -> list[str]:
-    """This process's cores split into `num_engines` contiguous groups, as vLLM's
-    `VLLM_CPU_OMP_THREADS_BIND` lists them ("0-3", or "0,2" when not contiguous)."""
+def cpu_core_groups(num_engines: int) -> list[list[int]]:
+    """This process's cores split into `num_engines` equal groups, one per CPU engine."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < num_engines:
         raise ConfigError(f"num_engines={num_engines}: this machine lets us use {len(cores)} "
                           "cores; expected at least one core per CPU engine")
     size = len(cores) // num_engines
-    groups = [cores[i * size:(i + 1) * size] for i in range(num_engines)]
-    return [f"{g[0]}-{g[-1]}" if g[-1] - g[0] == len(g) - 1 else ",".join(map(str, g))
-            for g in groups]
+    return [cores[i * size:(i + 1) * size] for i in range(num_engines)]
+
+
+def bind_spec(cores: list[int]) -> str:
+    """Cores as `VLLM_CPU_OMP_THREADS_BIND` lists them: "0-3" (a run), "5", or "0,2"."""
+    if len(cores) > 1 and cores[-1] - cores[0] == len(cores) - 1:
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))
 
 
 def cpu_env(cores: str) -> dict[str, str]:
@@ -127,9 +131,8 @@ class VLLMEngineActor:
 
         options: dict = {"num_gpus": self.config.tensor_parallel_size if self.on_gpu else 0}
         if self.cores is not None:
-            options["runtime_env"] = {"env_vars": cpu_env(self.cores[index])}
-            options["num_cpus"] = self.num_cpus or len(self.cores[index].replace("-", ",")
-                                                        .split(","))
+            options["runtime_env"] = {"env_vars": cpu_env(bind_spec(self.cores[index]))}
+            options["num_cpus"] = self.num_cpus or len(self.cores[index])
         elif self.num_cpus is not None:
             options["num_cpus"] = self.num_cpus
         return ray.remote(EngineHost).options(**options).remote(
