@@ -116,7 +116,10 @@ class VLLMEngine:
             raise EngineError(f"vLLM finished prompt {prompt_index} sample {sample_index} "
                               f"with {out.finish_reason!r}; expected 'stop' or 'length'")
         ids = list(out.token_ids)
-        logprobs = [float(step[tok].logprob) for tok, step in zip(ids, out.logprobs, strict=False)]
+        if out.logprobs is None or len(out.logprobs) != len(ids):
+            raise EngineError(f"vLLM returned {len(out.logprobs or [])} logprobs for {len(ids)} "
+                              f"tokens (prompt {prompt_index} sample {sample_index})")
+        logprobs = [float(step[tok].logprob) for tok, step in zip(ids, out.logprobs, strict=True)]
         return GeneratedSample(
             prompt_index=prompt_index, sample_index=sample_index, prompt_ids=list(prompt),
             response_ids=ids, behaviour_logprobs=logprobs, finish_reason=out.finish_reason,
