@@ -31,7 +31,7 @@ from alignflow.artifacts.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.vllm import EngineError, VLLMEngine
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
-from alignflow.tasks.engines.vllm_weights import pack_buckets
+from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 STARTUP_TIMEOUT_S = 900.0
 
@@ -50,8 +50,6 @@ class EngineHost:
         return self.engine.generate(prompts, params, prompt_offset=prompt_offset)
 
     def stage_bucket(self, names, dtypes, shapes, offsets, buffer) -> None:
-        from alignflow.tasks.engines.vllm_weights import WeightBucket
-
         self.engine.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
 
     def drop_staged(self) -> None:
@@ -114,6 +112,7 @@ class VLLMEngineActor:
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
         self._initial_version = policy_version
         self._versions = [policy_version] * num_engines
+        self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
         self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
         self._wait(self._each("version"), STARTUP_TIMEOUT_S, "start")
 
@@ -141,7 +140,15 @@ class VLLMEngineActor:
     # -- calls with a deadline -------------------------------------------------------------
     def _each(self, method: str, *args) -> dict[int, object]:
         """One call per engine: {engine index: object ref}."""
+        self._ready()
         return {i: getattr(a, method).remote(*args) for i, a in enumerate(self._actors)}
+
+    def _ready(self) -> None:
+        """Restarted engines get their start-up time before the next call (a start can take
+        longer than a generate deadline)."""
+        if self._starting:
+            starting, self._starting = self._starting, {}
+            self._wait(starting, STARTUP_TIMEOUT_S, "restart")
 
     def _wait(self, calls: dict[int, object], timeout_s: float, what: str) -> list:
         """Results of one call per engine, in engine order. Engines that miss the deadline
@@ -178,6 +185,7 @@ class VLLMEngineActor:
         self._actors[index] = self._spawn(index, version)
         if store is not None:
             self._actors[index].load_checkpoint.remote(store, rel_dir, version)
+        self._starting[index] = self._actors[index].version.remote()
         self._versions[index] = version
 
     # -- GenerationEngine ------------------------------------------------------------------
@@ -187,6 +195,7 @@ class VLLMEngineActor:
         if params.seed is None:  # one seed for all shards, as one engine would draw it
             params = dataclasses.replace(params, seed=random.getrandbits(62))
         bounds = _shards(len(prompts), len(self._actors))
+        self._ready()
         calls = {i: self._actors[i].generate.remote(prompts[lo:hi], params, lo)
                  for i, (lo, hi) in enumerate(bounds) if hi > lo}
         shards = self._wait(calls, timeout_s or self.generate_timeout_s, "generate")
