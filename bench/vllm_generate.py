@@ -78,7 +78,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     from alignflow.tasks.engines.base import SamplingParams
     from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
     from alignflow.tasks.modeling.loading import load_tokenizer
-    from alignflow.tasks.models import resolve_model
+    from alignflow.tasks.zoo import resolve_model
 
     path = resolve_model(args.model, prepare=False)
     prompts = _prompts(load_tokenizer(path), args.prompts)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from alignflow.artifacts.errors import AlignflowError, ConfigError, SchemaError
+from alignflow.errors import AlignflowError, ConfigError, SchemaError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.vllm import EngineError, VLLMEngine
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 CPU_KV_CACHE_BYTES = 1 << 30  # vLLM's CPU default asks for 92% of RAM up front; 1 GiB suffices
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 
 ALIGN = 64  # byte alignment of each tensor in the buffer, so dtype views are legal
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.tasks.models.cache import build_once
-from alignflow.tasks.models.registry import models_dir
-from alignflow.tasks.models.tiny import MODEL_CONFIG, SEED, build_key
+from alignflow.tasks.zoo.cache import build_once
+from alignflow.tasks.zoo.registry import models_dir
+from alignflow.tasks.zoo.tiny import MODEL_CONFIG, SEED, build_key
 
 HEADS = {"num_attention_heads": 2, "num_key_value_heads": 1}
 MODEL_FILES = {"config.json", "generation_config.json", "model.safetensors"}

@@ -12,13 +12,13 @@ pytest.importorskip("vllm")
 
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.engines.vllm import VLLMEngine
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.modeling.loading import load_causal_lm
-from alignflow.tasks.rl.forward import response_logprobs
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from alignflow.artifacts.errors import ConfigError
+from alignflow.errors import ConfigError
 from alignflow.tasks.engines.vllm_weights import ALIGN, pack_buckets, unpack
 
 
