@@ -64,3 +64,17 @@ class TaskFailed(FlowError):
         self.task_key = task_key
         self.error = error
         self.kind = kind
+
+
+def invalid(field: str, message: str) -> ConfigError:
+    """A bad value found by a config class's own check. The config loader prefixes `field`
+    with its section's dotted path: `config key 'actor.adam.lr': expected ..., got 0.0`."""
+    err = ConfigError(f"config key {field!r}: {message}")
+    err.field, err.detail = field, message  # type: ignore[attr-defined]
+    return err
+
+
+def require(ok: bool, field: str, expected: str, value: object) -> None:
+    """`invalid(field, "expected <expected>, got <value>")` unless `ok`."""
+    if not ok:
+        raise invalid(field, f"expected {expected}, got {value!r}")

@@ -14,10 +14,10 @@ typo or a bad value fails before any work starts, in one line.
     help.py     --help-config
 """
 
+from alignflow.errors import invalid
 from alignflow.flows.config.build import (
     dump_yaml,
     from_dict,
-    invalid,
     known_part,
     load_config,
     to_dict,

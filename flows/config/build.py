@@ -21,6 +21,7 @@ from alignflow.flows.config.sources import (
     apply_flags,
     apply_sets,
     flatten,
+    is_section,
     read_yaml,
 )
 from alignflow.flows.config.types import (
@@ -34,16 +35,6 @@ from alignflow.flows.config.types import (
 from alignflow.flows.config.values import coerce
 
 T = TypeVar("T")
-
-
-def invalid(field: str, message: str) -> ConfigError:
-    """Error for `__post_init__`; the loader prefixes the field with its full dotted path.
-
-    Use as `raise invalid("coef", f"must be >= 0, got {self.coef}")`.
-    """
-    err = ConfigError(f"config key {field!r}: {message}")
-    err.field, err.detail = field, message  # type: ignore[attr-defined]
-    return err
 
 
 def _section_value(sub: type, f: dataclasses.Field, base: Any, over: Overrides, key: str) -> Any:
@@ -120,13 +111,13 @@ def known_part(cls: type, data: Mapping[str, Any]) -> tuple[dict, list[str]]:
     def walk(node: Mapping, prefix: str) -> dict:
         out = {}
         for name, value in node.items():
-            key = keys.canonical(f"{prefix}{name}")
-            if key not in keys.paths:
-                dropped.append(f"{prefix}{name}")
-            elif section(keys.paths[key]) is not None and isinstance(value, Mapping):
-                out[name] = walk(value, f"{prefix}{name}.")
-            else:
+            full = f"{prefix}{name}"
+            if isinstance(value, Mapping) and is_section(keys, full):
+                out[name] = walk(value, f"{full}.")
+            elif all(k in keys.paths for k in keys.canonical(full)):
                 out[name] = value
+            else:
+                dropped.append(full)
         return out
     return walk(data, ""), dropped
 

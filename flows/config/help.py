@@ -57,10 +57,12 @@ def _collect(cls: type, base: Any, prefix: str, out: list[ConfigField]) -> None:
 
 @functools.cache
 def _doc_help(cls: type) -> dict[str, str]:
-    """`name: text` lines of the class docstring (Google-style attributes), by field name."""
+    """`name: text` lines of the class docstring, or of a base class's (Google-style
+    attributes), by field name."""
     names = {f.name for f in dataclasses.fields(cls)}
     found: dict[str, str] = {}
-    for line in (cls.__doc__ or "").splitlines():
+    docs = [k.__doc__ or "" for k in cls.__mro__ if dataclasses.is_dataclass(k)]  # own first
+    for line in "\n".join(docs).splitlines():
         name, colon, text = line.strip().partition(":")
         name = name.split(" ")[0]
         if colon and name in names and text.strip() and name not in found:
@@ -68,17 +70,26 @@ def _doc_help(cls: type) -> dict[str, str]:
     return found
 
 
-def format_config_help(cls: type) -> str:
-    """`--help-config` text: one line per dotted key with its flags, type, default and help."""
+def alias_names(cls: type) -> dict[str, list[str]]:
+    """Canonical key -> its other names (`--flag` for flat OpenRLHF flags, dotted names
+    as they are: keys renamed since, usable in YAML, `--set` and as flags)."""
     names: dict[str, list[str]] = {}
-    for alias, key in aliases(cls).items():
-        names.setdefault(key, []).append(f"--{alias}")
+    for alias, found in aliases(cls).items():
+        for key in found:
+            names.setdefault(key, []).append(alias if "." in alias else f"--{alias}")
+    return names
+
+
+def format_config_help(cls: type) -> str:
+    """`--help-config` text: one line per canonical dotted key (its flag is `--KEY`) with its
+    type, default, help and other names (OpenRLHF 0.9 flags, renamed keys)."""
+    names = alias_names(cls)
     rows = []
     for f in config_fields(cls):
         default = "(required)" if f.required else f"= {f.default!r}"
-        flag = f" [{' '.join(names[f.path])}]" if f.path in names else ""
-        rows.append((f"{f.path}{flag}", f"{f.type} {default}", f.help))
+        also = f"  (also {', '.join(names[f.path])})" if f.path in names else ""
+        rows.append((f.path, f"{f.type} {default}", (f"  -- {f.help}" if f.help else "") + also))
     width = max((len(r[0]) for r in rows), default=0)
-    lines = [f"{cls.__name__} keys (YAML file < --set KEY=VALUE < flags):"]
-    lines += [f"  {p.ljust(width)}  {t}" + (f"  -- {h}" if h else "") for p, t, h in rows]
+    lines = [f"{cls.__name__} keys (YAML file < --set KEY=VALUE < --KEY VALUE flags):"]
+    lines += [f"  {p.ljust(width)}  {t}{h}" for p, t, h in rows]
     return "\n".join(lines)

@@ -17,7 +17,16 @@ from typing import Any, get_args, get_origin
 import yaml
 
 from alignflow.errors import ConfigError
-from alignflow.flows.config.types import aliases, config_paths, is_optional, section, type_name
+from alignflow.flows.config.types import (
+    AliasTarget,
+    aliases,
+    config_paths,
+    is_optional,
+    is_union,
+    section,
+    targets,
+    type_name,
+)
 from alignflow.flows.config.values import FALSE_WORDS, TRUE_WORDS, split_list
 
 Overrides = dict[str, tuple[Any, str]]  # dotted key -> (raw value, where it came from)
@@ -39,35 +48,46 @@ class Keys:
 
     cls: type
     paths: Mapping[str, Any]
-    aliases: Mapping[str, str]
+    aliases: Mapping[str, tuple[str, ...]]
 
     @classmethod
-    def of(cls, config_cls: type, table: Mapping[str, str] | None = None) -> Keys:
+    def of(cls, config_cls: type, table: Mapping[str, AliasTarget] | None = None) -> Keys:
         """`table` replaces the class's own `ALIASES` when given."""
-        return cls(config_cls, config_paths(config_cls),
-                   aliases(config_cls) if table is None else dict(table))
+        found = aliases(config_cls) if table is None else {a: targets(t) for a, t in table.items()}
+        return cls(config_cls, config_paths(config_cls), found)
 
-    def canonical(self, key: str) -> str:
-        """`key` with an alias (of the key, or of a section above it) replaced by its target;
-        a real key wins over an alias of the same spelling (`loss` the section, `--loss`)."""
+    def canonical(self, key: str) -> tuple[str, ...]:
+        """`key` with an alias (of the key, or of a section above it) replaced by its
+        target(s); a real key wins over an alias of the same spelling (`loss` the section,
+        `--loss`). An unknown key comes back as itself."""
         if key in self.paths:
-            return key
+            return (key,)
         if key in self.aliases:
             return self.aliases[key]
         head, _, _ = key.rpartition(".")
         while head:
-            if head in self.aliases:
-                return f"{self.aliases[head]}.{key[len(head) + 1:]}"
+            found = self.aliases.get(head)
+            if found and len(found) == 1 and section(self.paths.get(found[0])) is not None:
+                return (f"{found[0]}.{key[len(head) + 1:]}",)
             head, _, _ = head.rpartition(".")
-        return key
+        return (key,)
 
-    def check(self, key: str, origin: str) -> tuple[str, Any]:
-        """(canonical key, annotation) of `key`; `ConfigError` naming the closest valid key."""
+    def check(self, key: str, origin: str) -> tuple[str, ...]:
+        """The canonical key(s) of `key`; `ConfigError` naming the closest valid key."""
         found = self.canonical(key)
-        if found not in self.paths:
+        if any(k not in self.paths for k in found):
             pool = list(self.paths) + list(self.aliases)
             raise ConfigError(f"unknown config key {key!r} in {origin}{suggest(key, pool)}")
-        return found, self.paths[found]
+        return found
+
+    def old_section(self, key: str) -> bool:
+        """Whether `key` was a section whose keys are now aliases (`optim.learning_rate`),
+        so a mapping under it is read key by key."""
+        found = self.canonical(key)
+        if len(found) == 1 and found[0] in self.paths and (
+                get_origin(self.paths[found[0]]) is dict):
+            return False
+        return any(a.startswith(key + ".") for a in self.aliases)
 
 
 def put_override(over: Overrides, key: str, value: Any, origin: str) -> None:
@@ -80,11 +100,20 @@ def put_override(over: Overrides, key: str, value: Any, origin: str) -> None:
 def flatten(keys: Keys, data: Mapping, origin: str, over: Overrides, prefix: str = "") -> None:
     """A nested mapping (YAML file, dict) -> overrides, checking every key on the way."""
     for name, value in data.items():
-        key, tp = keys.check(f"{prefix}{name}", origin)
-        if section(tp) is not None and isinstance(value, Mapping):  # keep the spelling: a
-            flatten(keys, value, origin, over, f"{prefix}{name}.")  # key may alias below it
-        else:
+        full = f"{prefix}{name}"
+        if isinstance(value, Mapping) and is_section(keys, full):
+            flatten(keys, value, origin, over, f"{full}.")  # keep the spelling: a key
+            continue                                        # may alias below it
+        for key in keys.check(full, origin):
             put_override(over, key, value, origin)
+
+
+def is_section(keys: Keys, key: str) -> bool:
+    """Whether a mapping under `key` holds keys (a section, or an old section's aliases)."""
+    found = keys.canonical(key)
+    if len(found) == 1 and found[0] in keys.paths and section(keys.paths[found[0]]) is not None:
+        return True
+    return keys.old_section(key)
 
 
 def read_yaml(path: str | Path) -> Mapping:
@@ -118,32 +147,43 @@ def apply_sets(keys: Keys, items: list[str] | tuple[str, ...], over: Overrides) 
     """Add each `a.b.c=value` item (value kept as text, parsed later by the field type)."""
     for item in items:
         key, value = _split_set(item)
-        found, _ = keys.check(key, "--set")
-        put_override(over, found, value, f"--set {key}")
+        for found in keys.check(key, "--set"):
+            put_override(over, found, value, f"--set {key}")
 
 
-def flag_table(keys: Keys) -> dict[str, str]:
-    """Flag spelling (dashes as underscores) -> dotted key, for keys and their aliases."""
-    table = {p.replace("-", "_"): p for p in keys.paths}
-    for alias, key in keys.aliases.items():
-        if key not in keys.paths:
-            raise ConfigError(f"alias '{alias}' of {keys.cls.__name__} points at unknown config "
-                              f"key {key!r}{suggest(key, list(keys.paths))}")
-        table[alias.replace("-", "_")] = key
+def flag_table(keys: Keys) -> dict[str, tuple[str, ...]]:
+    """Flag spelling (dashes as underscores) -> dotted key(s), for keys and their aliases."""
+    table = {p.replace("-", "_"): (p,) for p in keys.paths}
+    for alias, found in keys.aliases.items():
+        for key in found:
+            if key not in keys.paths:
+                raise ConfigError(f"alias '{alias}' of {keys.cls.__name__} points at unknown "
+                                  f"config key {key!r}{suggest(key, list(keys.paths))}")
+        table.setdefault(alias.replace("-", "_"), found)
     return table
+
+
+def _is_seq(tp: Any) -> bool:
+    """A list or tuple annotation, or a union holding one (`--eps_clip_low_high 0.2 0.28`)."""
+    options = get_args(tp) if is_union(tp) else (tp,)
+    return any(get_origin(a) in (list, tuple) for a in options)
 
 
 def _is_bool(tp: Any) -> bool:
     return tp is bool or (is_optional(tp) and bool in get_args(tp))
 
 
-def _flag_key(keys: Keys, name: str, table: dict[str, str]) -> tuple[str, bool]:
-    """(dotted key, negated) for `--name`; `--no-name` / `--no_name` negates a bool."""
-    norm = keys.canonical(name.replace("-", "_"))
+def _flag_key(keys: Keys, name: str, table: dict[str, tuple[str, ...]]
+              ) -> tuple[tuple[str, ...], bool]:
+    """(dotted key(s), negated) for `--name`; `--no-name` / `--no_name` negates a bool."""
+    norm = name.replace("-", "_")
     if norm in table:
         return table[norm], False
+    found = keys.canonical(norm)
+    if all(k in keys.paths for k in found):
+        return found, False
     base = norm[3:] if norm.startswith("no_") else None
-    if base and table.get(base) and _is_bool(keys.paths[table[base]]):
+    if base and table.get(base) and _is_bool(keys.paths[table[base][0]]):
         return table[base], True
     raise ConfigError(f"unknown flag '--{name}'{suggest(norm, list(table), '--')}")
 
@@ -152,11 +192,11 @@ def _flag_value(tp: Any, name: str, rest: list[str]) -> Any:
     """Consume the value tokens of `--name` from `rest`: none for bools, many for lists."""
     if _is_bool(tp):
         return rest.pop(0) if rest and rest[0].lower() in TRUE_WORDS | FALSE_WORDS else True
-    if get_origin(tp) in (list, tuple):
+    if _is_seq(tp):
         values: list[str] = []
         while rest and not rest[0].startswith("--"):
             values.extend(split_list(rest.pop(0)))
-        return values
+        return values[0] if len(values) == 1 and get_origin(tp) not in (list, tuple) else values
     if not rest or rest[0].startswith("--"):
         raise ConfigError(f"flag '--{name}' needs a value ({type_name(tp)})")
     return rest.pop(0)
@@ -170,12 +210,13 @@ def apply_flags(keys: Keys, flags: list[str], over: Overrides) -> None:
         if not token.startswith("--") or token == "--":
             raise ConfigError(f"unexpected argument {token!r}: expected --flag [value]")
         name, eq, value = token[2:].partition("=")
-        key, negated = _flag_key(keys, name, table)
+        found, negated = _flag_key(keys, name, table)
         if negated and eq:
             raise ConfigError(f"flag '--{name}' takes no value")
         if not eq:
-            value = False if negated else _flag_value(keys.paths[key], name, rest)
-        put_override(over, key, value, f"--{name}")
+            value = False if negated else _flag_value(keys.paths[found[0]], name, rest)
+        for key in found:
+            put_override(over, key, value, f"--{name}")
 
 
 def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]) -> dict | None:

@@ -62,12 +62,26 @@ def config_paths(cls: type) -> dict[str, Any]:
     return out
 
 
-def aliases(cls: type) -> dict[str, str]:
+AliasTarget = str | tuple[str, ...]
+
+
+def targets(target: AliasTarget) -> tuple[str, ...]:
+    """An alias's canonical keys: one, or several when one old flag set several keys
+    (OpenRLHF 0.9's `--lr_warmup_ratio` set both the actor's and the critic's)."""
+    return (target,) if isinstance(target, str) else tuple(target)
+
+
+def aliases(cls: type) -> dict[str, tuple[str, ...]]:
     """`cls.ALIASES`: other names of its keys (OpenRLHF flags, keys that were renamed) ->
-    the canonical dotted key, keeping those whose key the class has (one table may serve
+    the canonical dotted key(s), keeping the targets the class has (one table may serve
     several config classes). Every source (YAML, `--set`, flags) accepts them."""
     paths = config_paths(cls)
-    return {a: k for a, k in getattr(cls, "ALIASES", {}).items() if k in paths}
+    found = {}
+    for alias, target in getattr(cls, "ALIASES", {}).items():
+        kept = tuple(k for k in targets(target) if k in paths)
+        if kept:
+            found[alias] = kept
+    return found
 
 
 def type_name(tp: Any) -> str:
