@@ -68,9 +68,10 @@ def run_alignflow(kind: str, model: str, data: Path, batch: int, max_len: int) -
     from alignflow.flows.loader import load_flow
 
     flow, cls = load_flow(kind)
-    sets = [f"model.pretrain={model}", f"data.dataset={data}", "data.apply_chat_template=false",
-            f"data.max_len={max_len}", f"optim.train_batch_size={batch}",
-            f"optim.micro_train_batch_size={batch}", "num_threads=1", "optim.learning_rate=1e-5"]
+    sets = [f"model.model_name_or_path={model}", f"data.dataset={data}",
+            "data.apply_chat_template=false", f"data.max_len={max_len}",
+            f"train.batch_size={batch}", f"train.micro_batch_size={batch}", "num_threads=1",
+            "adam.lr=1e-5"]
     store = tempfile.mkdtemp(prefix="bench-offline-")
     api.run(flow, load_config(cls, sets=sets), store=store, executor="inline", run_id="b")
     rows = Catalog(store).sql("SELECT sum(duration) AS s FROM tasks WHERE run_id = 'b' AND "

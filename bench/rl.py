@@ -128,12 +128,12 @@ def config(model: str, threads: int):
     iters, prompts, n, tokens = SIZES[model]
     path = resolve_model("tiny-llama" if model == "tiny" else "smollm2-135m")
     return load_config(RLConfig, sets=[
-        f"model.pretrain={path}", f"data.max_samples={prompts * iters}",
-        f"generate.rollout_batch_size={prompts}", f"generate.n_samples_per_prompt={n}",
-        f"generate.generate_max_len={tokens}", f"generate.micro_rollout_batch_size={prompts * n}",
-        "rewards.sources=rule:gsm8k", f"optim.train_batch_size={prompts * n}",
-        f"optim.micro_train_batch_size={min(prompts * n, 8)}", "optim.learning_rate=1e-6",
-        f"max_iterations={iters}", f"num_threads={threads}"])
+        f"actor.model_name_or_path={path}", f"data.max_samples={prompts * iters}",
+        f"rollout.batch_size={prompts}", f"rollout.n_samples_per_prompt={n}",
+        f"rollout.max_new_tokens={tokens}", f"rollout.micro_batch_size={prompts * n}",
+        "reward.sources=rule:gsm8k", f"train.batch_size={prompts * n}",
+        f"train.micro_batch_size={min(prompts * n, 8)}", "actor.adam.lr=1e-6",
+        f"train.max_iterations={iters}", f"num_threads={threads}"])
 
 
 def _sum(events, lo: float, hi: float, kinds: tuple[str, ...]) -> float:

@@ -19,20 +19,20 @@ from alignflow.flows.rl.grpo import grpo
 
 # Sized for ~10 minutes on 2 CPU cores; every key can be overridden with --set.
 DEMO_SETS = [
-    "model.pretrain=smollm2-135m",
-    "data.prompt_data=alignflow:gsm8k",
+    "actor.model_name_or_path=smollm2-135m",
+    "data.prompt_dataset=alignflow:gsm8k",
     "data.input_template={}\nBe brief: a short calculation, then the answer as '#### <number>'.",
     "data.max_samples=64",
-    "generate.rollout_batch_size=4",
-    "generate.n_samples_per_prompt=4",
-    "generate.generate_max_len=96",
-    "generate.micro_rollout_batch_size=16",
-    "rewards.sources=rule:gsm8k",
-    "optim.train_batch_size=16",
-    "optim.micro_train_batch_size=4",
-    "optim.learning_rate=5e-6",
-    "algo.advantage_estimator=group_norm",
-    "max_iterations=5",
+    "rollout.batch_size=4",
+    "rollout.n_samples_per_prompt=4",
+    "rollout.max_new_tokens=96",
+    "rollout.micro_batch_size=16",
+    "reward.sources=rule:gsm8k",
+    "train.batch_size=16",
+    "train.micro_batch_size=4",
+    "actor.adam.lr=5e-6",
+    "algo.advantage.estimator=group_norm",
+    "train.max_iterations=5",
 ]
 
 QUERIES = [
@@ -53,7 +53,7 @@ QUERIES = [
 def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
     parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
-                        help="override a demo setting, e.g. --set max_iterations=3")
+                        help="override a demo setting, e.g. --set train.max_iterations=3")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--executor", choices=["ray", "inline"], default="ray")
 
@@ -65,8 +65,8 @@ def run(name: str, args: argparse.Namespace) -> int:
 
     cfg = load_config(RLConfig, sets=[*DEMO_SETS, *args.sets])
     store = api.open_store(args.store)
-    print(f"alignflow demo: GRPO on {cfg.model.pretrain}, {cfg.data.prompt_data}, "
-          f"reward {','.join(cfg.rewards.sources)}; store {store.url}")
+    print(f"alignflow demo: GRPO on {cfg.actor.model_name_or_path}, {cfg.data.prompt_dataset}, "
+          f"reward {','.join(cfg.reward.specs)}; store {store.url}")
     run_id = new_run_id("grpo")
     start = time.time()
     try:

@@ -1,8 +1,9 @@
 """Configs of the durable loops: rejection sampling and iterative DPO.
 
-Both reuse the RL flows' sections (model, data, generate, rewards) and the optimiser
-section every flow shares (`optim`), and add the round count; iterative DPO adds the DPO
-loss section of the `dpo` flow and the pair margin.
+They have no OpenRLHF counterpart; they take the RL flows' sections for generating
+(`data.*`, `rollout.*`, `reward.*`) and the offline flows' for training (`model.*`,
+`train.*`, the optimiser at the top level: `adam.lr`, `lr_warmup_ratio`, ...), and add the
+round count; iterative DPO's `model` section is the `dpo` flow's (`model.beta`, ...).
 """
 
 from __future__ import annotations
@@ -10,70 +11,76 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from alignflow.errors import ConfigError
-from alignflow.flows.aliases import ALIASES
+from alignflow.errors import require
+from alignflow.flows import aliases
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
-from alignflow.tasks.offline.loss_config import DPOLossConfig
+from alignflow.tasks.offline.loss_config import DPOModelConfig
 from alignflow.tasks.rewards.registry import RewardConfig
-from alignflow.tasks.steps.generate import GenerateConfig
+from alignflow.tasks.steps.ckpt import CkptConfig
+from alignflow.tasks.steps.generate import RolloutConfig
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.optim import OptimConfig
+from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.optim import Optimizer, TrainConfig
 
 
-def _default_rewards() -> RewardConfig:
-    return RewardConfig(sources=("rule:gsm8k",))
-
-
-def _default_optim() -> OptimConfig:
-    return OptimConfig(learning_rate=1e-6, micro_train_batch_size=4, lr_warmup_ratio=0.0,
-                       min_lr_ratio=1.0)
+def _train() -> TrainConfig:
+    return TrainConfig(batch_size=8, micro_batch_size=4)
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoopConfig:
-    """R rounds of: generate n per prompt with the current policy, score, select, fine-tune."""
+class LoopConfig(Optimizer):
+    """R rounds of: generate n per prompt with the current policy, score, select, fine-tune.
 
-    ALIASES: ClassVar[dict[str, str]] = ALIASES
+    rounds: rounds of generate → select → train
+    final_eval: generate and score once more with the final policy (round R), for progress
+    num_cpus: CPUs reserved for the loop's host
+    num_gpus: GPUs reserved for the loop's host
+    """
+
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    generate: GenerateConfig = field(default_factory=GenerateConfig)
-    rewards: RewardConfig = field(default_factory=_default_rewards)
-    optim: OptimConfig = field(default_factory=_default_optim)
-    save_steps: int = field(default=-1, metadata={
-        "help": "optimizer steps per training task (a resume point); -1: one task per round"})
-    rounds: int = field(default=2, metadata={"help": "rounds of generate → select → train"})
-    final_eval: bool = field(default=True, metadata={
-        "help": "generate and score once more with the final policy (round R), for progress"})
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    train: TrainConfig = field(default_factory=_train)
+    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    ds: DSConfig = field(default_factory=DSConfig)
+    lr_warmup_ratio: float = 0.0
+    min_lr_ratio: float = 1.0
+    rounds: int = 2
+    final_eval: bool = True
     num_threads: int | None = field(default=None, metadata={"help": "torch threads of the host"})
-    keep_checkpoints: int = 2
     num_cpus: float = 1.0
     num_gpus: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.rounds < 1:
-            raise ConfigError(f"rounds={self.rounds}: expected >= 1")
-        if self.save_steps == 0 or self.save_steps < -1:
-            raise ConfigError(f"save_steps={self.save_steps}: expected >= 1, or -1 for one "
-                              "task per round")
+        super().__post_init__()
+        require(self.rounds >= 1, "rounds", "an integer >= 1", self.rounds)
+        if self.num_threads is not None:
+            require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
+                    self.num_threads)
+        for name in ("num_cpus", "num_gpus"):
+            require(getattr(self, name) >= 0, name, "a number >= 0", getattr(self, name))
 
     @property
     def steps_per_round(self) -> int:
         """Upper bound on a round's optimizer steps (every prompt kept): the LR schedule's unit."""
-        per_epoch = -(-self.generate.rollout_batch_size // self.optim.train_batch_size)
-        return per_epoch * self.optim.max_epochs
+        per_epoch = -(-self.rollout.batch_size // self.train.batch_size)
+        return per_epoch * self.train.max_epochs
 
     def trainer(self) -> TrainerConfig:
-        return self.optim.trainer(self.rounds * self.steps_per_round, self.model)
+        return self.trainer_config(self.rounds * self.steps_per_round, self.train, self.ds,
+                                   gradient_checkpointing=self.model.gradient_checkpointing_enable)
 
     def train_spec(self) -> TrainSpec:
-        return TrainSpec(kind=self.KIND, loss=getattr(self, "loss", None),
-                         train_batch_size=self.optim.train_batch_size,
-                         micro_train_batch_size=self.optim.micro_train_batch_size,
-                         save_steps=self.save_steps, eval_steps=-1)
+        return TrainSpec(kind=self.KIND, loss=self.model if self.KIND == "dpo" else None,
+                         train_batch_size=self.train.batch_size,
+                         micro_train_batch_size=self.train.micro_batch_size,
+                         save_steps=self.ckpt.save_steps, eval_steps=-1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,14 +95,16 @@ class RejectionSamplingConfig(LoopConfig):
 class IterativeDPOConfig(LoopConfig):
     """Best-vs-worst pairs per prompt (gap >= `margin`), DPO against the round's start policy."""
 
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS | aliases.DPO_MODEL
     KIND: ClassVar[str] = "dpo"
 
+    model: DPOModelConfig = field(default_factory=DPOModelConfig)
     margin: float = field(default=0.0, metadata={
         "help": "minimum reward gap best - worst for a pair (pairs with no gap are always skipped)"})
-    loss: DPOLossConfig = field(default_factory=DPOLossConfig)
     reference_micro_batch: int = 8
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.margin < 0:
-            raise ConfigError(f"margin={self.margin}: expected >= 0")
+        require(self.margin >= 0, "margin", "a float >= 0", self.margin)
+        require(self.reference_micro_batch >= 1, "reference_micro_batch", "an integer >= 1",
+                self.reference_micro_batch)

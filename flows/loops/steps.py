@@ -29,10 +29,11 @@ policy_reference = task(version=1)(reference.policy_reference)
 
 def declare_host(cfg: LoopConfig) -> str:
     """One worker group holding the policy and the rewards; returns its name."""
-    spec = HostSpec(roles=("actor", "reward"), models=cfg.model, actor_trainer=cfg.trainer(),
-                    rewards=cfg.rewards,
-                    micro_rollout_batch_size=cfg.generate.micro_rollout_batch_size,
-                    num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints)
+    spec = HostSpec(roles=("actor", "reward"), pretrain=cfg.model.model_name_or_path,
+                    dtype=cfg.ds.param_dtype, actor_trainer=cfg.trainer(), rewards=cfg.reward,
+                    micro_rollout_batch_size=cfg.rollout.micro_batch_size,
+                    num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
+                    offload=("reward",) if cfg.reward.offload else ())
     worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=cfg.num_cpus,
                  num_gpus=cfg.num_gpus)
     return HOST
@@ -50,7 +51,7 @@ def round_key(round_: int) -> str:
 def generate_and_score(cfg: LoopConfig, prompts_out, round_: int):
     """Round `round_`'s rollouts and their scores."""
     k = round_key(round_)
-    rollouts = on(generate_rollouts, f"{k}/generate")(prompts_out, round_, cfg.generate,
+    rollouts = on(generate_rollouts, f"{k}/generate")(prompts_out, round_, cfg.rollout,
                                                       round_=round_)
     scores = on(score_rollouts, f"{k}/score")(rollouts, round_)
     return rollouts, scores
@@ -62,7 +63,7 @@ def train_round(cfg: LoopConfig, data: OfflineData, round_: int, step: int,
     optimizer and LR schedule at trainer step `step`; then the engine gets the new policy."""
     k = round_key(round_)
     plan = make_plan.options(key=f"{k}/plan")(
-        data.train_rows, cfg.optim.train_batch_size, cfg.optim.max_epochs, cfg.save_steps,
+        data.train_rows, cfg.train.batch_size, cfg.train.max_epochs, cfg.ckpt.save_steps,
         False, None, step)
     out = None
     for c in range(plan.chunks):

@@ -1,9 +1,10 @@
-"""The configs of the offline training flows (SFT, CSFT, RM, DPO, KTO, distillation, PRM).
+"""The configs of the offline training flows (SFT, CSFT, RM, DPO, KTO, distillation, PRM),
+under OpenRLHF 0.11's names (train_sft / train_dpo / train_rm): `model.*` (with the loss
+knobs of the objective), `ref.*`, `data.*`, `eval.*`, `train.*`, `ckpt.*`, `ds.*`, and the
+optimiser at the top level (`adam.*`, `lr_warmup_ratio`, `min_lr_ratio`, `max_norm`).
 
-Every flow shares the model, data and optimiser sections and the training cadence; a flow
-whose objective has knobs adds its `loss` section. OpenRLHF's flags (`--pretrain`,
-`--dataset`, `--beta`, `--ipo`, `--save_steps`, ...) map onto the dotted keys
-(`flows/aliases.py`).
+OpenRLHF 0.9's flags (`--pretrain`, `--dataset`, `--beta`, `--ipo`, `--save_steps`, ...)
+map onto these keys (`flows/aliases.py`).
 """
 
 from __future__ import annotations
@@ -11,84 +12,115 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from alignflow.errors import ConfigError
-from alignflow.flows.aliases import ALIASES
-from alignflow.tasks.modeling.model_config import DistillModelConfig, ModelConfig
-from alignflow.tasks.offline.config import OfflineDataConfig, TrainSpec
+from alignflow.errors import require
+from alignflow.flows import aliases
+from alignflow.tasks.modeling.model_config import (
+    ModelConfig,
+    RefConfig,
+    SFTModelConfig,
+    TeacherConfig,
+)
+from alignflow.tasks.offline.config import EvalConfig, OfflineDataConfig, PrepareSpec, TrainSpec
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.loss_config import (
-    DPOLossConfig,
-    KDLossConfig,
-    KTOLossConfig,
-    RMLossConfig,
+    DistillModelConfig,
+    DPOModelConfig,
+    KTOModelConfig,
+    RMModelConfig,
 )
-from alignflow.tasks.trainers.optim import OptimConfig
+from alignflow.tasks.steps.ckpt import CkptConfig
+from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.optim import AdamConfig, Optimizer, TrainConfig
 from alignflow.tasks.trainers.plan import Plan
 
 
 @dataclass(frozen=True, kw_only=True)
-class OfflineConfig:
+class OfflineTrainConfig(TrainConfig):
+    """max_steps: cap on optimizer steps (alignflow; null: every epoch)."""
+
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps is not None:
+            require(self.max_steps >= 1, "max_steps", "an integer >= 1 or null", self.max_steps)
+
+
+def _adam(lr: float):
+    return lambda: AdamConfig(lr=lr)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfflineConfig(Optimizer):
     """One offline training run; `KIND` names its objective (`tasks/offline/kinds.py`)."""
 
     KIND: ClassVar[str] = "sft"
-    ALIASES: ClassVar[dict[str, str]] = ALIASES
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE
+    LOSS_IN_MODEL: ClassVar[bool] = False  # the model section holds the loss knobs
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: OfflineDataConfig = field(default_factory=OfflineDataConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    save_steps: int = field(default=-1, metadata={
-        "help": "optimizer steps per train task (checkpoint); -1: one task for the run"})
-    eval_steps: int = field(default=-1, metadata={"help": "eval every N steps (-1: at the end)"})
-    max_steps: int | None = field(default=None, metadata={"help": "cap on optimizer steps"})
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    train: OfflineTrainConfig = field(default_factory=OfflineTrainConfig)
+    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    ds: DSConfig = field(default_factory=DSConfig)
+    adam: AdamConfig = field(default_factory=_adam(5e-7))
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
-    keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
-        if self.save_steps == 0 or self.save_steps < -1:
-            raise ConfigError(f"save_steps={self.save_steps}: expected >= 1 or -1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError(f"max_steps={self.max_steps}: expected >= 1 or null")
+        super().__post_init__()
+        if self.num_threads is not None:
+            require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
+                    self.num_threads)
 
     @property
     def loss_config(self):
-        """The objective's loss section, for flows that have one."""
-        return getattr(self, "loss", None)
+        """The objective's loss knobs (its model section), for objectives that have some."""
+        return self.model if self.LOSS_IN_MODEL else None
+
+    @property
+    def reference(self) -> str:
+        """The reference model (DPO, KTO): `ref.model_name_or_path`, else the trained one."""
+        ref = getattr(self, "ref", None)
+        return (ref and ref.model_name_or_path) or self.model.model_name_or_path
+
+    @property
+    def prepare_spec(self) -> PrepareSpec:
+        """What the prepare task reads."""
+        return PrepareSpec(data=self.data, eval=self.eval,
+                           pretrain_mode=getattr(self.model, "pretrain_mode_enable", False))
 
     def plan(self, order_seed: int, train_rows: int) -> Plan:
-        """`max_epochs` passes in `train_batch_size` steps (each epoch's partial batch is
-        dropped), capped by `max_steps`, in chunks of `save_steps`."""
-        if train_rows < self.optim.train_batch_size:
-            raise ConfigError(f"optim.train_batch_size={self.optim.train_batch_size}: larger "
-                              f"than the {train_rows} training examples")
-        return Plan.for_epochs(order_seed, train_rows, self.optim.train_batch_size,
-                               self.optim.max_epochs, save_steps=self.save_steps,
-                               drop_last=True, max_steps=self.max_steps)
+        """`max_epochs` passes in `train.batch_size` steps (each epoch's partial batch is
+        dropped), capped by `max_steps`, in chunks of `ckpt.save_steps`."""
+        require(train_rows >= self.train.batch_size, "train.batch_size",
+                f"at most the {train_rows} training examples", self.train.batch_size)
+        return Plan.for_epochs(order_seed, train_rows, self.train.batch_size,
+                               self.train.max_epochs, save_steps=self.ckpt.save_steps,
+                               drop_last=True, max_steps=self.train.max_steps)
 
     def train_spec(self) -> TrainSpec:
         return TrainSpec(kind=self.KIND, loss=self.loss_config,
-                         train_batch_size=self.optim.train_batch_size,
-                         micro_train_batch_size=self.optim.micro_train_batch_size,
-                         save_steps=self.save_steps, eval_steps=self.eval_steps,
+                         train_batch_size=self.train.batch_size,
+                         micro_train_batch_size=self.train.micro_batch_size,
+                         save_steps=self.ckpt.save_steps, eval_steps=self.eval.steps,
                          placeholder_token=self.data.placeholder_token,
                          reward_tokens=self.data.reward_tokens,
-                         packing=self.optim.packing_samples and objective(self.KIND).packing)
+                         packing=self.ds.packing_samples and objective(self.KIND).packing)
 
 
 def _data(**kw):
     return lambda: OfflineDataConfig(**kw)
 
 
-def _optim(**kw):
-    return lambda: OptimConfig(**kw)
-
-
 @dataclass(frozen=True, kw_only=True)
 class SFTConfig(OfflineConfig):
-    """Supervised fine-tuning (loss on assistant turns; `pretrain_mode`: on every token)."""
+    """Supervised fine-tuning (loss on assistant turns; `pretrain_mode_enable`: every token)."""
 
     KIND: ClassVar[str] = "sft"
+    model: SFTModelConfig = field(default_factory=SFTModelConfig)
     data: OfflineDataConfig = field(default_factory=_data(dataset="alignflow:gsm8k-sft"))
-    optim: OptimConfig = field(default_factory=_optim(learning_rate=5e-6))
+    adam: AdamConfig = field(default_factory=_adam(5e-6))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,17 +132,18 @@ class CSFTConfig(SFTConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class DistillConfig(SFTConfig):
-    """Knowledge distillation: α·CE + (1−α)·KL(teacher‖student); `model.teacher_model`."""
+    """Knowledge distillation: α·CE + (1−α)·KL(teacher‖student); `teacher.model_name_or_path`."""
 
     KIND: ClassVar[str] = "distill"
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.KD_MODEL
+    LOSS_IN_MODEL: ClassVar[bool] = True
     model: DistillModelConfig = field(default_factory=DistillModelConfig)
-    loss: KDLossConfig = field(default_factory=KDLossConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.model.teacher_model:
-            raise ConfigError("model.teacher_model: distillation needs a teacher "
-                              "(--teacher_model NAME_OR_PATH)")
+        require(bool(self.teacher.model_name_or_path), "teacher.model_name_or_path",
+                "the teacher model (--teacher_model NAME_OR_PATH)", None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +153,7 @@ class PRMConfig(OfflineConfig):
     KIND: ClassVar[str] = "prm"
     data: OfflineDataConfig = field(default_factory=_data(
         dataset="", apply_chat_template=False, label_key="value", reward_tokens=("+", "-")))
-    optim: OptimConfig = field(default_factory=_optim(learning_rate=1e-6))
+    adam: AdamConfig = field(default_factory=_adam(1e-6))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,8 +161,10 @@ class RMConfig(OfflineConfig):
     """Reward model: pairwise loss on the value head's last-token score."""
 
     KIND: ClassVar[str] = "rm"
-    optim: OptimConfig = field(default_factory=_optim(learning_rate=9e-6))
-    loss: RMLossConfig = field(default_factory=RMLossConfig)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.RM_MODEL
+    LOSS_IN_MODEL: ClassVar[bool] = True
+    model: RMModelConfig = field(default_factory=RMModelConfig)
+    adam: AdamConfig = field(default_factory=_adam(9e-6))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +172,10 @@ class DPOConfig(OfflineConfig):
     """DPO (β = 0.1), IPO (`--ipo`) or cDPO (`--label_smoothing`) against a cached reference."""
 
     KIND: ClassVar[str] = "dpo"
-    loss: DPOLossConfig = field(default_factory=DPOLossConfig)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.DPO_MODEL
+    LOSS_IN_MODEL: ClassVar[bool] = True
+    model: DPOModelConfig = field(default_factory=DPOModelConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,4 +183,7 @@ class KTOConfig(OfflineConfig):
     """KTO on chosen (desirable) / rejected (undesirable) responses."""
 
     KIND: ClassVar[str] = "kto"
-    loss: KTOLossConfig = field(default_factory=KTOLossConfig)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.KTO_MODEL
+    LOSS_IN_MODEL: ClassVar[bool] = True
+    model: KTOModelConfig = field(default_factory=KTOModelConfig)
+    ref: RefConfig = field(default_factory=RefConfig)

@@ -42,34 +42,35 @@ def make_plan(rows: int, batch_size: int, epochs: int, save_steps: int, drop_las
 
 
 def prepare_data(cfg: OfflineConfig) -> OfflineData:
+    model = cfg.model.model_name_or_path
     return prepare_examples.options(key="prepare")(
-        cfg.data, cfg.KIND, cfg.model.pretrain,
-        fingerprint(cfg.data.dataset, cfg.data.eval_dataset, cfg.model.pretrain))
+        cfg.prepare_spec, cfg.KIND, model, fingerprint(cfg.data.dataset, cfg.eval.dataset, model))
 
 
 def plan_steps(cfg: OfflineConfig, data: OfflineData) -> Plan:
     cfg.plan(0, data.train_rows)  # a batch larger than the data fails here, in one line
     return make_plan.options(key="plan")(
-        data.train_rows, cfg.optim.train_batch_size, cfg.optim.max_epochs,
-        cfg.save_steps, True, cfg.max_steps)
+        data.train_rows, cfg.train.batch_size, cfg.train.max_epochs,
+        cfg.ckpt.save_steps, True, cfg.train.max_steps)
 
 
 def reference_of(cfg: OfflineConfig, data: OfflineData) -> ReferenceOutput:
     return reference_logprobs.options(key="reference")(
-        data, cfg.model.reference, cfg.optim.micro_train_batch_size, cfg.model.dtype,
-        cfg.num_threads, fingerprint(cfg.model.reference))
+        data, cfg.reference, cfg.train.micro_batch_size, cfg.ds.param_dtype,
+        cfg.num_threads, fingerprint(cfg.reference))
 
 
 def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
     """The host that trains (and the teacher's host, for distillation)."""
-    spec = OfflineHostSpec(pretrain=cfg.model.pretrain,
-                           value_head=objective(cfg.KIND).value_head,
-                           trainer=cfg.optim.trainer(plan.total_steps, cfg.model),
-                           num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints)
+    trainer = cfg.trainer_config(plan.total_steps, cfg.train, cfg.ds,
+                                 gradient_checkpointing=cfg.model.gradient_checkpointing_enable)
+    spec = OfflineHostSpec(pretrain=cfg.model.model_name_or_path,
+                           value_head=objective(cfg.KIND).value_head, trainer=trainer,
+                           num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
     worker_group(POLICY, functools.partial(OfflineHost, spec))
     if objective(cfg.KIND).teacher:
-        worker_group(TEACHER, functools.partial(TeacherHost, cfg.model.teacher_model,
-                                                dtype=cfg.model.dtype,
+        worker_group(TEACHER, functools.partial(TeacherHost, cfg.teacher.model_name_or_path,
+                                                dtype=cfg.ds.param_dtype,
                                                 num_threads=cfg.num_threads))
 
 

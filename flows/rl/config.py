@@ -1,8 +1,9 @@
-"""The config of the PPO-family flows, composed from the steps' own configs.
+"""The config of the PPO-family flows, composed from the steps' own configs, under
+OpenRLHF 0.11's names (`actor.*`, `critic.*`, `ref.*`, `reward.*`, `rollout.*`, `train.*`,
+`algo.*`, `data.*`, `ckpt.*`, `ds.*`), with alignflow-only keys beside them.
 
-OpenRLHF users can keep their flags: `--advantage_estimator group_norm`,
-`--n_samples_per_prompt 4`, `--init_kl_coef 0.01`, ... map onto the dotted keys below
-(`flows/aliases.py`).
+OpenRLHF 0.9's flags (`--advantage_estimator group_norm`, `--n_samples_per_prompt 4`,
+`--init_kl_coef 0.01`, ...) map onto these keys (`flows/aliases.py`).
 """
 
 from __future__ import annotations
@@ -11,76 +12,100 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from alignflow.errors import ConfigError
-from alignflow.flows.aliases import ALIASES
-from alignflow.tasks.modeling.model_config import RLModelConfig
-from alignflow.tasks.rewards.registry import RewardConfig
-from alignflow.tasks.rl.learn_config import AlgoConfig, LearnSettings
-from alignflow.tasks.steps.generate import GenerateConfig
-from alignflow.tasks.steps.placement import PlacementConfig
+from alignflow.errors import require
+from alignflow.flows import aliases
+from alignflow.tasks.modeling.model_config import RefConfig
+from alignflow.tasks.rl.learn_config import (
+    AlgoConfig,
+    EstimatorConfig,
+    LearnSettings,
+    RLRewardConfig,
+)
+from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
+from alignflow.tasks.steps.ckpt import CkptConfig
+from alignflow.tasks.steps.generate import RolloutConfig
+from alignflow.tasks.steps.placement import Colocation, PlacementConfig
 from alignflow.tasks.steps.prompts import DataConfig
-from alignflow.tasks.trainers.optim import RLOptimConfig
+from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.optim import TrainConfig
 
 
-def _default_rewards() -> RewardConfig:
-    return RewardConfig(sources=("rule:gsm8k",))
+@dataclass(frozen=True, kw_only=True)
+class RLTrainConfig(TrainConfig, Colocation):
+    """Batching, run length and colocation (`train.*`).
+
+    num_episodes: passes over the prompt data
+    max_iterations: cap on iterations (alignflow; null: no cap)
+    """
+
+    batch_size: int = 32
+    micro_batch_size: int = 4
+    num_episodes: int = 1
+    max_iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.num_episodes >= 1, "num_episodes", "an integer >= 1", self.num_episodes)
+        if self.max_iterations is not None:
+            require(self.max_iterations >= 1, "max_iterations", "an integer >= 1 or null",
+                    self.max_iterations)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RLConfig:
-    """One PPO-family run: models, placement, data, sampling, rewards, algorithm, optimiser."""
+    """One PPO-family run: roles, data, sampling, rewards, algorithm, batching, checkpoints."""
 
-    ALIASES: ClassVar[dict[str, str]] = ALIASES
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
 
-    model: RLModelConfig = field(default_factory=RLModelConfig)
-    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
+    reward: RLRewardConfig = field(default_factory=RLRewardConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    generate: GenerateConfig = field(default_factory=GenerateConfig)
-    rewards: RewardConfig = field(default_factory=_default_rewards)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
-    optim: RLOptimConfig = field(default_factory=RLOptimConfig)
-    num_episodes: int = 1
-    max_iterations: int | None = field(default=None, metadata={"help": "cap on iterations"})
-    save_steps: int = field(default=-1, metadata={
-        "help": "export an HF-format policy every N iterations (-1: only at the end)"})
+    train: RLTrainConfig = field(default_factory=RLTrainConfig)
+    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    ds: DSConfig = field(default_factory=DSConfig)
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
-    keep_checkpoints: int = field(default=2, metadata={
-        "help": "resume checkpoints kept per trained role (older ones are deleted; >= 2)"})
 
     def __post_init__(self) -> None:
-        if self.num_episodes < 1:
-            raise ConfigError(f"num_episodes={self.num_episodes}: expected >= 1")
-        if self.max_iterations is not None and self.max_iterations < 1:
-            raise ConfigError(f"max_iterations={self.max_iterations}: expected >= 1 or null")
-        if self.algo.advantage_estimator in ("group_norm", "rloo") and \
-                self.generate.n_samples_per_prompt < 2:
-            raise ConfigError(f"algo.advantage_estimator={self.algo.advantage_estimator!r} needs "
-                              f"generate.n_samples_per_prompt >= 2 (got "
-                              f"{self.generate.n_samples_per_prompt})")
+        if self.num_threads is not None:
+            require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
+                    self.num_threads)
+        estimator = self.algo.advantage.estimator
+        if estimator in ("group_norm", "rloo", "dr_grpo"):
+            require(self.rollout.n_samples_per_prompt >= 2, "rollout.n_samples_per_prompt",
+                    f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
+                    "samples of a prompt)", self.rollout.n_samples_per_prompt)
 
     def iterations(self, num_prompts: int) -> int:
         """Iterations over `num_episodes` passes through the prompts, capped by max_iterations."""
-        per_episode = math.ceil(num_prompts / self.generate.rollout_batch_size)
-        total = per_episode * self.num_episodes
-        return min(total, self.max_iterations) if self.max_iterations else total
+        per_episode = math.ceil(num_prompts / self.rollout.batch_size)
+        total = per_episode * self.train.num_episodes
+        cap = self.train.max_iterations
+        return min(total, cap) if cap else total
 
     def optimizer_steps(self, iterations: int) -> int:
         """Optimizer steps of the whole run (the LR schedule's length)."""
-        per_iter = math.ceil(self.generate.samples_per_iteration / self.optim.train_batch_size)
-        return iterations * per_iter * self.optim.max_epochs
+        per_iter = math.ceil(self.rollout.samples_per_iteration / self.train.batch_size)
+        return iterations * per_iter * self.train.max_epochs
 
     @property
     def learn(self) -> LearnSettings:
         """What the learn steps take from this config."""
-        return LearnSettings(algo=self.algo, optim=self.optim,
-                             n_samples=self.generate.n_samples_per_prompt,
-                             temperature=self.generate.temperature,
-                             max_len=self.generate.generate_max_len)
+        return LearnSettings(algo=self.algo, actor=self.actor, critic=self.critic,
+                             reward=self.reward, train=self.train,
+                             packing=self.ds.packing_samples,
+                             n_samples=self.rollout.n_samples_per_prompt,
+                             temperature=self.rollout.temperature,
+                             max_len=self.rollout.max_new_tokens)
 
 
 def _estimator(name: str):
     def factory() -> AlgoConfig:
-        return AlgoConfig(advantage_estimator=name)
+        return AlgoConfig(advantage=EstimatorConfig(estimator=name))
     return factory
 
 

@@ -32,20 +32,20 @@ from alignflow.flows.shared_steps import (
 
 @flow(name="ppo")
 def ppo(cfg: RLConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.model.pretrain)
+    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
     iterations = cfg.iterations(prompts.rows)
     host = declare_hosts(cfg, ("actor", "ref", "critic", "reward"), iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
         rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
-            prompts, it, cfg.generate)
+            prompts, it, cfg.rollout)
         scores, ref, values = gather(
             on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
             on(reference_logprobs, host["ref"], f"{k}/reference").submit(
-                rollouts, it, cfg.generate.micro_rollout_batch_size, cfg.generate.temperature),
+                rollouts, it, cfg.rollout.micro_batch_size, cfg.rollout.temperature),
             on(critic_values, host["critic"], f"{k}/values").submit(
-                rollouts, it, cfg.generate.micro_rollout_batch_size))
+                rollouts, it, cfg.rollout.micro_batch_size))
         learned = on(learn_actor, host["actor"], f"{k}/learn")(
             rollouts, scores, ref, it, cfg.learn, state, values=values)
         state = learned.state

@@ -23,19 +23,26 @@ learn_critic = task(version=1)(learn.learn_critic)
 
 def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> dict[Role, str]:
     """One worker group per host of the placement; returns role -> host (worker) name."""
-    steps = cfg.optimizer_steps(iterations)
-    actor = cfg.optim.trainer(steps, cfg.model)
-    critic = cfg.optim.trainer(steps, cfg.model, learning_rate=cfg.optim.critic_learning_rate)
-    for host, host_roles in cfg.placement.hosts(roles).items():
-        spec = HostSpec(roles=host_roles, models=cfg.model, actor_trainer=actor,
+    steps, checkpointing = cfg.optimizer_steps(iterations), cfg.actor.gradient_checkpointing_enable
+    actor = cfg.actor.trainer_config(steps, cfg.train, cfg.ds,
+                                     gradient_checkpointing=checkpointing)
+    critic = cfg.critic.trainer_config(steps, cfg.train, cfg.ds,
+                                       gradient_checkpointing=checkpointing)
+    offload = tuple(r for r, on_ in (("ref", cfg.ref.offload), ("reward", cfg.reward.offload))
+                    if on_)
+    for host, host_roles in cfg.train.hosts(roles).items():
+        spec = HostSpec(roles=host_roles, pretrain=cfg.actor.model_name_or_path,
+                        ref_pretrain=cfg.ref.model_name_or_path,
+                        critic_pretrain=cfg.critic.model_name_or_path, dtype=cfg.ds.param_dtype,
+                        actor_trainer=actor,
                         critic_trainer=critic if "critic" in host_roles else None,
-                        rewards=cfg.rewards if "reward" in host_roles else None,
-                        micro_rollout_batch_size=cfg.generate.micro_rollout_batch_size,
-                        num_threads=cfg.num_threads, keep_checkpoints=cfg.keep_checkpoints,
-                        offload_idle=cfg.placement.offload_idle)
+                        rewards=cfg.reward if "reward" in host_roles else None,
+                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,
+                        num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
+                        offload=offload)
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
                      num_gpus=cfg.placement.num_gpus)
-    return {role: cfg.placement.host_of(role) for role in roles}
+    return {role: cfg.train.host_of(role) for role in roles}
 
 
 def on(step, host: str, key: str):

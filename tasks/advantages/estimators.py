@@ -37,7 +37,7 @@ class AdvantageConfig:
     gamma: float = 1.0
     lambd: float = 0.95
     kl_coef: float = 0.0
-    reward_clip: float | None = 10.0
+    reward_clip: float | tuple[float, float] | None = 10.0  # c: (−c, c)
     no_std: bool = False
     whiten_std: bool = True
     eps: float = 1e-9

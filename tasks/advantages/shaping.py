@@ -24,10 +24,12 @@ def last_valid_index(mask: Tensor) -> Tensor:
 
 def compute_token_rewards(
     reward: Tensor, kl: Tensor | None, action_mask: Tensor, kl_coef: float = 0.0,
-    reward_clip: float | None = 10.0, length_penalty: LengthPenalty | None = None,
+    reward_clip: float | tuple[float, float] | None = 10.0,
+    length_penalty: LengthPenalty | None = None,
 ) -> Tensor:
-    """r_t = [t = EOS] · clip(r + penalty(len), ±c) − β·kl_t·m_t, (B,) + (B, T) → (B, T).
+    """r_t = [t = EOS] · clip(r + penalty(len), lo, hi) − β·kl_t·m_t, (B,) + (B, T) → (B, T).
 
+    `reward_clip` is (lo, hi), or c for (−c, c) (OpenRLHF: `--reward_clip_range -10 10`).
     `length_penalty` maps response lengths (B,) to an additive reward term (B,); it runs
     before clipping. kl_coef ≤ 0 or kl=None drops the KL term (KL used as a loss instead).
     """
@@ -36,7 +38,9 @@ def compute_token_rewards(
     if length_penalty is not None:
         r = r + length_penalty(mask.sum(-1))
     if reward_clip is not None:
-        r = r.clamp(-reward_clip, reward_clip)
+        low, high = (-reward_clip, reward_clip) if isinstance(reward_clip, int | float) \
+            else reward_clip
+        r = r.clamp(low, high)
     out = torch.zeros(mask.shape, dtype=torch.float32, device=reward.device)
     out.scatter_(1, last_valid_index(mask).unsqueeze(1), r.unsqueeze(1))
     if kl is not None and kl_coef > 0:

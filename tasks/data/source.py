@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 
 
 @dataclass(frozen=True, kw_only=True)
 class DataSource:
-    """Columns and templating of a dataset (OpenRLHF's names)."""
+    """Columns and templating of a dataset (OpenRLHF's names).
+
+    input_key: the column holding the input (a string, or a list of chat messages)
+    label_key: the column holding a reference answer for rewards (null: none)
+    apply_chat_template: render inputs with the tokenizer's chat template
+    input_template: a format string the input is put into, e.g. "Q: {}\\nA:"
+    max_samples: read at most this many rows (null: all)
+    """
 
     input_key: str = "input"
     label_key: str | None = None
@@ -22,5 +29,6 @@ class DataSource:
     max_samples: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_samples is not None and self.max_samples < 1:
-            raise ConfigError(f"data.max_samples={self.max_samples}: expected >= 1 or null")
+        if self.max_samples is not None:
+            require(self.max_samples >= 1, "max_samples", "an integer >= 1 or null",
+                    self.max_samples)

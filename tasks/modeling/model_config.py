@@ -1,50 +1,51 @@
-"""The `model` section every training flow shares: what to train, its reference, precision.
+"""The model sections of the training flows, under OpenRLHF 0.11's names.
 
-RL flows add the critic (`RLModelConfig`), distillation adds the teacher
-(`tasks/offline/config.py`); the durable loops use this section as is.
+`model.*` is what the offline flows and the loops train (`model.model_name_or_path`, as
+train_sft / train_dpo); `ref.*` a frozen reference model, `teacher.*` a distillation
+teacher. RL flows name their trained models by role instead (`actor.*`, `critic.*`;
+`tasks/rl/roles.py`). A model is an HF hub name, a local folder or a prepared offline
+name (`smollm2-135m`, `tiny-llama`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import get_args
-
-from alignflow.errors import ConfigError
-from alignflow.tasks.modeling.loading import Dtype
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """Models: HF names, local folders, or prepared offline names (`smollm2-135m`)."""
+    """The model to train.
 
-    pretrain: str = field(default="smollm2-135m", metadata={"help": "the model to train (policy)"})
-    ref_pretrain: str | None = field(default=None, metadata={"help": "reference; default: pretrain"})
-    dtype: Dtype = "fp32"
-    gradient_checkpointing: bool = False
+    model_name_or_path: HF name, local folder or offline name
+    gradient_checkpointing_enable: recompute activations in backward (less memory, ~30% slower)
+    """
 
-    def __post_init__(self) -> None:
-        if self.dtype not in get_args(Dtype):
-            raise ConfigError(f"model.dtype={self.dtype!r}: expected one of {get_args(Dtype)}")
-
-    @property
-    def reference(self) -> str:
-        return self.ref_pretrain or self.pretrain
+    model_name_or_path: str = "smollm2-135m"
+    gradient_checkpointing_enable: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLModelConfig(ModelConfig):
-    """The shared model section plus the critic (PPO)."""
+class SFTModelConfig(ModelConfig):
+    """The model to fine-tune, and whether every token is a label."""
 
-    critic_pretrain: str | None = field(
-        default=None, metadata={"help": "critic init (e.g. the reward model); default: pretrain"})
-
-    @property
-    def critic(self) -> str:
-        return self.critic_pretrain or self.pretrain
+    pretrain_mode_enable: bool = field(default=False, metadata={
+        "help": "loss on every token of the text (continued pretraining), not only replies"})
 
 
 @dataclass(frozen=True, kw_only=True)
-class DistillModelConfig(ModelConfig):
-    """The shared model section plus the distillation teacher."""
+class RefConfig:
+    """The frozen reference model.
 
-    teacher_model: str | None = field(default=None, metadata={"help": "distillation teacher"})
+    model_name_or_path: default: the trained model's starting point
+    offload: park its weights on disk between uses (RL: between iterations)
+    """
+
+    model_name_or_path: str | None = None
+    offload: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeacherConfig:
+    """The distillation teacher (OpenRLHF 0.9's --teacher_model)."""
+
+    model_name_or_path: str | None = None

@@ -1,37 +1,51 @@
-"""The loss sections of the offline objectives, one per objective that has knobs.
+"""The model sections of the offline objectives that have loss knobs. OpenRLHF 0.11 keeps
+them under `model.*` (`model.beta`, `model.ipo_enable`, `model.loss_type`), so each such
+objective's `model` section is the shared one plus its knobs; the train task reads them as
+`TrainSpec.loss`.
 
-`DPOLossConfig` is the one DPO section: the `dpo` flow and the iterative-DPO loop both use
-it (OpenRLHF's `--beta`, `--ipo`, `--label_smoothing`).
+`DPOModelConfig` is the one DPO section: the `dpo` flow and the iterative-DPO loop both use
+it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import get_args
 
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 from alignflow.tasks.losses.preference import DPOVariant
 from alignflow.tasks.losses.reward_model import RewardLossName
+from alignflow.tasks.modeling.model_config import ModelConfig, SFTModelConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class DPOLossConfig:
-    """DPO (sigmoid), IPO (`ipo` or `loss_type=ipo`) or cDPO (`label_smoothing` > 0)."""
+class DPOModelConfig(ModelConfig):
+    """DPO (sigmoid), IPO (`ipo_enable` or `loss_type=ipo`) or cDPO (`label_smoothing` > 0).
+
+    beta: strength of the implicit KL to the reference
+    ipo_enable: the IPO loss (same as loss_type=ipo)
+    label_smoothing: cDPO's share of flipped labels, in [0, 0.5)
+    loss_type: sigmoid | ipo | cdpo (alignflow; OpenRLHF picks by the two keys above)
+    """
 
     beta: float = 0.1
-    loss_type: DPOVariant = field(default="sigmoid", metadata={"help": "sigmoid | ipo | cdpo"})
-    ipo: bool = field(default=False, metadata={"help": "OpenRLHF's --ipo: loss_type=ipo"})
+    ipo_enable: bool = False
     label_smoothing: float = 0.0
+    loss_type: DPOVariant = "sigmoid"
 
     def __post_init__(self) -> None:
-        if self.beta <= 0:
-            raise ConfigError(f"loss.beta={self.beta}: expected > 0")
-        if not 0.0 <= self.label_smoothing < 0.5:
-            raise ConfigError(f"loss.label_smoothing={self.label_smoothing}: expected [0, 0.5)")
+        require(math.isfinite(self.beta) and self.beta > 0, "beta", "a finite float > 0",
+                self.beta)
+        require(0.0 <= self.label_smoothing < 0.5, "label_smoothing", "a float in [0, 0.5)",
+                self.label_smoothing)
+        require(self.loss_type in get_args(DPOVariant), "loss_type",
+                f"one of {get_args(DPOVariant)}", self.loss_type)
 
     @property
     def dpo_variant(self) -> DPOVariant:
         """cDPO when label smoothing is set on the sigmoid loss (OpenRLHF's convention)."""
-        if self.ipo:
+        if self.ipo_enable:
             return "ipo"
         if self.loss_type == "sigmoid" and self.label_smoothing > 0:
             return "cdpo"
@@ -39,32 +53,42 @@ class DPOLossConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class KTOLossConfig:
+class KTOModelConfig(ModelConfig):
     """KTO: β and the weights of desirable (chosen) and undesirable (rejected) examples."""
 
     beta: float = 0.1
-    desirable_weight: float = 1.0
-    undesirable_weight: float = 1.0
+    desirable_loss_weight: float = 1.0
+    undesirable_loss_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.beta <= 0:
-            raise ConfigError(f"loss.beta={self.beta}: expected > 0")
+        require(math.isfinite(self.beta) and self.beta > 0, "beta", "a finite float > 0",
+                self.beta)
+        for name in ("desirable_loss_weight", "undesirable_loss_weight"):
+            value = getattr(self, name)
+            require(math.isfinite(value) and value > 0, name, "a finite float > 0", value)
 
 
 @dataclass(frozen=True, kw_only=True)
-class RMLossConfig:
-    """Pairwise reward-model loss on the value head's last-token score."""
+class RMModelConfig(ModelConfig):
+    """Pairwise reward-model loss on the value head's last-token score.
 
-    rm_loss: RewardLossName = field(default="sigmoid", metadata={"help": "sigmoid | logexp"})
-    margin: float | None = field(default=None, metadata={"help": "constant margin"})
+    loss_type: sigmoid (-log σ(r_c - r_r - m)) or logexp (log(1 + e^(r_r - r_c + m)))
+    margin: a constant margin m (alignflow; null: none)
+    """
+
+    loss_type: RewardLossName = "sigmoid"
+    margin: float | None = None
+
+    def __post_init__(self) -> None:
+        require(self.loss_type in get_args(RewardLossName), "loss_type",
+                f"one of {get_args(RewardLossName)}", self.loss_type)
 
 
 @dataclass(frozen=True, kw_only=True)
-class KDLossConfig:
-    """Distillation: α·CE + (1−α)·KL(teacher‖student)."""
+class DistillModelConfig(SFTModelConfig):
+    """The student, and the weight of its CE term: α·CE + (1−α)·KL(teacher‖student)."""
 
-    kd_alpha: float = field(default=0.5, metadata={"help": "weight of the CE term"})
+    kd_alpha: float = field(default=0.5, metadata={"help": "weight of the CE term, in [0, 1]"})
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.kd_alpha <= 1.0:
-            raise ConfigError(f"loss.kd_alpha={self.kd_alpha}: expected a float in [0, 1]")
+        require(0.0 <= self.kd_alpha <= 1.0, "kd_alpha", "a float in [0, 1]", self.kd_alpha)

@@ -144,7 +144,7 @@ def rm(model, idx: list[int], ctx: Context, denom: float) -> Out:
     values = model.token_values(ids, attention)
     scores = values[torch.arange(len(seqs)), attention.sum(-1) - 1]
     r_c, r_r = scores.split(len(idx))
-    loss = reward_loss(r_c, r_r, name=ctx.spec.loss.rm_loss, margin=ctx.spec.loss.margin)
+    loss = reward_loss(r_c, r_r, name=ctx.spec.loss.loss_type, margin=ctx.spec.loss.margin)
     return _pair_out(loss, r_c.detach(), r_r.detach(), denom)
 
 
@@ -174,8 +174,9 @@ def kto(model, idx: list[int], ctx: Context, denom: float) -> Out:
     pi_c, pi_r, pi_kl = logps.split(len(idx))
     cfg = ctx.spec.loss
     out = kto_loss(pi_c, _ref(ctx, "chosen", idx), pi_r, _ref(ctx, "rejected", idx), pi_kl,
-                   _ref(ctx, "kl", idx), beta=cfg.beta, desirable_weight=cfg.desirable_weight,
-                   undesirable_weight=cfg.undesirable_weight)
+                   _ref(ctx, "kl", idx), beta=cfg.beta,
+                   desirable_weight=cfg.desirable_loss_weight,
+                   undesirable_weight=cfg.undesirable_loss_weight)
     per_pair = out.loss[: len(idx)] + out.loss[len(idx):]
     return _pair_out(per_pair / 2, out.chosen_reward, out.rejected_reward, denom,
                      {"kl": float(out.kl) * len(idx) / denom})

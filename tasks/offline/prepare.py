@@ -19,36 +19,40 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.modeling.loading import load_tokenizer
-from alignflow.tasks.offline.config import OfflineDataConfig
+from alignflow.tasks.offline.config import PrepareSpec
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData
+from alignflow.tasks.offline.rows import pretrain_rows
 from alignflow.tasks.offline.tables import OFFLINE_EXAMPLES
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.zoo.registry import resolve_model
 
 
-def split_data(cfg: OfflineDataConfig) -> tuple[datasets.Dataset, datasets.Dataset | None]:
-    """(train, eval): the eval set is `eval_dataset`, else `eval_ratio` held out by `seed`."""
-    ds = mix_datasets(cfg.dataset, cfg.dataset_probs, split=cfg.split,
+def split_data(spec: PrepareSpec) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    """(train, eval): the eval set is `eval.dataset`, else `eval.ratio` held out by
+    `data.seed`."""
+    cfg, evaluation = spec.data, spec.eval
+    ds = mix_datasets(cfg.dataset, cfg.dataset_probs, split=cfg.dataset_split,
                       max_samples=cfg.max_samples, seed=cfg.seed)
-    if cfg.eval_dataset:
-        return ds, mix_datasets(cfg.eval_dataset, None, split=cfg.eval_split, seed=cfg.seed)
-    if cfg.eval_ratio <= 0:
+    if evaluation.dataset:
+        return ds, mix_datasets(evaluation.dataset, None, split=evaluation.split, seed=cfg.seed)
+    if evaluation.ratio <= 0:
         return ds, None
     order = list(range(len(ds)))
     random.Random(cfg.seed).shuffle(order)
-    n_eval = max(1, round(cfg.eval_ratio * len(ds)))
+    n_eval = max(1, round(evaluation.ratio * len(ds)))
     return ds.select(sorted(order[n_eval:])), ds.select(sorted(order[:n_eval]))
 
 
-def prepare(cfg: OfflineDataConfig, kind: str, tokenizer: str,
+def prepare(spec: PrepareSpec, kind: str, tokenizer: str,
             fingerprint: str = "") -> OfflineData:
     """Tokenizes train and eval examples once and commits them with their counts.
     `fingerprint` (of the local data files) only keys the engine's cache."""
     scope = current_scope()
     tok = load_tokenizer(resolve_model(tokenizer), padding_side="right")
-    build = objective(kind).rows
-    train, evaluation = split_data(cfg)
+    build = pretrain_rows if spec.pretrain_mode else objective(kind).rows
+    cfg = spec.data
+    train, evaluation = split_data(spec)
     splits = {"train": build(train, tok, cfg)}
     if evaluation is not None:
         splits["eval"] = build(evaluation, tok, cfg)

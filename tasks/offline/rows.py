@@ -56,7 +56,8 @@ def _with_scores(ds, cfg: OfflineDataConfig):
     return ds.map(condition)
 
 
-def _pretrain_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
+def pretrain_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
+    """SFT's pretrain mode: the `input_key` text is the example, every token a label."""
     rows = []
     for index, row in enumerate(ds):
         ids = _ids(tok, str(row[cfg.input_key])) + [tok.eos_token_id]
@@ -68,8 +69,6 @@ def _pretrain_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
 
 def sft_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
     """Chat (or input/output) SFT examples; loss on the assistant tokens."""
-    if cfg.pretrain_mode:
-        return _pretrain_rows(ds, tok, cfg)
     prepared = prepare_sft(ds, tok, input_key=cfg.input_key, output_key=cfg.output_key,
                            apply_chat_template=cfg.apply_chat_template,
                            input_template=cfg.input_template)

@@ -12,32 +12,61 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, require
 from alignflow.tasks.rewards.base import RewardSource
 from alignflow.tasks.rewards.combine import CombinedReward
 
 _NAMED = re.compile(r"^([A-Za-z_][\w.-]*)=(.+)$")
 
 
+DEFAULT_SOURCE = "rule:gsm8k"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RewardConfig:
-    """sources: specs (above); weights: one per source (default 1.0 each)."""
+    """Where rewards come from (OpenRLHF 0.11's `reward.*`), combined by `weights`.
 
-    sources: tuple[str, ...]
+    model_name_or_path: a reward model (HF sequence classifier; folder or offline name)
+    remote_url: an http(s) reward server or a .py file with reward_func (comma-separated: several)
+    sources: more specs: rule:gsm8k, rule:format[:boxed], rule:target:<text>, .py files, URLs, model folders, each optionally name=spec
+    weights: one per source in the order sources, model, remote URLs (default 1.0 each)
+    normalize_enable: standardise a reward model's scores with the mean/std in its config.json
+    offload: park reward models on disk between score steps
+    """
+
+    model_name_or_path: str | None = None
+    remote_url: str | None = None
+    sources: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
     micro_batch: int = 8
     remote_timeout: float = 60.0
     remote_retries: int = 3
-    normalize: bool = False
+    normalize_enable: bool = False
+    offload: bool = False
 
     def __post_init__(self) -> None:
-        if not self.sources:
-            raise ConfigError("reward sources: none given; expected e.g. ('rule:gsm8k',)")
-        if self.weights is not None and len(self.weights) != len(self.sources):
-            raise ConfigError(f"reward_weights: {len(self.weights)} weights for "
-                              f"{len(self.sources)} sources; expected one per source")
-        if self.micro_batch < 1:
-            raise ConfigError(f"reward micro_batch={self.micro_batch}; expected >= 1")
+        object.__setattr__(self, "sources", tuple(self.sources))
+        specs = self.specs
+        if self.weights is not None:
+            object.__setattr__(self, "weights", tuple(self.weights))
+            require(len(self.weights) == len(specs), "weights",
+                    f"one weight per reward source ({len(specs)}: {', '.join(specs)})",
+                    self.weights)
+        require(self.micro_batch >= 1, "micro_batch", "an integer >= 1", self.micro_batch)
+        require(self.remote_timeout > 0, "remote_timeout", "seconds > 0", self.remote_timeout)
+        require(self.remote_retries >= 0, "remote_retries", "an integer >= 0",
+                self.remote_retries)
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        """Every source spec: `sources`, then the reward model, then the remote URLs
+        (`rule:gsm8k` when none is given)."""
+        found = list(self.sources)
+        if self.model_name_or_path:
+            found.append(self.model_name_or_path)
+        if self.remote_url:
+            found += [u.strip() for u in self.remote_url.split(",") if u.strip()]
+        return tuple(found) or (DEFAULT_SOURCE,)
 
 
 def split_name(spec: str) -> tuple[str, str]:
@@ -71,14 +100,15 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
     if Path(spec).is_dir():
         from alignflow.tasks.rewards.model_rm import ModelRewardModel
 
-        return ModelRewardModel(spec, micro_batch=cfg.micro_batch, normalize=cfg.normalize)
+        return ModelRewardModel(spec, micro_batch=cfg.micro_batch,
+                                normalize=cfg.normalize_enable)
     raise ConfigError(f"reward source {spec!r} is not a rule (rule:...), .py file, http(s) "
                       f"URL or model folder")
 
 
 def build_reward(cfg: RewardConfig) -> CombinedReward:
-    """All of `cfg.sources`, combined with `cfg.weights`; names must be unique."""
-    named = [split_name(s) for s in cfg.sources]
+    """All of `cfg.specs`, combined with `cfg.weights`; names must be unique."""
+    named = [split_name(s) for s in cfg.specs]
     names = [n for n, _ in named]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -9,14 +9,14 @@ import pyarrow as pa
 import torch
 
 from alignflow.artifacts.parquet_io import read_table
-from alignflow.errors import ConfigError, SchemaError
+from alignflow.errors import SchemaError
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.advantages.shaping import overlong_penalty
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.modeling.batching import to_padded
 from alignflow.tasks.rewards.combine import filter_groups
-from alignflow.tasks.rl.learn_config import AlgoConfig
+from alignflow.tasks.rl.learn_config import LearnSettings, RLRewardConfig
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import ADVANTAGES
 
@@ -80,20 +80,22 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals)
 
 
-def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
-            moments: RunningMoments | None, max_len: int | None = None) -> Advantages:
+def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
+            moments: RunningMoments | None) -> Advantages:
     """Advantages and returns (KL in the reward with β = `kl_coef`), the kept mask."""
-    kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.kl_estimator) * exp.mask
+    algo, shaping, n = settings.algo, settings.reward, settings.n_samples
+    kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.estimator) * exp.mask
     reward = exp.reward
     if moments is not None:
         moments.update(reward)
         reward = moments.normalize(reward)
-    cfg = AdvantageConfig(estimator=algo.advantage_estimator, n=n, gamma=algo.gamma,
-                          lambd=algo.lambd, kl_coef=kl_coef,
-                          reward_clip=algo.reward_clip_range, no_std=algo.no_advantage_std_norm,
-                          length_penalty=_length_penalty(algo, max_len))
+    est = algo.advantage
+    cfg = AdvantageConfig(estimator=est.estimator, n=n, gamma=est.gamma, lambd=est.lambd,
+                          kl_coef=kl_coef, reward_clip=shaping.clip_range,
+                          no_std=est.no_std_norm,
+                          length_penalty=_length_penalty(shaping, settings.max_len))
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
-    kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering
+    kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering_enable
             else torch.ones(len(reward), dtype=torch.bool))
     seq_kl = (kl.sum(-1) / exp.mask.sum(-1).clamp(min=1))
     metrics = {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
@@ -103,12 +105,10 @@ def compute(exp: Experience, algo: AlgoConfig, n: int, kl_coef: float,
     return Advantages(out.advantages, out.returns, kept, seq_kl, metrics)
 
 
-def _length_penalty(algo: AlgoConfig, max_len: int | None):
-    if algo.overlong_buffer_len is None:
+def _length_penalty(shaping: RLRewardConfig, max_len: int):
+    if shaping.overlong_buffer_len is None:
         return None
-    if max_len is None:
-        raise ConfigError("algo.overlong_buffer_len needs the generation length (max_len)")
-    return overlong_penalty(max_len, algo.overlong_buffer_len, algo.overlong_penalty_factor)
+    return overlong_penalty(max_len, shaping.overlong_buffer_len, shaping.overlong_penalty_factor)
 
 
 def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Table:

@@ -1,8 +1,8 @@
 """The KL penalty to the reference policy: one object owns β and where it applies.
 
 OpenRLHF's two places for it: in the per-token reward (r_t − β·KL_t, the default) or as a
-loss term (`use_kl_loss`: L + β·agg(KL), as GRPO does). β is fixed, or adaptive
-(`kl_target`: Ziegler et al.'s controller); its value is carried from one learn step to
+loss term (`algo.kl.use_loss`: L + β·agg(KL), as GRPO does). β is fixed, or adaptive
+(`algo.kl.target`: Ziegler et al.'s controller); its value is carried from one learn step to
 the next in `LearnState`, so a resumed run continues with the same β.
 """
 
@@ -29,10 +29,10 @@ class KLPenalty:
     @classmethod
     def of(cls, cfg: KLConfig, state: LearnState | None) -> KLPenalty:
         """The penalty of this learn step: β from the previous step's state, else the config."""
-        beta = state.kl_coef if state else cfg.init_kl_coef
-        controller = (FixedKLController(beta) if cfg.kl_target is None
-                      else AdaptiveKLController(beta, cfg.kl_target, cfg.kl_horizon))
-        return cls(controller, cfg.kl_estimator, cfg.use_kl_loss)
+        beta = state.kl_coef if state else cfg.init_coef
+        controller = (FixedKLController(beta) if cfg.target is None
+                      else AdaptiveKLController(beta, cfg.target, cfg.horizon))
+        return cls(controller, cfg.estimator, cfg.use_loss)
 
     @property
     def beta(self) -> float:

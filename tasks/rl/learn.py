@@ -31,25 +31,26 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
                 pad_id: int, norm: dict[str, float]):
     """The loss of one micro-batch, normalised by the whole minibatch (`norm`: num_tokens,
     num_seqs, max_len), so accumulating micro-batches equals one big batch."""
-    algo = settings.algo
+    algo, actor = settings.algo, settings.actor
+    eps_low, eps_high = actor.clip_bounds
 
     def loss_fn(model, batch):
         idx = batch["idx"]
         logp, ent = response_logprobs(model, [exp.prompts[i] for i in idx],
                                       [exp.responses[i] for i in idx],
-                                      packed=settings.optim.packing_samples, pad_id=pad_id,
+                                      packed=settings.packing, pad_id=pad_id,
                                       temperature=settings.temperature, with_entropy=True)
         width = logp.shape[1]
         mask = exp.mask[idx, :width] * adv.kept[idx, None]
         loss, m = policy_loss(logp, exp.old_logp[idx, :width], adv.advantages[idx, :width],
-                              mask, name="dual_clip" if algo.dual_clip else "ppo",
-                              eps_low=algo.eps_clip, eps_high=algo.eps_clip_high,
-                              dual_clip=algo.dual_clip or 3.0, agg=algo.loss_agg, **norm)
+                              mask, name="dual_clip" if actor.dual_clip else "ppo",
+                              eps_low=eps_low, eps_high=eps_high,
+                              dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, **norm)
         kl_term = penalty.loss(logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
         loss = loss if kl_term is None else loss + kl_term
         loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef, pad_id)
-        if algo.entropy_coef:
-            loss = loss - algo.entropy_coef * masked_mean(ent, mask)
+        if actor.entropy_coef:
+            loss = loss - actor.entropy_coef * masked_mean(ent, mask)
         # the trainer sums micro-batch stats: weight each by its share of the minibatch
         share = float(mask.sum()) / norm["num_tokens"]
         stats = {k: float(v) * share for k, v in m.items()}
@@ -62,8 +63,8 @@ def _train(trainer, plan: Plan, settings: LearnSettings, make_loss, step_extra=N
     `step_extra(global_step)` adds keys to each step's first micro-batch (the ptx texts)."""
     sums: dict[str, float] = {}
     for step in range(plan.total_steps):
-        mb = plan.indices(step, settings.optim.train_batch_size)
-        batches = micro_batches(mb, settings.optim.micro_train_batch_size)
+        mb = plan.indices(step, settings.train.batch_size)
+        batches = micro_batches(mb, settings.train.micro_batch_size)
         if step_extra is not None:
             batches[0] |= step_extra(trainer.global_step)
         stats = trainer.step(batches, make_loss(mb), weights=[1.0] * len(batches))
@@ -75,11 +76,11 @@ def _train(trainer, plan: Plan, settings: LearnSettings, make_loss, step_extra=N
 
 def _plan(seed: int, n: int, settings: LearnSettings) -> Plan:
     """`max_epochs` passes over the batch in seeded minibatches (the last one may be short)."""
-    return Plan.for_epochs(seed, n, settings.optim.train_batch_size, settings.optim.max_epochs)
+    return Plan.for_epochs(seed, n, settings.train.batch_size, settings.train.max_epochs)
 
 
 def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoments | None:
-    if not settings.algo.normalize_reward:
+    if not settings.reward.normalize_running:
         return None
     if state and state.reward_moments:
         return RunningMoments.from_state(state.reward_moments)
@@ -112,12 +113,11 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     scope, start = current_scope(), time.perf_counter()
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
-    adv = experience.compute(exp, settings.algo, settings.n_samples, penalty.in_reward, moments,
-                             settings.max_len)
+    adv = experience.compute(exp, settings, penalty.in_reward, moments)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, adv, scope.task_key),
                           partition={"iter": iteration})
     metrics = adv.metrics | {"kl_coef": penalty.beta}
-    if iteration >= settings.algo.freeze_actor_steps:
+    if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
         metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed)
         host.policy_version += 1
     penalty.update(metrics["kl"], len(exp.responses))
@@ -153,7 +153,7 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
     ret = to_padded(read_table(scope.store, actor.advantages, columns=["returns"])
                     .column("returns").to_pylist(), width)
     mask = to_padded([[1.0] * len(r) for r in responses], width)
-    pad, clip = host.tokenizer.pad_token_id, settings.algo.value_clip
+    pad, clip = host.tokenizer.pad_token_id, settings.critic.value_clip
 
     def make_loss(mb):
         tokens = float(mask[mb].sum().clamp(min=1))

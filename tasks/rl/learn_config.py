@@ -1,86 +1,139 @@
-"""Algorithm settings of the RL learn step (OpenRLHF's flag names), and the one record a
-learn step takes: `LearnSettings` (algorithm, optimiser, sampling facts it needs)."""
+"""The RL learn step's settings under OpenRLHF 0.11's names: `algo.*` (advantage estimator,
+KL to the reference, dynamic filtering), the reward shaping keys of `reward.*`, and the one
+record a learn step takes: `LearnSettings`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import get_args
 
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 from alignflow.tasks.advantages.estimators import Estimator
 from alignflow.tasks.losses.aggregate import Aggregation
 from alignflow.tasks.losses.kl import KLEstimator
+from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.ptx import PtxConfig
-from alignflow.tasks.trainers.optim import RLOptimConfig
+from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
+from alignflow.tasks.trainers.optim import TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
 class KLConfig:
-    """KL to the reference: in the per-token reward (init_kl_coef) or as a loss term."""
+    """KL to the reference: in the per-token reward (init_coef), or as a loss term (use_loss).
 
-    init_kl_coef: float = 0.0
-    kl_target: float | None = field(default=None, metadata={"help": "adaptive β when set"})
-    kl_horizon: int = 10000
-    kl_estimator: KLEstimator = "k1"
-    use_kl_loss: bool = False
+    init_coef: β; 0 with no target: no KL and no reference model pass
+    target: adaptive β (Ziegler et al.'s controller) aiming at this KL; null: fixed β
+    horizon: the adaptive controller's horizon in samples
+    estimator: k1 (log-ratio), k2 (½ log-ratio²) or k3 (e^-x - 1 + x)
+    use_loss: add β·KL to the policy loss instead of the reward (GRPO)
+    """
+
+    init_coef: float = 0.0
+    target: float | None = None
+    horizon: int = 10000
+    estimator: KLEstimator = "k1"
+    use_loss: bool = False
 
     def __post_init__(self) -> None:
-        if self.init_kl_coef < 0:
-            raise ConfigError(f"algo.kl.init_kl_coef={self.init_kl_coef}: expected >= 0")
-        if self.kl_estimator not in get_args(KLEstimator):
-            raise ConfigError(f"algo.kl.kl_estimator={self.kl_estimator!r}: expected one of "
-                              f"{get_args(KLEstimator)}")
+        require(math.isfinite(self.init_coef) and self.init_coef >= 0, "init_coef",
+                "a finite float >= 0", self.init_coef)
+        require(self.estimator in get_args(KLEstimator), "estimator",
+                f"one of {get_args(KLEstimator)}", self.estimator)
+        require(self.horizon >= 1, "horizon", "an integer >= 1", self.horizon)
+        if self.target is not None:
+            require(math.isfinite(self.target) and self.target > 0, "target",
+                    "a float > 0 or null", self.target)
 
     @property
     def used(self) -> bool:
         """Whether any KL term needs reference log-probs (β > 0 now or adaptively later)."""
-        return self.init_kl_coef > 0 or self.kl_target is not None
+        return self.init_coef > 0 or self.target is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimatorConfig:
+    """How rewards become advantages.
+
+    estimator: gae (critic), reinforce, reinforce_baseline, group_norm (GRPO), dr_grpo, rloo
+    gamma: discount of the returns (group estimators need 1.0)
+    lambd: GAE's λ
+    no_std_norm: do not divide by the standard deviation (group_norm's group std; the batch whitening of gae / reinforce / reinforce_baseline)
+    """
+
+    estimator: Estimator = "group_norm"
+    gamma: float = 1.0
+    lambd: float = 0.95
+    no_std_norm: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.estimator in get_args(Estimator), "estimator",
+                f"one of {get_args(Estimator)}", self.estimator)
+        for name in ("gamma", "lambd"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, name, "a float in [0, 1]", value)
 
 
 @dataclass(frozen=True, kw_only=True)
 class AlgoConfig:
-    """Advantage estimator, PPO clipping, reward shaping and the paper's tricks."""
+    """The algorithm: advantage estimation, the KL term, and the papers' tricks.
 
-    advantage_estimator: Estimator = "group_norm"
-    gamma: float = 1.0
-    lambd: float = 0.95
-    eps_clip: float = 0.2
-    eps_clip_high: float | None = None
-    dual_clip: float | None = field(default=None, metadata={"help": "e.g. 3.0; off when null"})
-    value_clip: float = 0.5
-    reward_clip_range: float = 10.0
-    normalize_reward: bool = False
-    no_advantage_std_norm: bool = False
-    dynamic_filtering: bool = False
-    freeze_actor_steps: int = 0
-    overlong_buffer_len: int | None = field(default=None, metadata={
-        "help": "DAPO length penalty: responses in the last N tokens before "
-                "generate_max_len lose up to overlong_penalty_factor of reward"})
-    overlong_penalty_factor: float = 1.0
-    entropy_coef: float = 0.0
-    loss_agg: Aggregation = "token-mean"
+    dynamic_filtering_enable: DAPO's dynamic sampling: drop groups whose rewards are all equal
+    loss_agg: how token losses become one number (Dr.GRPO: seq-mean-token-sum-norm)
+    """
+
+    advantage: EstimatorConfig = field(default_factory=EstimatorConfig)
     kl: KLConfig = field(default_factory=KLConfig)
+    dynamic_filtering_enable: bool = False
+    loss_agg: Aggregation = "token-mean"
     ptx: PtxConfig = field(default_factory=PtxConfig)
 
     def __post_init__(self) -> None:
-        if self.advantage_estimator not in get_args(Estimator):
-            raise ConfigError(f"algo.advantage_estimator={self.advantage_estimator!r}: expected "
-                              f"one of {get_args(Estimator)}")
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ConfigError(f"algo.dual_clip={self.dual_clip}: expected > 1 or null")
+        require(self.loss_agg in get_args(Aggregation), "loss_agg",
+                f"one of {get_args(Aggregation)}", self.loss_agg)
 
     @property
     def needs_critic(self) -> bool:
-        return self.advantage_estimator == "gae"
+        return self.advantage.estimator == "gae"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLRewardConfig(RewardConfig):
+    """The reward sources, and how a reward is shaped before advantages.
+
+    clip_range: rewards are clipped to [low, high] (one number c: [-c, c])
+    overlong_buffer_len: DAPO length penalty: responses in the last N tokens before rollout.max_new_tokens lose up to overlong_penalty_factor of reward
+    normalize_running: standardise rewards with running mean/std over the run (alignflow; OpenRLHF has no such key)
+    """
+
+    clip_range: tuple[float, float] | float = (-10.0, 10.0)
+    overlong_buffer_len: int | None = None
+    overlong_penalty_factor: float = 1.0
+    normalize_running: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        clip = self.clip_range
+        clip = (-abs(clip), abs(clip)) if isinstance(clip, int | float) else tuple(clip)
+        object.__setattr__(self, "clip_range", clip)
+        require(clip[0] < clip[1], "clip_range", "two floats low < high", clip)
+        if self.overlong_buffer_len is not None:
+            require(self.overlong_buffer_len >= 1, "overlong_buffer_len",
+                    "an integer >= 1 or null", self.overlong_buffer_len)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LearnSettings:
     """Everything a learn step needs from the run's config, in one journal-able record:
-    the algorithm, the optimiser, and the sampling facts the loss depends on."""
+    the algorithm, the trained roles' settings, reward shaping, batching, and the sampling
+    facts the loss depends on."""
 
     algo: AlgoConfig
-    optim: RLOptimConfig
+    actor: ActorConfig
+    critic: CriticConfig
+    reward: RLRewardConfig
+    train: TrainConfig
+    packing: bool  # pack each micro-batch into one row
     n_samples: int  # responses per prompt (groups are consecutive rows)
     temperature: float  # logits are scaled as when sampling
     max_len: int  # generation length (DAPO's overlong penalty, Dr.GRPO's constant)

@@ -2,44 +2,55 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerateConfig:
-    """Sampling (OpenRLHF's names: generate_max_len, n_samples_per_prompt, ...)."""
+class RolloutConfig:
+    """Sampling (OpenRLHF 0.11's `rollout.*`).
 
-    rollout_batch_size: int = 8
+    batch_size: prompts per iteration
+    n_samples_per_prompt: responses per prompt (group estimators need >= 2)
+    max_new_tokens: response length cap in tokens
+    top_k: sample from the k most likely tokens (0: off)
+    stop: strings that end a response
+    micro_batch_size: prompts per generation forward batch
+    """
+
+    batch_size: int = 8
     n_samples_per_prompt: int = 4
-    generate_max_len: int = 128
+    max_new_tokens: int = 128
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     stop: tuple[str, ...] = ()
-    micro_rollout_batch_size: int = 16
+    micro_batch_size: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("rollout_batch_size", "n_samples_per_prompt", "generate_max_len",
-                     "micro_rollout_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"generate.{name}={getattr(self, name)}: expected >= 1")
+        for name in ("batch_size", "n_samples_per_prompt", "max_new_tokens", "micro_batch_size"):
+            require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
+                "a finite float >= 0", self.temperature)
+        require(0.0 < self.top_p <= 1.0, "top_p", "a float in (0, 1]", self.top_p)
+        require(self.top_k >= 0, "top_k", "an integer >= 0", self.top_k)
         object.__setattr__(self, "stop", tuple(self.stop))
 
     @property
     def samples_per_iteration(self) -> int:
-        return self.rollout_batch_size * self.n_samples_per_prompt
+        return self.batch_size * self.n_samples_per_prompt
 
     def sampling(self, seed: int, eos_token_ids: tuple[int, ...]) -> SamplingParams:
-        return SamplingParams(max_new_tokens=self.generate_max_len, temperature=self.temperature,
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                               top_p=self.top_p, top_k=self.top_k, n=self.n_samples_per_prompt,
                               stop=self.stop, eos_token_ids=eos_token_ids, seed=seed)
 
@@ -50,12 +61,12 @@ def eos_ids(tok) -> tuple[int, ...]:
     return tuple(sorted(i for i in ids if isinstance(i, int) and i >= 0 and i != tok.unk_token_id))
 
 
-def generate(host, prompts: StepOutput, iteration: int, cfg: GenerateConfig,
+def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
              round_: int | None = None) -> StepOutput:
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
     Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row."""
     scope = current_scope()
-    batch = prompt_batch(scope.store, prompts, iteration, cfg.rollout_batch_size)
+    batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
     tok = host.tokenizer
     samples = host.engine.generate(batch.column("prompt_ids").to_pylist(),
                                    cfg.sampling(scope.seed, eos_ids(tok)))

@@ -20,13 +20,12 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.placement import Role
-from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.base import Precision, TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -38,14 +37,17 @@ class HostSpec:
     """Everything a host needs to build its roles."""
 
     roles: tuple[Role, ...]
-    models: ModelConfig
+    pretrain: str  # the policy's starting point (and the tokenizer)
+    ref_pretrain: str | None = None  # default: pretrain
+    critic_pretrain: str | None = None  # default: pretrain
+    dtype: Precision = "fp32"  # of the engine's and the reference's weights
     actor_trainer: TrainerConfig
     critic_trainer: TrainerConfig | None = None
     rewards: RewardConfig | None = None
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
     keep_checkpoints: int = 2
-    offload_idle: bool = False
+    offload: tuple[Role, ...] = ()  # roles parked on disk between uses (ref, reward)
 
 
 class ModelHost(Memo):
@@ -65,11 +67,11 @@ class ModelHost(Memo):
 
     @functools.cached_property
     def tokenizer(self):
-        return load_tokenizer(resolve_model(self.spec.models.pretrain), padding_side="left")
+        return load_tokenizer(resolve_model(self.spec.pretrain), padding_side="left")
 
     @functools.cached_property
     def actor(self) -> TorchTrainer:
-        path = resolve_model(self.spec.models.pretrain)
+        path = resolve_model(self.spec.pretrain)
         model = load_causal_lm(path, dtype="fp32")
         return TorchTrainer(model, self.spec.actor_trainer)
 
@@ -81,8 +83,8 @@ class ModelHost(Memo):
     @functools.cached_property
     def engine(self) -> HFEngine:
         """The generation engine: its own copy of the policy, synced after each learn."""
-        path = resolve_model(self.spec.models.pretrain)
-        model = load_causal_lm(path, dtype=self.spec.models.dtype)
+        path = resolve_model(self.spec.pretrain)
+        model = load_causal_lm(path, dtype=self.spec.dtype)
         engine = HFEngine(model, self.tokenizer,
                           micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
         if "actor" in self.__dict__:  # restored or trained before the engine was built
@@ -91,7 +93,8 @@ class ModelHost(Memo):
 
     @functools.cached_property
     def ref(self):
-        model = load_causal_lm(resolve_model(self.spec.models.reference), dtype=self.spec.models.dtype)
+        path = resolve_model(self.spec.ref_pretrain or self.spec.pretrain)
+        model = load_causal_lm(path, dtype=self.spec.dtype)
         model.requires_grad_(False)
         return model
 
@@ -104,7 +107,7 @@ class ModelHost(Memo):
 
     def idle(self, role: Role) -> None:
         """A step is done with `role` for this iteration: offload it if configured."""
-        if not self.spec.offload_idle:
+        if role not in self.spec.offload:
             return
         if role == "ref" and self._ref_file is None:
             self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
@@ -114,8 +117,8 @@ class ModelHost(Memo):
     @functools.cached_property
     def critic(self) -> TorchTrainer:
         assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
-        # only RL flows place a critic, and their model section is an RLModelConfig
-        critic = Critic.from_pretrained(resolve_model(self.spec.models.critic))
+        critic = Critic.from_pretrained(
+            resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
         return TorchTrainer(critic, self.spec.critic_trainer)
 
     @functools.cached_property

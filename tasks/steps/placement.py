@@ -1,4 +1,4 @@
-"""Which models an RL run uses, and where they live (OpenRLHF's placement flags).
+"""Which models an RL run uses, and where they live (OpenRLHF's colocation keys).
 
 Roles: `actor` (policy: trainer + generation engine), `ref` (frozen reference), `critic`
 (value model, PPO only) and `reward` (reward sources). A host is one process — a Ray actor,
@@ -10,30 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 
 Role = Literal["actor", "ref", "critic", "reward"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlacementConfig:
-    """Roles → hosts. With `colocate_all_models` every role shares one host (the CPU default)."""
+class Colocation:
+    """Roles → hosts (OpenRLHF 0.11's `train.colocate_*`; alignflow colocates by default).
 
-    colocate_all_models: bool = True
+    colocate_all: every role shares one host (the CPU default)
+    colocate_actor_ref: without colocate_all, the reference lives with the actor
+    colocate_critic_reward: without colocate_all, the reward sources live with the critic
+    """
+
+    colocate_all: bool = True
     colocate_actor_ref: bool = True
     colocate_critic_reward: bool = True
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    offload_idle: bool = False
-
-    def __post_init__(self) -> None:
-        if self.num_cpus < 0 or self.num_gpus < 0:
-            raise ConfigError(f"placement.num_cpus={self.num_cpus}, num_gpus={self.num_gpus}: "
-                              f"expected numbers >= 0")
 
     def hosts(self, roles: tuple[Role, ...]) -> dict[str, tuple[Role, ...]]:
         """Host name → the roles it holds, for the roles a flow uses."""
-        if self.colocate_all_models:
+        if self.colocate_all:
             return {"models": roles}
         groups: dict[str, list[Role]] = {}
         for role in roles:
@@ -41,7 +38,7 @@ class PlacementConfig:
         return {name: tuple(rs) for name, rs in groups.items()}
 
     def host_of(self, role: Role) -> str:
-        return "models" if self.colocate_all_models else self._host_name(role)
+        return "models" if self.colocate_all else self._host_name(role)
 
     def _host_name(self, role: Role) -> str:
         if role == "ref" and self.colocate_actor_ref:
@@ -49,3 +46,19 @@ class PlacementConfig:
         if role == "reward" and self.colocate_critic_reward:
             return "critic"
         return role
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementConfig:
+    """Ray resources of each host (alignflow; OpenRLHF sets GPUs per role instead).
+
+    num_cpus: CPUs reserved per host
+    num_gpus: GPUs reserved per host
+    """
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("num_cpus", "num_gpus"):
+            require(getattr(self, name) >= 0, name, "a number >= 0", getattr(self, name))

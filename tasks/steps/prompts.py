@@ -8,13 +8,13 @@ dataset files or the tokenizer change underneath the run.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, require
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import prepare_prompts
 from alignflow.tasks.data.source import DataSource
@@ -26,11 +26,17 @@ from alignflow.tasks.zoo.registry import resolve_model
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig(DataSource):
-    """Where prompts come from and how they become model input (OpenRLHF's names)."""
+    """Where prompts come from and how they become model input (OpenRLHF 0.11's `data.*`).
 
-    prompt_data: str = field(default="alignflow:gsm8k",
-                             metadata={"help": "dataset spec(s), comma-separated"})
-    prompt_data_probs: str | None = None
+    prompt_dataset: dataset spec(s), comma-separated (HF name, local file/folder, alignflow:NAME)
+    prompt_probs: mixing probabilities of the prompt datasets, comma-separated
+    prompt_split: the split to read (default: the dataset's only or first split)
+    prompt_max_len: prompts longer than this many tokens are dropped
+    shuffle: visit prompts in a seeded random order (else in dataset order)
+    """
+
+    prompt_dataset: str = "alignflow:gsm8k"
+    prompt_probs: str | None = None
     prompt_split: str | None = None
     input_key: str = "question"
     label_key: str | None = "label"
@@ -39,14 +45,14 @@ class DataConfig(DataSource):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.prompt_max_len < 1:
-            raise ConfigError(f"data.prompt_max_len={self.prompt_max_len}: expected >= 1")
+        require(self.prompt_max_len >= 1, "prompt_max_len", "an integer >= 1",
+                self.prompt_max_len)
 
 
 def load_prompts(cfg: DataConfig, tokenizer: str) -> StepOutput:
     """Prepares, tokenizes and commits the run's prompts in their (seeded) order."""
     scope = current_scope()
-    dataset = mix_datasets(cfg.prompt_data, cfg.prompt_data_probs, split=cfg.prompt_split,
+    dataset = mix_datasets(cfg.prompt_dataset, cfg.prompt_probs, split=cfg.prompt_split,
                            max_samples=cfg.max_samples, seed=scope.seed)
     tok = load_tokenizer(resolve_model(tokenizer))
     prepared = prepare_prompts(dataset, tok, input_key=cfg.input_key, label_key=cfg.label_key,
@@ -54,7 +60,7 @@ def load_prompts(cfg: DataConfig, tokenizer: str) -> StepOutput:
                                input_template=cfg.input_template,
                                prompt_max_len=cfg.prompt_max_len)
     if not prepared.rows:
-        raise ConfigError(f"data.prompt_data={cfg.prompt_data!r}: no prompts left after "
+        raise ConfigError(f"data.prompt_dataset={cfg.prompt_dataset!r}: no prompts left after "
                           f"prompt_max_len={cfg.prompt_max_len} ({prepared.dropped} dropped)")
     rows = list(prepared.rows)
     if cfg.shuffle:
@@ -68,7 +74,7 @@ def load_prompts(cfg: DataConfig, tokenizer: str) -> StepOutput:
         "prompt": [r["prompt"] for r in rows],
         "prompt_ids": ids,
         "label": [None if r["label"] in (None, "") else str(r["label"]) for r in rows],
-        "source": [cfg.prompt_data] * len(rows),
+        "source": [cfg.prompt_dataset] * len(rows),
     })
     ref = scope.write(PROMPTS, table)
     return StepOutput((ref,), len(rows), {"prompts": float(len(rows)),

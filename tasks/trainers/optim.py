@@ -1,63 +1,97 @@
-"""The optimiser and schedule section every training flow shares (`optim.*`).
+"""The optimiser keys every training flow shares, under OpenRLHF 0.11's names.
 
-One AdamW with a warmup-cosine schedule, and how examples become optimizer steps:
-`train_batch_size` examples per step, split into `micro_train_batch_size` micro-batches,
-`max_epochs` passes. `trainer(total_steps, model)` turns it into the `TrainerConfig` the
-trainers take; RL flows add the critic's learning rate (`RLOptimConfig`).
+`adam.*` (AdamW: lr, betas, eps, weight_decay), the schedule and clipping
+(`lr_warmup_ratio`, `min_lr_ratio`, `max_norm`), and `train.*`: how examples become
+optimizer steps (`batch_size` examples per step, cut into `micro_batch_size` micro-batches,
+`max_epochs` passes). RL flows have the optimiser per trained role (`actor.adam.lr`,
+`critic.adam.lr`, as OpenRLHF's train_ppo_ray); the offline flows and the loops have it at
+the top level (`adam.lr`, `lr_warmup_ratio`, as train_sft / train_dpo). `trainer_config`
+turns them into the `TrainerConfig` the trainers take.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from alignflow.errors import ConfigError
-from alignflow.tasks.modeling.model_config import ModelConfig
+from alignflow.errors import require
 from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.ds_section import DSConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimConfig:
-    """AdamW, its schedule and batching (OpenRLHF's names)."""
+class AdamConfig:
+    """AdamW (no weight decay on 1-D parameters).
 
-    learning_rate: float = 5e-7
-    train_batch_size: int = 8
-    micro_train_batch_size: int = 1
-    max_epochs: int = 1
+    lr: the peak learning rate
+    betas: Adam's β1, β2
+    eps: Adam's ε
+    weight_decay: decoupled weight decay
+    """
+
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", tuple(self.betas))
+        require(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite float > 0", self.lr)
+        require(all(0.0 <= b < 1.0 for b in self.betas), "betas", "two floats in [0, 1)",
+                self.betas)
+        require(math.isfinite(self.eps) and self.eps > 0, "eps", "a finite float > 0", self.eps)
+        require(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay",
+                "a finite float >= 0", self.weight_decay)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optimizer:
+    """AdamW, a linear warmup then a half cosine down to `min_lr_ratio`·lr, and gradient
+    clipping.
+
+    lr_warmup_ratio: share of the run's optimizer steps spent warming up
+    min_lr_ratio: the LR the cosine ends at, as a share of adam.lr
+    max_norm: clip the gradient norm to this (<= 0: no clipping)
+    """
+
+    adam: AdamConfig = field(default_factory=AdamConfig)
     lr_warmup_ratio: float = 0.03
     min_lr_ratio: float = 0.1
     max_norm: float = 1.0
-    l2: float = 0.0
-    adam_betas: tuple[float, float] = (0.9, 0.95)
-    packing_samples: bool = field(default=False, metadata={
-        "help": "pack each micro-batch into one row (no padding); pays off with varlen "
-                "attention kernels (GPU), not on CPU where the block mask costs full attention"})
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-        if self.max_epochs < 1:
-            raise ConfigError(f"optim.max_epochs={self.max_epochs}: expected >= 1")
-        if self.micro_train_batch_size < 1 or self.train_batch_size % self.micro_train_batch_size:
-            raise ConfigError(f"optim.train_batch_size={self.train_batch_size}: expected a "
-                              f"multiple of micro_train_batch_size={self.micro_train_batch_size}")
+        for name in ("lr_warmup_ratio", "min_lr_ratio"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, name, "a float in [0, 1]", value)
+        require(math.isfinite(self.max_norm), "max_norm", "a finite float", self.max_norm)
 
-    def trainer(self, total_steps: int, model: ModelConfig, *,
-                learning_rate: float | None = None) -> TrainerConfig:
+    def trainer_config(self, total_steps: int, train: TrainConfig, ds: DSConfig, *,
+                       gradient_checkpointing: bool = False) -> TrainerConfig:
         """The trainer's config for a schedule of `total_steps` optimizer steps."""
-        return TrainerConfig(lr=learning_rate or self.learning_rate, betas=self.adam_betas,
-                             weight_decay=self.l2, lr_warmup_ratio=self.lr_warmup_ratio,
-                             min_lr_ratio=self.min_lr_ratio, total_steps=max(total_steps, 1),
-                             train_batch_size=self.train_batch_size,
-                             micro_train_batch_size=self.micro_train_batch_size,
-                             max_norm=self.max_norm, dtype=model.dtype,
-                             gradient_checkpointing=model.gradient_checkpointing)
+        return TrainerConfig(lr=self.adam.lr, betas=self.adam.betas, eps=self.adam.eps,
+                             weight_decay=self.adam.weight_decay,
+                             lr_warmup_ratio=self.lr_warmup_ratio, min_lr_ratio=self.min_lr_ratio,
+                             total_steps=max(total_steps, 1), train_batch_size=train.batch_size,
+                             micro_train_batch_size=train.micro_batch_size,
+                             max_norm=self.max_norm, dtype=ds.param_dtype,
+                             gradient_checkpointing=gradient_checkpointing)
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLOptimConfig(OptimConfig):
-    """The policy's optimiser (`learning_rate`) plus the critic's learning rate (PPO)."""
+class TrainConfig:
+    """How examples become optimizer steps.
 
-    learning_rate: float = 1e-6
-    critic_learning_rate: float = 9e-6
-    train_batch_size: int = 32
-    micro_train_batch_size: int = 4
-    min_lr_ratio: float = 0.1
+    batch_size: examples (RL: samples) per optimizer step
+    micro_batch_size: examples per forward/backward; a step accumulates batch_size / micro_batch_size of them
+    max_epochs: passes over the data (RL: over each iteration's samples)
+    """
+
+    batch_size: int = 8
+    micro_batch_size: int = 1
+    max_epochs: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "micro_batch_size", "max_epochs"):
+            require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        require(self.batch_size % self.micro_batch_size == 0, "batch_size",
+                f"a multiple of micro_batch_size={self.micro_batch_size}", self.batch_size)

@@ -92,7 +92,7 @@ def test_build_reward_from_specs(tmp_path):
 
 
 def test_config_and_spec_errors(tmp_path):
-    with pytest.raises(ConfigError, match="2 weights for 1 sources"):
+    with pytest.raises(ConfigError, match=r"'weights': expected one weight per reward source \(1: rule:gsm8k\)"):
         RewardConfig(sources=("rule:gsm8k",), weights=(1.0, 2.0))
     with pytest.raises(ConfigError, match=r"share the name\(s\) \['gsm8k'\]"):
         build_reward(RewardConfig(sources=("rule:gsm8k", "rule:gsm8k")))

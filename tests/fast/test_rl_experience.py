@@ -7,7 +7,23 @@ import pytest
 import torch
 
 from alignflow.tasks.rl.experience import Experience, compute
-from alignflow.tasks.rl.learn_config import AlgoConfig
+from alignflow.tasks.rl.learn_config import (
+    AlgoConfig,
+    EstimatorConfig,
+    LearnSettings,
+    RLRewardConfig,
+)
+from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
+from alignflow.tasks.trainers.optim import TrainConfig
+
+
+def _settings(estimator: str, *, n: int = 2, max_len: int = 8, filtering: bool = False,
+              **reward) -> LearnSettings:
+    algo = AlgoConfig(advantage=EstimatorConfig(estimator=estimator),
+                      dynamic_filtering_enable=filtering)
+    return LearnSettings(algo=algo, actor=ActorConfig(), critic=CriticConfig(),
+                         reward=RLRewardConfig(**reward), train=TrainConfig(), packing=False,
+                         n_samples=n, temperature=1.0, max_len=max_len)
 
 
 def _experience(lengths: list[int], rewards: list[float]) -> Experience:
@@ -23,8 +39,8 @@ def test_overlong_penalty_shapes_the_group_advantage():
     # max_len 8, buffer 4: a 4-token response is not penalised, an 8-token one loses 1.0
     # rewards (0, 0) -> (0, -1); GRPO: mean -0.5, std (unbiased) 0.7071 -> (+0.7071, -0.7071)
     exp = _experience([4, 8], [0.0, 0.0])
-    algo = AlgoConfig(advantage_estimator="group_norm", overlong_buffer_len=4)
-    adv = compute(exp, algo, n=2, kl_coef=0.0, moments=None, max_len=8)
+    settings = _settings("group_norm", overlong_buffer_len=4)
+    adv = compute(exp, settings, kl_coef=0.0, moments=None)
     assert adv.advantages[0, :4].tolist() == pytest.approx([0.70710677] * 4, abs=1e-5)
     assert adv.advantages[1].tolist() == pytest.approx([-0.70710677] * 8, abs=1e-5)
     assert adv.advantages[0, 4:].abs().sum() == 0  # padding carries nothing
@@ -32,13 +48,11 @@ def test_overlong_penalty_shapes_the_group_advantage():
 
 def test_without_penalty_equal_rewards_give_zero_advantage():
     exp = _experience([4, 8], [0.0, 0.0])
-    adv = compute(exp, AlgoConfig(advantage_estimator="group_norm"), n=2, kl_coef=0.0,
-                  moments=None)
+    adv = compute(exp, _settings("group_norm"), kl_coef=0.0, moments=None)
     assert adv.advantages.abs().sum() == 0
 
 
 def test_dynamic_filtering_drops_groups_with_one_reward():
     exp = _experience([2, 2, 2, 2], [1.0, 1.0, 0.0, 1.0])
-    adv = compute(exp, AlgoConfig(advantage_estimator="rloo", dynamic_filtering=True), n=2,
-                  kl_coef=0.0, moments=None)
+    adv = compute(exp, _settings("rloo", filtering=True), kl_coef=0.0, moments=None)
     assert adv.kept.tolist() == [False, False, True, True]

@@ -104,7 +104,7 @@ def test_rayjob_entrypoint_is_a_command_the_cli_and_the_config_accept():
     flags = [t for i, t in enumerate(rest) if t not in ("--address", "--run-id")
              and rest[i - 1] not in ("--address", "--run-id")]
     config = build_config(argv[2], None, [], flags)
-    assert config.max_iterations == 20
+    assert config.train.max_iterations == 20
 
 
 def test_cluster_launcher_config_parses_and_runs_the_image():

@@ -19,7 +19,7 @@ from alignflow.flows import api, runs
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRA = ["train.save_steps=2"]  # 8 training tasks per round: room to land inside a round
+EXTRA = ["ckpt.save_steps=2"]  # 8 training tasks per round: room to land inside a round
 
 
 def _driver(store: Path, run_id: str, sets: list[str]) -> subprocess.Popen:

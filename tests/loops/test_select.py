@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import ConfigError
+from alignflow.flows.config import load_config
 from alignflow.flows.loops.config import LoopConfig
 from alignflow.tasks.loops.select import Pair, best_of_n, best_vs_worst, group_rewards
-from alignflow.tasks.trainers.optim import OptimConfig
 from alignflow.tasks.trainers.plan import Plan
 
 GROUPS = group_rewards(["a", "a", "a", "b", "b", "c", "c"], [0, 1, 2, 0, 1, 0, 1],
@@ -42,8 +42,9 @@ def test_chunks_split_the_round_order_exactly():
 
 
 def test_train_config_refuses_bad_values():
-    with pytest.raises(ConfigError, match="save_steps=0"):
-        LoopConfig(save_steps=0)
-    with pytest.raises(ConfigError, match="micro_train_batch_size=3"):
-        OptimConfig(train_batch_size=4, micro_train_batch_size=3)
+    with pytest.raises(ConfigError, match="'ckpt.save_steps': expected an integer >= 1, or -1"):
+        load_config(LoopConfig, sets=["ckpt.save_steps=0"])
+    with pytest.raises(ConfigError, match="'train.batch_size': expected a multiple of "
+                                          "micro_batch_size=3, got 4"):
+        load_config(LoopConfig, sets=["train.batch_size=4", "train.micro_batch_size=3"])
     assert Plan.for_epochs(0, 0, 8, 1).chunks == 0

@@ -54,8 +54,8 @@ def prm_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def base_sets(tiny_model_dir) -> list[str]:
     """Tiny model, one thread, fast schedule; callers add data and objective settings."""
-    return [f"model.pretrain={tiny_model_dir}", "num_threads=1", "optim.lr_warmup_ratio=0",
-            "optim.train_batch_size=8", "optim.micro_train_batch_size=4"]
+    return [f"model.model_name_or_path={tiny_model_dir}", "num_threads=1", "lr_warmup_ratio=0",
+            "train.batch_size=8", "train.micro_batch_size=4"]
 
 
 def run_flow(name: str, sets: list[str], store, *, run_id: str | None = None,

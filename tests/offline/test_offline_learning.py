@@ -43,12 +43,12 @@ def _logps(model_dir, rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def pair_sets(base_sets, pairs_file) -> list[str]:
     return [*base_sets, f"data.dataset={pairs_file}", "data.apply_chat_template=false",
-            "data.eval_ratio=0.25"]
+            "eval.ratio=0.25"]
 
 
 def test_dpo_lifts_heldout_preference_accuracy(base_sets, pairs_file, tmp_path):
-    sets = [*pair_sets(base_sets, pairs_file), "optim.learning_rate=1e-3",
-            "optim.max_epochs=2", "save_steps=6", "eval_steps=6"]
+    sets = [*pair_sets(base_sets, pairs_file), "adam.lr=1e-3",
+            "train.max_epochs=2", "ckpt.save_steps=6", "eval.steps=6"]
     out = run_flow("dpo", sets, tmp_path, run_id="dpo")
     assert out["steps"] == 18 and len(out["loss"]) == 3  # 72 train pairs / 8, 2 epochs
     rows = _eval_pairs(tmp_path)
@@ -78,9 +78,9 @@ def test_dpo_lifts_heldout_preference_accuracy(base_sets, pairs_file, tmp_path):
 def test_reference_is_cached_across_runs(base_sets, pairs_file, tmp_path):
     """A second run on the same data reuses prepare and reference; the IPO and cDPO losses
     at step 1 (policy == reference, h = 0) are the hand values (1/2β)² and log 2."""
-    base = [*pair_sets(base_sets, pairs_file), "max_steps=1", "optim.learning_rate=1e-3"]
-    run_flow("dpo", [*base, "loss.ipo=true"], tmp_path, run_id="ipo")
-    run_flow("dpo", [*base, "loss.label_smoothing=0.2"], tmp_path, run_id="cdpo", seed=2)
+    base = [*pair_sets(base_sets, pairs_file), "train.max_steps=1", "adam.lr=1e-3"]
+    run_flow("dpo", [*base, "model.ipo_enable=true"], tmp_path, run_id="ipo")
+    run_flow("dpo", [*base, "model.label_smoothing=0.2"], tmp_path, run_id="cdpo", seed=2)
     manifest = json.loads((tmp_path / "runs/cdpo/tasks/reference.json").read_text())
     assert manifest["cached_from"].startswith("runs/ipo/tasks/reference")
     assert _metric(tmp_path, "ipo", "train/loss") == [(1, pytest.approx(25.0, abs=1e-3))]
@@ -94,8 +94,8 @@ def test_reward_model_reaches_heldout_accuracy_and_loads_as_rm(base_sets, pairs_
 
     from alignflow.tasks.rewards.registry import build_source
 
-    sets = [*pair_sets(base_sets, pairs_file), "optim.learning_rate=3e-3",
-            "optim.max_epochs=3", "loss.rm_loss=logexp", "loss.margin=0.5"]
+    sets = [*pair_sets(base_sets, pairs_file), "adam.lr=3e-3",
+            "train.max_epochs=3", "model.loss_type=logexp", "model.margin=0.5"]
     out = run_flow("rm", sets, tmp_path, run_id="rm")
     folder = tmp_path / out["model"]
     assert AutoModelForSequenceClassification.from_pretrained(folder).config.num_labels == 1
@@ -114,8 +114,8 @@ def test_reward_model_reaches_heldout_accuracy_and_loads_as_rm(base_sets, pairs_
 
 
 def test_sft_loss_falls_on_assistant_tokens(base_sets, pairs_file, tmp_path):
-    sets = [*base_sets, f"data.dataset={pairs_file}", "optim.learning_rate=1e-2",
-            "optim.max_epochs=2", "save_steps=8"]
+    sets = [*base_sets, f"data.dataset={pairs_file}", "adam.lr=1e-2",
+            "train.max_epochs=2", "ckpt.save_steps=8"]
     out = run_flow("sft", sets, tmp_path, run_id="sft")
     losses = _metric(tmp_path, "sft", "train/loss")
     assert len(losses) == out["steps"] == 24
@@ -129,7 +129,7 @@ def test_sft_loss_falls_on_assistant_tokens(base_sets, pairs_file, tmp_path):
 
 
 def test_kto_moves_log_ratios_the_right_way(base_sets, pairs_file, tmp_path):
-    sets = [*pair_sets(base_sets, pairs_file), "optim.learning_rate=1e-3", "optim.max_epochs=2"]
+    sets = [*pair_sets(base_sets, pairs_file), "adam.lr=1e-3", "train.max_epochs=2"]
     run_flow("kto", sets, tmp_path, run_id="kto")
     chosen = _metric(tmp_path, "kto", "eval/chosen_reward")[-1][1]
     rejected = _metric(tmp_path, "kto", "eval/rejected_reward")[-1][1]
@@ -139,14 +139,14 @@ def test_kto_moves_log_ratios_the_right_way(base_sets, pairs_file, tmp_path):
 
 def test_distill_and_prm_losses_fall(base_sets, pairs_file, prm_file, tmp_path):
     teacher = run_flow("sft", [*base_sets, f"data.dataset={pairs_file}",
-                               "optim.learning_rate=1e-2"], tmp_path, run_id="teacher")
-    sets = [*base_sets, f"data.dataset={pairs_file}", "optim.learning_rate=1e-2",
-            f"model.teacher_model={tmp_path / teacher['model']}", "save_steps=6"]
+                               "adam.lr=1e-2"], tmp_path, run_id="teacher")
+    sets = [*base_sets, f"data.dataset={pairs_file}", "adam.lr=1e-2",
+            f"teacher.model_name_or_path={tmp_path / teacher['model']}", "ckpt.save_steps=6"]
     out = run_flow("distill", sets, tmp_path, run_id="kd")
     losses = _metric(tmp_path, "kd", "train/loss")
     assert len(out["loss"]) == 2 and losses[-1][1] < 0.6 * losses[0][1], losses
     sets = [*base_sets, f"data.dataset={prm_file}", "data.placeholder_token=#",
-            "optim.learning_rate=3e-3", "optim.max_epochs=6"]
+            "adam.lr=3e-3", "train.max_epochs=6"]
     run_flow("prm", sets, tmp_path, run_id="prm")
     losses = _metric(tmp_path, "prm", "train/loss")
     assert losses[0][1] == pytest.approx(math.log(2), abs=0.5)  # two reward tokens

@@ -15,11 +15,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_distill_on_ray_with_a_teacher_worker(ray_local, base_sets, pairs_file, tmp_path):
-    teacher = run_flow("sft", [*base_sets, f"data.dataset={pairs_file}", "max_steps=6",
-                               "optim.learning_rate=1e-2"], tmp_path, run_id="teacher")
-    sets = [*base_sets, f"data.dataset={pairs_file}", "optim.learning_rate=1e-2",
-            f"model.teacher_model={tmp_path / teacher['model']}", "save_steps=4",
-            "max_steps=8", "loss.kd_alpha=0.2"]
+    teacher = run_flow("sft", [*base_sets, f"data.dataset={pairs_file}", "train.max_steps=6",
+                               "adam.lr=1e-2"], tmp_path, run_id="teacher")
+    sets = [*base_sets, f"data.dataset={pairs_file}", "adam.lr=1e-2",
+            f"teacher.model_name_or_path={tmp_path / teacher['model']}", "ckpt.save_steps=4",
+            "train.max_steps=8", "model.kd_alpha=0.2"]
     out = run_flow("distill", sets, tmp_path, run_id="kd-ray", executor="ray")
     assert out["steps"] == 8 and len(out["loss"]) == 2 and out["loss"][1] < out["loss"][0]
     tasks = tmp_path / "runs/kd-ray/tasks"

@@ -49,14 +49,14 @@ def _consumed(store: Path, run_id: str, table: str, id_col: str) -> list[tuple]:
 
 
 @pytest.mark.parametrize("name,table,id_col,extra", [
-    ("sft", "sft_samples", "sample_id", ["optim.learning_rate=1e-2"]),
+    ("sft", "sft_samples", "sample_id", ["adam.lr=1e-2"]),
     ("dpo", "preferences", "pair_id", ["data.apply_chat_template=false",
-                                       "optim.learning_rate=1e-3"]),
+                                       "adam.lr=1e-3"]),
 ])
 def test_resume_after_kill_mid_epoch_is_bitwise_equal(name, table, id_col, extra, base_sets,
                                                        pairs_file, tmp_path):
-    sets = [*base_sets, f"data.dataset={pairs_file}", "data.eval_ratio=0.25",
-            "optim.max_epochs=2", "save_steps=3", *extra]  # 9 steps per epoch, 6 chunks
+    sets = [*base_sets, f"data.dataset={pairs_file}", "eval.ratio=0.25",
+            "train.max_epochs=2", "ckpt.save_steps=3", *extra]  # 9 steps per epoch, 6 chunks
     store = tmp_path / "store"
     proc = _driver(name, store, "killed", sets)
     _kill_after(proc, store / "runs/killed/checkpoints/train-0001/meta.json")

@@ -15,9 +15,9 @@ from alignflow.flows.config import load_config
 from alignflow.flows.offline.config import DistillConfig, DPOConfig, SFTConfig
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.offline.batches import load_examples
-from alignflow.tasks.offline.config import OfflineDataConfig, TrainSpec
+from alignflow.tasks.offline.config import EvalConfig, OfflineDataConfig, PrepareSpec, TrainSpec
 from alignflow.tasks.offline.kinds import objective
-from alignflow.tasks.offline.loss_config import DPOLossConfig
+from alignflow.tasks.offline.loss_config import DPOModelConfig
 from alignflow.tasks.offline.objectives import Context, dpo, sft, step_denominator
 from alignflow.tasks.offline.prepare import prepare
 from alignflow.tasks.offline.reference import _split_logps
@@ -38,36 +38,36 @@ def test_order_is_a_function_of_seed_epoch_and_step():
 def test_openrlhf_flags_map_onto_the_config():
     cfg = load_config(DPOConfig, flags=["--pretrain", "m", "--beta", "0.2", "--ipo",
                                         "--train_batch_size", "16", "--save_steps", "5"])
-    assert (cfg.model.pretrain, cfg.loss.beta, cfg.loss.dpo_variant) == ("m", 0.2, "ipo")
-    assert cfg.optim.train_batch_size == 16 and cfg.save_steps == 5
+    assert (cfg.model.model_name_or_path, cfg.model.beta, cfg.model.dpo_variant) == ("m", 0.2, "ipo")
+    assert cfg.train.batch_size == 16 and cfg.ckpt.save_steps == 5
     cdpo = load_config(DPOConfig, flags=["--label_smoothing", "0.1"])
-    assert cdpo.loss.dpo_variant == "cdpo"
+    assert cdpo.model.dpo_variant == "cdpo"
     plan = SFTConfig().plan(0, 100)
     assert (plan.steps_per_epoch, plan.total_steps) == (12, 12) and plan.save_steps == 12
-    with pytest.raises(ConfigError, match="teacher_model"):
+    with pytest.raises(ConfigError, match="teacher.model_name_or_path"):
         DistillConfig()
     with pytest.raises(ConfigError, match="save_steps"):
-        SFTConfig(save_steps=0)
+        load_config(SFTConfig, sets=["ckpt.save_steps=0"])
 
 
-def _prepare(store, cfg: OfflineDataConfig, kind: str, tiny: str):
+def _prepare(store, cfg: OfflineDataConfig, kind: str, tiny: str, **spec):
     with use_scope(TaskScope(store, "r", "prepare", seed=1)):
-        data = prepare(cfg, kind, tiny)
+        data = prepare(PrepareSpec(data=cfg, **spec), kind, tiny)
     return data, load_examples(store, data)
 
 
 def test_prepare_pretrain_truncation_csft_and_prm(memory_store, tiny_model_dir, pairs_file,
                                                   prm_file):
     tiny = str(tiny_model_dir)
-    cfg = OfflineDataConfig(dataset=str(pairs_file), input_key="output", pretrain_mode=True,
-                            max_len=8, max_samples=10)
-    data, ex = _prepare(memory_store, cfg, "sft", tiny)
+    cfg = OfflineDataConfig(dataset=str(pairs_file), input_key="output", max_len=8,
+                            max_samples=10)
+    data, ex = _prepare(memory_store, cfg, "sft", tiny, pretrain_mode=True)
     train = ex["train"]
     assert data.train_rows == 10 and data.metrics["data/truncated"] == 10.0
     assert all(len(ids) == 8 and m == [1] * 8 for ids, m in zip(train["input_ids"],
                                                                  train["loss_mask"], strict=True))
-    csft = OfflineDataConfig(dataset=str(pairs_file), max_samples=4, eval_ratio=0.25)
-    data, ex = _prepare(memory_store, csft, "csft", tiny)
+    csft = OfflineDataConfig(dataset=str(pairs_file), max_samples=4)
+    data, ex = _prepare(memory_store, csft, "csft", tiny, eval=EvalConfig(ratio=0.25))
     assert (data.train_rows, data.eval_rows) == (3, 1)
     assert all("\n<rm_score>: " in p for p in ex["train"]["prompt"])
     prm = OfflineDataConfig(dataset=str(prm_file), apply_chat_template=False, label_key="value",
@@ -101,7 +101,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
     _, ex = _prepare(memory_store, pairs, "dpo", tiny)
     ref = {k: torch.tensor(v, dtype=torch.float64)
            for k, v in _split_logps(model, ex["train"], 3, 4, with_kl=False).items() if k != "kl"}
-    spec = TrainSpec(kind="dpo", loss=DPOLossConfig(), train_batch_size=8,
+    spec = TrainSpec(kind="dpo", loss=DPOModelConfig(), train_batch_size=8,
                      micro_train_batch_size=4, save_steps=1, eval_steps=1)
     with torch.no_grad():
         out = dpo(model, [0, 1, 2, 3], Context(ex["train"], 3, spec, ref), 4.0)
@@ -114,7 +114,7 @@ def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
     model = load_causal_lm(tiny)
     _, ex = _prepare(memory_store, OfflineDataConfig(dataset=str(pairs_file), max_samples=6),
                      "sft", tiny)
-    spec = TrainSpec(kind="sft", loss=DPOLossConfig(), train_batch_size=6,
+    spec = TrainSpec(kind="sft", loss=None, train_batch_size=6,
                      micro_train_batch_size=6, save_steps=1, eval_steps=1, packing=True)
     idx = list(range(6))
     padded_ctx, packed_ctx = Context(ex["train"], 3, None), Context(ex["train"], 3, spec)

@@ -21,7 +21,7 @@ def _run(name: str, sets: list[str], store, executor: str = "inline", seed: int 
 
 def test_grpo_learns_the_toy_reward(rl_sets, tmp_path):
     """Mean reward of the last iteration is at least twice the first one's (seeded)."""
-    out = _run("grpo", [*rl_sets, "num_episodes=2", "max_iterations=10", "algo.max_epochs=2"],
+    out = _run("grpo", [*rl_sets, "train.num_episodes=2", "train.max_iterations=10", "train.max_epochs=2"],
                tmp_path)
     rewards = out["reward_mean"]
     assert len(rewards) == 10
@@ -29,15 +29,15 @@ def test_grpo_learns_the_toy_reward(rl_sets, tmp_path):
 
 
 @pytest.mark.parametrize("name,executor,extra", [
-    ("ppo", "ray", ["placement.colocate_all_models=false"]),
-    ("reinforce_pp", "inline", ["placement.offload_idle=true"]),
+    ("ppo", "ray", ["train.colocate_all=false"]),
+    ("reinforce_pp", "inline", ["ref.offload=true", "reward.offload=true"]),
     ("rloo", "inline", ["algo.ptx.ptx_coef=0.1", "algo.ptx.pretrain_data=alignflow:gsm8k-sft",
                         "algo.ptx.pretrain_key=output", "algo.ptx.max_len=32"]),
 ])
 def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, request):
     if executor == "ray":
         request.getfixturevalue("ray_local")
-    out = _run(name, [*rl_sets, "max_iterations=2", *extra], tmp_path, executor=executor,
+    out = _run(name, [*rl_sets, "train.max_iterations=2", *extra], tmp_path, executor=executor,
                run_id=f"{name}-test")
     assert out["iterations"] == 2
     cat = Catalog(str(tmp_path))
@@ -75,7 +75,7 @@ def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
 
     from alignflow.catalog.tensorboard import export_tensorboard
 
-    _run("grpo", [*rl_sets, "max_iterations=2"], tmp_path / "store", run_id="tb")
+    _run("grpo", [*rl_sets, "train.max_iterations=2"], tmp_path / "store", run_id="tb")
     cat = Catalog(str(tmp_path / "store"))
     points = export_tensorboard(cat, "tb", tmp_path / "tb")
     events = EventAccumulator(str(tmp_path / "tb" / "tb"))

@@ -18,7 +18,7 @@ from alignflow.flows import api, runs
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRA = ["max_iterations=4", "algo.max_epochs=4"]
+EXTRA = ["train.max_iterations=4", "train.max_epochs=4"]
 
 
 def _driver(store: Path, run_id: str, sets: list[str]) -> subprocess.Popen:

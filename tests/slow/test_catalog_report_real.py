@@ -21,11 +21,11 @@ pytestmark = pytest.mark.slow
 def test_report_of_a_real_grpo_run(tiny_model_dir, tmp_path):
     flow, cfg_cls = load_flow("grpo")
     cfg = load_config(cfg_cls, sets=[
-        f"model.pretrain={tiny_model_dir}", "data.max_samples=16", "max_iterations=3",
-        "generate.rollout_batch_size=4", "generate.n_samples_per_prompt=4",
-        "generate.generate_max_len=8", "rewards.sources=rule:target:e",
-        "optim.train_batch_size=16", "optim.micro_train_batch_size=8",
-        "optim.actor_learning_rate=1e-2", "optim.lr_warmup_ratio=0", "num_threads=1"])
+        f"actor.model_name_or_path={tiny_model_dir}", "data.max_samples=16",
+        "train.max_iterations=3", "rollout.batch_size=4", "rollout.n_samples_per_prompt=4",
+        "rollout.max_new_tokens=8", "reward.sources=rule:target:e",
+        "train.batch_size=16", "train.micro_batch_size=8",
+        "actor.adam.lr=1e-2", "actor.lr_warmup_ratio=0", "num_threads=1"])
     api.run(flow, cfg, store=str(tmp_path / "store"), executor="inline", run_id="g", seed=1)
     with Catalog(str(tmp_path / "store")) as cat:
         html = render_report(cat, "g")

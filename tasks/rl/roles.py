@@ -1,0 +1,84 @@
+"""The trained roles of an RL run, under OpenRLHF 0.11's names: `actor.*` (the policy:
+model, PPO clipping, extra loss terms, its own optimiser) and `critic.*` (the value model
+of PPO: model, value clipping, its optimiser)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from alignflow.errors import require
+from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorConfig(Optimizer):
+    """The policy.
+
+    model_name_or_path: HF name, local folder or offline name of the policy to train
+    gradient_checkpointing_enable: recompute activations in backward (actor and critic)
+    eps_clip: PPO clip range of the ratio, 1 ± eps_clip
+    eps_clip_low_high: asymmetric clip (low, high), e.g. DAPO's 0.2 0.28; wins over eps_clip
+    eps_clip_high: upper clip when eps_clip_low_high is not set (null: eps_clip)
+    dual_clip: dual-clip bound c > 1 for negative advantages (null: off)
+    entropy_coef: weight of the entropy bonus (0: off)
+    """
+
+    model_name_or_path: str = "smollm2-135m"
+    gradient_checkpointing_enable: bool = False
+    eps_clip: float = 0.2
+    eps_clip_low_high: tuple[float, float] | None = None
+    eps_clip_high: float | None = None
+    dual_clip: float | None = None
+    entropy_coef: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
+                "a finite float > 0", self.eps_clip)
+        if self.eps_clip_low_high is not None:
+            object.__setattr__(self, "eps_clip_low_high", tuple(self.eps_clip_low_high))
+            require(all(math.isfinite(e) and e > 0 for e in self.eps_clip_low_high),
+                    "eps_clip_low_high", "two finite floats > 0", self.eps_clip_low_high)
+            require(self.eps_clip_high is None, "eps_clip_high",
+                    "null when eps_clip_low_high is set (it sets both bounds)", self.eps_clip_high)
+        if self.eps_clip_high is not None:
+            require(math.isfinite(self.eps_clip_high) and self.eps_clip_high > 0,
+                    "eps_clip_high", "a finite float > 0 or null", self.eps_clip_high)
+        if self.dual_clip is not None:
+            require(self.dual_clip > 1.0, "dual_clip", "a float > 1 or null", self.dual_clip)
+        require(math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, "entropy_coef",
+                "a finite float >= 0", self.entropy_coef)
+
+    @property
+    def clip_bounds(self) -> tuple[float, float]:
+        """(low, high): the ratio is clipped to [1 - low, 1 + high]."""
+        if self.eps_clip_low_high is not None:
+            return self.eps_clip_low_high
+        return self.eps_clip, self.eps_clip_high or self.eps_clip
+
+
+def _critic_adam() -> AdamConfig:
+    return AdamConfig(lr=9e-6)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CriticConfig(Optimizer):
+    """The value model (PPO with GAE only).
+
+    model_name_or_path: its initial weights (e.g. the reward model); null: the actor's model
+    value_clip: clip range of the value update around the old values
+    freezing_steps: the actor is not updated in the first N iterations while the critic warms up (-1: off)
+    """
+
+    adam: AdamConfig = field(default_factory=_critic_adam)
+    model_name_or_path: str | None = None
+    value_clip: float = 0.5
+    freezing_steps: int = -1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(math.isfinite(self.value_clip) and self.value_clip > 0, "value_clip",
+                "a finite float > 0", self.value_clip)
+        require(self.freezing_steps >= -1, "freezing_steps", "an integer >= -1",
+                self.freezing_steps)
