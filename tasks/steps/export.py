@@ -1,7 +1,7 @@
 """The trained model as a plain HF folder (safetensors + tokenizer) under the run, so it
 loads with `from_pretrained` and serves as the next stage's model: a causal LM, or for
 reward models an `AutoModelForSequenceClassification` folder that the RL flows take as
-`rewards.sources=<folder>`."""
+`reward.sources=<folder>` or `reward.model_name_or_path`."""
 
 from __future__ import annotations
 
