@@ -29,6 +29,7 @@ from alignflow.flows.config.types import (
     default_of,
     has_default,
     init_fields,
+    key_of,
     section,
     type_name,
 )
@@ -46,7 +47,7 @@ def _build(cls: type[T], base: T | None, over: Overrides, prefix: str) -> T:
     """Construct `cls` (or replace fields of `base`) from the overrides under `prefix`."""
     kw: dict[str, Any] = {}
     for f, tp in init_fields(cls):
-        key, sub = prefix + f.name, section(tp)
+        key, sub = prefix + key_of(f), section(tp)
         if key in over:
             kw[f.name] = coerce(over[key][0], tp, key, over[key][1])
         elif sub is not None and (any(k.startswith(key + ".") for k in over)
@@ -125,7 +126,8 @@ def known_part(cls: type, data: Mapping[str, Any]) -> tuple[dict, list[str]]:
 def to_dict(cfg: Any) -> Any:
     """Plain JSON/YAML-ready data (nested dicts, lists, scalars) for run metadata."""
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+        return {key_of(f): to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
+                if f.init}
     if isinstance(cfg, list | tuple):
         return [to_dict(v) for v in cfg]
     if isinstance(cfg, Mapping):

@@ -16,6 +16,7 @@ from alignflow.flows.config.types import (
     has_default,
     init_fields,
     is_optional,
+    key_of,
     section,
     type_name,
 )
@@ -43,7 +44,7 @@ def config_fields(cls: type) -> list[ConfigField]:
 def _collect(cls: type, base: Any, prefix: str, out: list[ConfigField]) -> None:
     docs = _doc_help(cls)
     for f, tp in init_fields(cls):
-        key, sub = prefix + f.name, section(tp)
+        key, sub = prefix + key_of(f), section(tp)
         default = getattr(base, f.name) if base is not None else default_of(f)
         help_text = f.metadata.get("help") or docs.get(f.name, "")
         if sub is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import keyword
 import types
 import typing
 from collections.abc import Iterator
@@ -30,6 +31,13 @@ def init_fields(cls: type) -> Iterator[tuple[dataclasses.Field, Any]]:
     for f in dataclasses.fields(cls):
         if f.init:
             yield f, found[f.name]
+
+
+def key_of(f: dataclasses.Field) -> str:
+    """The config key of a field: its name, less the trailing `_` that lets a field be
+    named after a Python keyword (`async_` is the key `async`)."""
+    name = f.name
+    return name[:-1] if name.endswith("_") and keyword.iskeyword(name[:-1]) else name
 
 
 def is_union(tp: Any) -> bool:
@@ -55,10 +63,10 @@ def config_paths(cls: type) -> dict[str, Any]:
     """Every dotted path (sections and leaves) of a config class -> its annotation."""
     out: dict[str, Any] = {}
     for f, tp in init_fields(cls):
-        out[f.name] = tp
+        out[key_of(f)] = tp
         sub = section(tp)
         if sub is not None:
-            out.update({f"{f.name}.{k}": v for k, v in config_paths(sub).items()})
+            out.update({f"{key_of(f)}.{k}": v for k, v in config_paths(sub).items()})
     return out
 
 
