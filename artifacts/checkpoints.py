@@ -151,6 +151,17 @@ def load(store: Store, rel_dir: str) -> Checkpoint:
                       sum(meta["files"].values()))
 
 
+def load_model_state(store: Store, rel_dir: str) -> dict[str, torch.Tensor]:
+    """Only the weights of a checkpoint folder (a generator needs no optimizer state)."""
+    if not store.exists(f"{rel_dir}/meta.json"):
+        raise SchemaError(f"{store.url}/{rel_dir}: no meta.json; not a checkpoint or an "
+                          "unfinished save")
+    try:
+        return _read_safetensors(store, f"{rel_dir}/model.safetensors")
+    except (ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+        raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
+
+
 def index_table(*, run_id: str, task_key: str, step: int, path: str, kind: str,
                 policy_version: int | None = None, nbytes: int | None = None,
                 ts: float | None = None) -> pa.Table:

@@ -53,7 +53,11 @@ class TableSchema:
 _I32_LIST = pa.list_(pa.int32())
 _F32_LIST = pa.list_(pa.float32())
 
-ROLLOUTS = TableSchema("rollouts", "1.0", pa.schema([
+# 1.1: version_spans (asynchronous runs: which policy version sampled which tokens), and
+# action_mask / turns (multi-turn agent episodes: only policy tokens carry loss)
+_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("version", pa.int32())])
+
+ROLLOUTS = TableSchema("rollouts", "1.1", pa.schema([
     _f("run_id", pa.string(), False),
     _f("iteration", pa.int32(), False),
     _f("task_key", pa.string(), False),
@@ -77,6 +81,9 @@ ROLLOUTS = TableSchema("rollouts", "1.0", pa.schema([
     _f("policy_version", pa.int32()),
     _f("label", pa.string()),
     _f("round", pa.int32()),
+    _f("version_spans", pa.list_(_SPAN)),
+    _f("action_mask", pa.list_(pa.int8())),
+    _f("turns", pa.int32()),
 ]))
 
 PREFERENCES = TableSchema("preferences", "1.0", pa.schema([

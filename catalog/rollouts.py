@@ -1,8 +1,8 @@
 """The `rollouts` view: generated samples joined with the columns later steps committed.
 
 RL steps each commit their own table keyed by (run_id, iteration, prompt_id, sample_idx) —
-`rollout_scores`, `rollout_reference`, `rollout_values`, `rollout_advantages` — so no step
-rewrites another's data. This view puts the columns back on the rollout rows, which is what
+`rollout_scores`, `rollout_reference`, `rollout_values`, `rollout_advantages`,
+`rollout_consumption` — so no step rewrites another's data. This view puts the columns back on the rollout rows, which is what
 users query; the step tables stay queryable on their own.
 """
 
@@ -16,18 +16,25 @@ STEP_COLUMNS: dict[str, tuple[str, ...]] = {
     "rollout_values": ("values",),
     "rollout_advantages": ("advantages", "returns", "kl"),
 }
+# columns that only a step table has (the generated rows do not carry them)
+STEP_ONLY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rollout_consumption": ("consumed_at_step", "learner_version", "staleness"),
+}
 
 
 def rollouts_view_sql(tables: set[str]) -> str:
     """CREATE VIEW rollouts over the generated rows and whichever step tables exist."""
-    joins, replaced = [], []
-    for i, (table, columns) in enumerate(STEP_COLUMNS.items()):
+    joins, replaced, added = [], [], []
+    for i, table in enumerate([*STEP_COLUMNS, *STEP_ONLY_COLUMNS]):
         if table not in tables:
             continue
         alias = f"s{i}"
         on = " AND ".join(f"{alias}.{k} = g.{k}" for k in KEY)
         joins.append(f'LEFT JOIN "{table}" {alias} ON {on}')
-        replaced += [f'coalesce({alias}."{c}", g."{c}") AS "{c}"' for c in columns]
+        replaced += [f'coalesce({alias}."{c}", g."{c}") AS "{c}"'
+                     for c in STEP_COLUMNS.get(table, ())]
+        added += [f'{alias}."{c}"' for c in STEP_ONLY_COLUMNS.get(table, ())]
     replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
-    return (f"CREATE OR REPLACE VIEW rollouts AS SELECT g.*{replace} FROM {GENERATED} g "
+    extra = "".join(f", {c}" for c in added)
+    return (f"CREATE OR REPLACE VIEW rollouts AS SELECT g.*{replace}{extra} FROM {GENERATED} g "
             + " ".join(joins))

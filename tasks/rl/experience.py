@@ -33,9 +33,10 @@ class Experience:
     responses: list[list[int]]
     old_logp: torch.Tensor   # (B, R) behaviour logprobs
     ref_logp: torch.Tensor   # (B, R)
-    mask: torch.Tensor       # (B, R) float
+    mask: torch.Tensor       # (B, R) float: 1 on policy tokens (agent feedback tokens: 0)
     reward: torch.Tensor     # (B,)
     values: torch.Tensor | None
+    versions: list[int] | None = None  # policy version of each sample's oldest token
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,11 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
                     values: StepOutput | None) -> Experience:
     roll = read_table(store, rollouts.refs,
                       columns=["run_id", "iteration", *KEY, "prompt_ids", "response_ids",
-                               "behaviour_logprobs"])
+                               "behaviour_logprobs", "action_mask", "policy_version"])
     keys = roll.select(KEY)
     responses = roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
-    mask = to_padded([[1.0] * len(r) for r in responses], width)
+    mask = to_padded(action_masks(responses, roll.column("action_mask").to_pylist()), width)
     reward = _column(store, scores, ["reward"], keys, "scores").column("reward")
     ref = _column(store, reference, ["ref_logprobs"], keys, "reference")
     vals = None
@@ -77,7 +78,14 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
         prompts=roll.column("prompt_ids").to_pylist(), responses=responses,
         old_logp=to_padded(roll.column("behaviour_logprobs").to_pylist(), width),
         ref_logp=to_padded(ref.column("ref_logprobs").to_pylist(), width), mask=mask,
-        reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals)
+        reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
+        versions=roll.column("policy_version").to_pylist())
+
+
+def action_masks(responses: list[list[int]], masks: list[list[int] | None]) -> list[list[float]]:
+    """Each row's loss mask: its `action_mask` (multi-turn episodes), else every token."""
+    return [[1.0] * len(r) if m is None else [float(x) for x in m]
+            for r, m in zip(responses, masks, strict=True)]
 
 
 def compute(exp: Experience, settings: LearnSettings, kl_coef: float,

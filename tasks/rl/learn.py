@@ -15,10 +15,13 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.losses.aggregate import masked_mean
+from alignflow.tasks.losses.is_correction import corrected_policy_loss
 from alignflow.tasks.losses.policy import policy_loss, value_loss
 from alignflow.tasks.modeling.batching import padded_pairs, to_padded
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.rl import experience, ptx
+from alignflow.tasks.rl.consumption import consumption_table, staleness_metrics
+from alignflow.tasks.rl.correction import proximal_logprobs
 from alignflow.tasks.rl.experience import Advantages, Experience
 from alignflow.tasks.rl.kl_penalty import KLPenalty
 from alignflow.tasks.rl.learn_config import LearnSettings
@@ -27,12 +30,29 @@ from alignflow.tasks.steps.records import LearnOutput, LearnState, StepOutput
 from alignflow.tasks.trainers.plan import Plan, micro_batches
 
 
+def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, norm,
+               proximal=None):
+    """PPO-clip against the behaviour log-probs, or (IS correction on) against the
+    proximal log-probs with each token weighted by the truncated ratio to the behaviour."""
+    algo, actor, width = settings.algo, settings.actor, logp.shape[1]
+    eps_low, eps_high = actor.clip_bounds
+    common = dict(name="dual_clip" if actor.dual_clip else "ppo", eps_low=eps_low,
+                  eps_high=eps_high, dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg,
+                  **norm)
+    if proximal is None:
+        return policy_loss(logp, exp.old_logp[idx, :width], adv, mask, **common)
+    corr = algo.advantage
+    low, high = corr.is_correction_threshold
+    return corrected_policy_loss(logp, proximal[idx, :width], exp.old_logp[idx, :width], adv,
+                                 mask, kind=corr.is_correction_type, low=low, high=high,
+                                 **common)
+
+
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,
-                pad_id: int, norm: dict[str, float]):
+                pad_id: int, norm: dict[str, float], proximal=None):
     """The loss of one micro-batch, normalised by the whole minibatch (`norm`: num_tokens,
     num_seqs, max_len), so accumulating micro-batches equals one big batch."""
     algo, actor = settings.algo, settings.actor
-    eps_low, eps_high = actor.clip_bounds
 
     def loss_fn(model, batch):
         idx = batch["idx"]
@@ -42,10 +62,8 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
                                       temperature=settings.temperature, with_entropy=True)
         width = logp.shape[1]
         mask = exp.mask[idx, :width] * adv.kept[idx, None]
-        loss, m = policy_loss(logp, exp.old_logp[idx, :width], adv.advantages[idx, :width],
-                              mask, name="dual_clip" if actor.dual_clip else "ppo",
-                              eps_low=eps_low, eps_high=eps_high,
-                              dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, **norm)
+        loss, m = _surrogate(logp, exp, idx, adv.advantages[idx, :width], mask, settings, norm,
+                             proximal)
         kl_term = penalty.loss(logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
         loss = loss if kl_term is None else loss + kl_term
         loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef, pad_id)
@@ -87,15 +105,27 @@ def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoment
     return RunningMoments()
 
 
+def _proximal(host, exp: Experience, settings: LearnSettings):
+    """π_old log-probs (the weights before this step) when IS correction is on, else None."""
+    if not settings.algo.advantage.is_correction_enable:
+        return None
+    return proximal_logprobs(host.actor.model, exp.prompts, exp.responses,
+                             micro_batch=settings.train.micro_batch_size,
+                             packed=settings.packing,
+                             pad_id=host.tokenizer.pad_token_id,
+                             temperature=settings.temperature)
+
+
 def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettings,
                    penalty: KLPenalty, seed: int) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
     kept = exp.mask * adv.kept[:, None]
+    proximal = _proximal(host, exp, settings)
 
     def make_loss(mb):
         norm = {"num_tokens": float(kept[mb].sum().clamp(min=1)),
                 "num_seqs": max(int(adv.kept[mb].sum()), 1), "max_len": settings.max_len}
-        return _actor_loss(exp, adv, settings, penalty, pad, norm)
+        return _actor_loss(exp, adv, settings, penalty, pad, norm, proximal)
 
     ptx_cfg = settings.algo.ptx
     step_extra = None
@@ -116,7 +146,10 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, adv, scope.task_key),
                           partition={"iter": iteration})
-    metrics = adv.metrics | {"kl_coef": penalty.beta}
+    scope.write("rollout_consumption", consumption_table(exp, scope.task_key, iteration,
+                                                         host.policy_version),
+                partition={"iter": iteration})
+    metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
         metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed)
         host.policy_version += 1

@@ -11,8 +11,10 @@ from typing import get_args
 from alignflow.errors import require
 from alignflow.tasks.advantages.estimators import Estimator
 from alignflow.tasks.losses.aggregate import Aggregation
+from alignflow.tasks.losses.is_correction import ISCorrection
 from alignflow.tasks.losses.kl import KLEstimator
 from alignflow.tasks.rewards.registry import RewardConfig
+from alignflow.tasks.rl.correction import check_is_correction
 from alignflow.tasks.rl.ptx import PtxConfig
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
 from alignflow.tasks.trainers.optim import TrainConfig
@@ -59,14 +61,21 @@ class EstimatorConfig:
     gamma: discount of the returns (group estimators need 1.0)
     lambd: GAE's λ
     no_std_norm: do not divide by the standard deviation (group_norm's group std; the batch whitening of gae / reinforce / reinforce_baseline)
+    is_correction_enable: weight each token's loss by the truncated ratio of the learner's weights before the step to the behaviour policy that sampled it (stale generator, engine mismatch)
+    is_correction_type: tis (clamp the ratio), icepop (drop tokens outside the band), seq-mask-tis (drop sequences whose geometric-mean ratio is outside it)
+    is_correction_threshold: the band [low, high] of the ratio
     """
 
     estimator: Estimator = "group_norm"
     gamma: float = 1.0
     lambd: float = 0.95
     no_std_norm: bool = False
+    is_correction_enable: bool = False
+    is_correction_type: ISCorrection = "tis"
+    is_correction_threshold: tuple[float, float] = (0.5, 5.0)
 
     def __post_init__(self) -> None:
+        check_is_correction(self)
         require(self.estimator in get_args(Estimator), "estimator",
                 f"one of {get_args(Estimator)}", self.estimator)
         for name in ("gamma", "lambd"):

@@ -55,3 +55,33 @@ ADVANTAGES = schemas.register(TableSchema("rollout_advantages", "1.0", pa.schema
     pa.field("kl", pa.float32()),
     pa.field("kept", pa.bool_()),
 ])))
+
+# which learn step consumed each sample, under which learner weights (every RL run)
+CONSUMPTION = schemas.register(TableSchema("rollout_consumption", "1.0", pa.schema([
+    *_KEY,
+    pa.field("consumed_at_step", pa.int32()),
+    pa.field("learner_version", pa.int32()),
+    pa.field("staleness", pa.int32()),
+])))
+
+# partial rollouts: the tokens one segment added to each unfinished response
+SEGMENTS = schemas.register(TableSchema("rollout_segments", "1.0", pa.schema([
+    *_KEY,
+    pa.field("segment", pa.int32()),
+    pa.field("policy_version", pa.int32()),
+    pa.field("response_ids", pa.list_(pa.int32())),
+    pa.field("behaviour_logprobs", _F32_LIST),
+    pa.field("finish_reason", pa.string()),
+])))
+
+# multi-turn agent episodes: one row per turn (policy action, then the environment's answer)
+TURNS = schemas.register(TableSchema("rollout_turns", "1.0", pa.schema([
+    *_KEY,
+    pa.field("turn", pa.int32()),
+    pa.field("action", pa.string()),
+    pa.field("feedback", pa.string()),
+    pa.field("reward", pa.float32()),
+    pa.field("done", pa.bool_()),
+    pa.field("action_tokens", pa.int32()),
+    pa.field("feedback_tokens", pa.int32()),
+])))

@@ -58,7 +58,7 @@ def test_file_metadata_and_dictionary_encoding(fast_store):
         kv = meta.metadata
         cols = {meta.schema.column(i).name: meta.row_group(0).column(i)
                 for i in range(meta.num_columns)}
-    assert kv[b"alignflow.schema"] == b"rollouts" and kv[b"alignflow.schema_version"] == b"1.0"
+    assert kv[b"alignflow.schema"] == b"rollouts" and kv[b"alignflow.schema_version"] == b"1.1"
     assert cols["run_id"].compression == "ZSTD"
     assert "RLE_DICTIONARY" in str(cols["finish_reason"].encodings)
     assert "RLE_DICTIONARY" in str(cols["run_id"].encodings)

@@ -1,0 +1,51 @@
+"""Off-policy correction in the learn step (OpenRLHF 0.11's `algo.advantage.is_correction_*`).
+
+Off: the PPO ratio is taken against the behaviour log-probs the generator recorded — the
+importance ratio of the sampling policy itself, exact when generation is on-policy.
+On: the learner first recomputes the log-probs of the batch under its own weights before
+the update (the proximal policy π_old); the PPO ratio is taken against those, and each
+token's loss is weighted by the truncated ratio π_old / μ to the behaviour policy μ
+(`tasks/losses/is_correction.py`). That separates staleness (a generator several versions
+behind, or an inference engine that computes differently) from the trust region.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import torch
+
+from alignflow.errors import require
+from alignflow.tasks.losses.is_correction import ISCorrection
+from alignflow.tasks.modeling.batching import chunks
+from alignflow.tasks.modeling.forward import response_logprobs
+
+
+def check_is_correction(cfg) -> None:
+    """Validate the `is_correction_*` keys of `algo.advantage` (called by its class)."""
+    require(cfg.is_correction_type in get_args(ISCorrection), "is_correction_type",
+            f"one of {get_args(ISCorrection)}", cfg.is_correction_type)
+    threshold = tuple(float(x) for x in cfg.is_correction_threshold)
+    require(len(threshold) == 2 and 0.0 <= threshold[0] < threshold[1],
+            "is_correction_threshold", "two floats 0 <= low < high, e.g. [0.5, 5.0]", threshold)
+    object.__setattr__(cfg, "is_correction_threshold", threshold)
+
+
+@torch.no_grad()
+def proximal_logprobs(model, prompts: list[list[int]], responses: list[list[int]], *,
+                      micro_batch: int, packed: bool, pad_id: int,
+                      temperature: float) -> torch.Tensor:
+    """(B, R) log-probs of every response token under `model` as it stands (π_old)."""
+    width = max(len(r) for r in responses)
+    out = torch.zeros(len(responses), width, dtype=torch.float32)
+    was_training = model.training
+    model.eval()
+    try:
+        for idx in chunks(len(responses), micro_batch):
+            lp, _ = response_logprobs(model, [prompts[i] for i in idx],
+                                      [responses[i] for i in idx], packed=packed,
+                                      pad_id=pad_id, temperature=temperature)
+            out[idx.start:idx.stop, : lp.shape[1]] = lp.float()
+    finally:
+        model.train(was_training)
+    return out
