@@ -45,6 +45,10 @@ class LiveFuture:
             self._value, self._done = self.driver.resolve(self), True
         return self._value
 
+    def done(self) -> bool:
+        """Whether `result()` would return without waiting for the attempt (never blocks)."""
+        return self._done or self.handle.ready()
+
 
 class Driver(Timers):
     """Runs one flow attempt against the journal of `run_id`."""

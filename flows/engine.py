@@ -60,6 +60,9 @@ class Done:
     def result(self) -> Any:
         return self.value
 
+    def done(self) -> bool:
+        return True
+
 
 class Task:
     """A `@task` function. Call it, `.submit(...)` it, or `.options(key=...)` it."""

@@ -24,6 +24,9 @@ class _Done:
     def wait(self) -> dict:
         return self.value
 
+    def ready(self) -> bool:
+        return True
+
 
 class InlineExecutor:
     """Runs each attempt synchronously in this process; worker objects live in a dict."""
@@ -95,6 +98,12 @@ class _RayHandle:
         import ray
 
         return ray.get(self.ref)
+
+    def ready(self) -> bool:
+        import ray
+
+        done, _ = ray.wait([self.ref], timeout=0)
+        return bool(done)
 
 
 class RayExecutor:
