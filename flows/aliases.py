@@ -82,6 +82,12 @@ RL: dict[str, Target] = {
     "freezing_actor_steps": "critic.freezing_steps", "freeze_actor_steps": "critic.freezing_steps",
     "reward_clip_range": "reward.clip_range", "overlong_buffer_len": "reward.overlong_buffer_len",
     "overlong_penalty_factor": "reward.overlong_penalty_factor",
+    # asynchronous RL, agents, off-policy correction (OpenRLHF 0.9's flags)
+    "async_train": "train.async_enable", "async_queue_size": "train.async_queue_size",
+    "partial_rollout": "train.partial_rollout_enable", "agent_func_path": "train.agent_func_path",
+    "enable_vllm_is_correction": "algo.advantage.is_correction_enable",
+    "vllm_is_correction_type": "algo.advantage.is_correction_type",
+    "vllm_is_truncated_threshold": "algo.advantage.is_correction_threshold",
     # optimisers and batching
     "actor_learning_rate": "actor.adam.lr", "learning_rate": "actor.adam.lr",
     "critic_learning_rate": "critic.adam.lr", "adam_betas": _roles("adam.betas"),

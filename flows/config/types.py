@@ -89,6 +89,8 @@ def aliases(cls: type) -> dict[str, tuple[str, ...]]:
         kept = tuple(k for k in targets(target) if k in paths)
         if kept:
             found[alias] = kept
+    # a keyword field's attribute name (`async_`): how the codec writes it in run.json
+    found.update({f"{p}_": (p,) for p in paths if keyword.iskeyword(p.rsplit(".", 1)[-1])})
     return found
 
 

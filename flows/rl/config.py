@@ -14,6 +14,9 @@ from typing import ClassVar
 
 from alignflow.errors import require
 from alignflow.flows import aliases
+from alignflow.flows.rl import async_config
+from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
+from alignflow.tasks.agents.config import AgentConfig
 from alignflow.tasks.modeling.model_config import RefConfig
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
@@ -31,7 +34,7 @@ from alignflow.tasks.trainers.optim import TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLTrainConfig(TrainConfig, Colocation):
+class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
     """Batching, run length and colocation (`train.*`).
 
     num_episodes: passes over the prompt data
@@ -68,6 +71,8 @@ class RLConfig:
     ckpt: CkptConfig = field(default_factory=CkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
+    async_: AsyncConfig = field(default_factory=AsyncConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
 
     def __post_init__(self) -> None:
@@ -79,6 +84,7 @@ class RLConfig:
             require(self.rollout.n_samples_per_prompt >= 2, "rollout.n_samples_per_prompt",
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
+        async_config.check(self.train, self.async_)
 
     def iterations(self, num_prompts: int) -> int:
         """Iterations over `num_episodes` passes through the prompts, capped by max_iterations."""
@@ -91,6 +97,24 @@ class RLConfig:
         """Optimizer steps of the whole run (the LR schedule's length)."""
         per_iter = math.ceil(self.rollout.samples_per_iteration / self.train.batch_size)
         return iterations * per_iter * self.train.max_epochs
+
+    @property
+    def staleness(self) -> int:
+        """Policy versions generation runs ahead of learning (0: synchronous)."""
+        return async_config.staleness(self.train, self.async_)
+
+    @property
+    def uses_generator(self) -> bool:
+        """Whether generation runs on a worker of its own (async runs, agent episodes)."""
+        chosen = self.async_.generator_worker
+        default = self.staleness > 0 or self.train.agent_func_path is not None
+        return default if chosen is None else chosen
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """Checkpoints kept per role: a generator may still need s + 1 versions back."""
+        kept = self.ckpt.max_num
+        return max(kept, self.staleness + 3) if self.uses_generator else kept
 
     @property
     def learn(self) -> LearnSettings:

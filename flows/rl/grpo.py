@@ -5,11 +5,13 @@ serves them all; each is registered under its own name with its own default esti
 
     prompts ← load once
     for each iteration:
-        rollouts  ← generate(policy, next prompt batch, n samples each)
+        rollouts  ← take the committed batch (generated now, or ahead by the generator
+                    worker in an asynchronous run; multi-turn episodes with an agent)
         scores    ← score(rollouts)                 ┐ in parallel
         reference ← reference logprobs(rollouts)    ┘
-        policy    ← learn(rollouts, scores, reference)   (advantages inside)
-        sync(policy → engine)
+        policy    ← learn(rollouts, scores, reference)   (advantages inside; generation
+                    for the next iterations runs meanwhile when asynchronous)
+        the new policy reaches the generator (sync, or the next batches' weights)
     export the final policy as an HF folder
 """
 
@@ -17,19 +19,14 @@ from __future__ import annotations
 
 from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.pipeline import rollouts_for
 from alignflow.flows.rl.steps import (
     declare_hosts,
     learn_actor,
     on,
     reference_logprobs,
 )
-from alignflow.flows.shared_steps import (
-    export_model,
-    generate_rollouts,
-    load_prompts,
-    score_rollouts,
-    sync_weights,
-)
+from alignflow.flows.shared_steps import export_model, load_prompts
 
 
 @flow(name="grpo")
@@ -37,19 +34,20 @@ def grpo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
     iterations = cfg.iterations(prompts.rows)
     host = declare_hosts(cfg, ("actor", "ref", "reward"), iterations)
+    source = rollouts_for(cfg, prompts, host, iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
-        rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
-            prompts, it, cfg.rollout)
+        rollouts = source.take(it)
+        if rollouts is None:  # older than the staleness bound and dropped
+            continue
         scores, ref = gather(
-            on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
+            source.score(rollouts, it),
             on(reference_logprobs, host["ref"], f"{k}/reference").submit(
                 rollouts, it, cfg.rollout.micro_batch_size, cfg.rollout.temperature))
-        learned = on(learn_actor, host["actor"], f"{k}/learn")(
-            rollouts, scores, ref, it, cfg.learn, state)
+        learned = source.learn(on(learn_actor, host["actor"], f"{k}/learn").submit(
+            rollouts, scores, ref, it, cfg.learn, state), it)
         state = learned.state
-        on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
         history.append(scores.metrics["reward_mean"])
         every = cfg.ckpt.save_steps
         if every > 0 and (it + 1) % every == 0 and it + 1 < iterations:

@@ -12,6 +12,7 @@ from alignflow.flows.engine import task
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.workers import worker_group
 from alignflow.tasks.rl import learn, reference
+from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
 from alignflow.tasks.steps.host import HostSpec, ModelHost
 from alignflow.tasks.steps.placement import Role
 
@@ -38,11 +39,20 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         critic_trainer=critic if "critic" in host_roles else None,
                         rewards=cfg.reward if "reward" in host_roles else None,
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
-                        num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
+                        num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload)
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
                      num_gpus=cfg.placement.num_gpus)
     return {role: cfg.train.host_of(role) for role in roles}
+
+
+def declare_generator(cfg: RLConfig, name: str) -> str:
+    """The generator worker of an asynchronous run (or of agent episodes): an engine only."""
+    spec = RolloutSpec(pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
+                       micro_rollout_batch_size=cfg.rollout.micro_batch_size,
+                       num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
+    return worker_group(name, functools.partial(RolloutHost, spec),
+                        num_cpus=cfg.placement.num_cpus, num_gpus=cfg.placement.num_gpus)
 
 
 def on(step, host: str, key: str):

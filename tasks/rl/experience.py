@@ -120,7 +120,7 @@ def _length_penalty(shaping: RLRewardConfig, max_len: int):
 
 
 def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Table:
-    lengths = exp.mask.sum(-1).long().tolist()
+    lengths = [len(r) for r in exp.responses]  # every response token (agent feedback too)
     f32 = pa.list_(pa.float32())
     return pa.table({
         "run_id": exp.keys.column("run_id"), "iteration": exp.keys.column("iteration"),

@@ -70,7 +70,7 @@ def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
     tok = host.tokenizer
     samples = host.engine.generate(batch.column("prompt_ids").to_pylist(),
                                    cfg.sampling(scope.seed, eos_ids(tok)))
-    table = _rollout_table(scope, iteration, batch, samples, tok)
+    table = rollout_table(scope, iteration, batch, samples, tok)
     if round_ is not None:
         table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))
     ref = scope.write(ROLLOUTS, table, partition={"iter": iteration})
@@ -82,8 +82,9 @@ def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
     })
 
 
-def _rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],
-                   tok) -> pa.Table:
+def rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],
+                  tok) -> pa.Table:
+    """The `rollouts` rows of `samples` (one per response), keyed to their prompts."""
     pids = batch.column("prompt_id").to_pylist()
     texts = batch.column("prompt").to_pylist()
     labels = batch.column("label").to_pylist()

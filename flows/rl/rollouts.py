@@ -1,0 +1,139 @@
+"""Where an RL flow's batches come from, and where its new weights go.
+
+`SyncRollouts` is the synchronous loop on the actor's host: generate, learn, sync the
+weights in memory. `ScheduledRollouts` generates on a worker of its own (`rollout`): while
+iteration k learns, the batches of k+1 … k+s (s = `async.max_staleness`) are generated with
+the policy after k+1−s … k learn steps — each generation task names those weights, so the
+schedule, and with it every batch, follows from the config alone (bitwise the same on the
+inline and the Ray executor, killed and resumed or not). s = 0 with a generator worker is
+the synchronous loop with the two roles apart (the weights go through the checkpoint).
+
+The learner consumes committed batches only. A batch older than the bound when its learn
+step comes — which the schedule itself never produces, but a replayed schedule may — is
+regenerated with the current weights or dropped (`async.on_stale`), and counted in metrics.
+"""
+
+from __future__ import annotations
+
+import time
+
+from alignflow.flows.engine import Done, task
+from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.steps import on
+from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
+from alignflow.tasks.rl import async_generate, episodes
+from alignflow.tasks.rl.async_records import PolicyRef
+from alignflow.tasks.steps.records import LearnOutput, StepOutput
+
+GENERATOR = "rollout"
+generate_at = task(version=1)(async_generate.generate_at)
+drop_batch = task(version=1)(async_generate.drop_batch)
+agent_episodes = task(version=1)(episodes.agent_episodes)
+
+
+def key(iteration: int) -> str:
+    return f"iter-{iteration:04d}"
+
+
+class SyncRollouts:
+    """Generate on the actor's host; after each learn, copy the weights to its engine."""
+
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+                 iterations: int) -> None:
+        self.cfg, self.prompts, self.hosts, self.iterations = cfg, prompts, hosts, iterations
+
+    def take(self, it: int) -> StepOutput | None:
+        """The committed batch iteration `it` learns from (None: dropped as too stale)."""
+        return on(generate_rollouts, self.hosts["actor"], f"{key(it)}/generate")(
+            self.prompts, it, self.cfg.rollout)
+
+    def score(self, batch: StepOutput, it: int):
+        """A future of the batch's rewards."""
+        return on(score_rollouts, self.hosts["reward"], f"{key(it)}/score").submit(batch, it)
+
+    def learn(self, future, it: int) -> LearnOutput:
+        """Wait for the learn step `future`, then serve its weights."""
+        learned = future.result()
+        on(sync_weights, self.hosts["actor"], f"{key(it)}/sync")(learned.checkpoint,
+                                                                 learned.policy_version)
+        return learned
+
+
+class ScheduledRollouts(SyncRollouts):
+    """Generation on the `rollout` worker, up to `async.max_staleness` batches ahead."""
+
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+                 iterations: int) -> None:
+        super().__init__(cfg, prompts, hosts, iterations)
+        self.bound = cfg.staleness
+        self.agent_enabled = cfg.train.agent_func_path is not None
+        self.published = [PolicyRef(0, None)]  # the policy after k learn steps, k = 0, 1, …
+        self.pending: dict[int, object] = {}    # iteration -> future of its batch
+        self.ready: dict[int, StepOutput] = {}  # batches committed, not yet learned from
+        self.scores: dict[int, StepOutput] = {}  # agent episodes: rewards come with the batch
+
+    def policy_for(self, it: int) -> PolicyRef:
+        """The weights batch `it` is sampled with: the policy after it − s learn steps."""
+        return self.published[max(0, it - self.bound)]
+
+    def take(self, it: int) -> StepOutput | None:
+        last = min(it + self.bound, self.iterations - 1)
+        for j in range(it, last + 1):  # every batch whose weights exist is started now
+            if j not in self.pending and j not in self.ready and \
+                    max(0, j - self.bound) < len(self.published):
+                self.pending[j] = self._generate(j, self.policy_for(j), "generate")
+        batch = self.ready.pop(it) if it in self.ready else self._result(self.pending.pop(it), it)
+        self._collect()  # inline, the batches ahead are generated already: commit them now
+        return self._checked(it, batch)
+
+    def _generate(self, it: int, policy: PolicyRef, name: str, **extra):
+        if self.agent_enabled:
+            return on(agent_episodes, GENERATOR, f"{key(it)}/{name}").submit(
+                self.prompts, it, self.cfg.rollout, self.cfg.agent, policy, **extra)
+        return on(generate_at, GENERATOR, f"{key(it)}/{name}").submit(
+            self.prompts, it, self.cfg.rollout, policy, **extra)
+
+    def _result(self, future, it: int) -> StepOutput:
+        out = future.result()
+        if self.agent_enabled:
+            self.scores[it] = out.scores
+            return out.rollouts
+        return out
+
+    def _checked(self, it: int, batch: StepOutput) -> StepOutput | None:
+        """The batch, or its regeneration / None when it is older than the bound."""
+        staleness = self.published[-1].version - int(batch.metrics["policy_version_min"])
+        if staleness <= self.bound:
+            return batch
+        if self.cfg.async_.on_stale == "drop":
+            on(drop_batch, GENERATOR, f"{key(it)}/drop")(it, staleness)
+            return None
+        offset = self.cfg.rollout.n_samples_per_prompt
+        future = self._generate(it, self.published[-1], "regenerate", sample_offset=offset,
+                                replaces_staleness=staleness)
+        return self._result(future, it)
+
+    def score(self, batch: StepOutput, it: int):
+        if it in self.scores:
+            return Done(self.scores.pop(it))
+        return super().score(batch, it)
+
+    def learn(self, future, it: int) -> LearnOutput:
+        self._commit_ready(future)
+        learned = future.result()
+        self.published.append(PolicyRef(learned.policy_version, learned.checkpoint))
+        return learned
+
+    def _commit_ready(self, learning, poll_s: float = 0.02) -> None:
+        """While the learn step runs, commit each batch the generator finishes, so a crash
+        loses no batch that was generated (the store is the buffer)."""
+        while True:
+            self._collect()
+            if learning.done():
+                return
+            time.sleep(poll_s)
+
+    def _collect(self) -> None:
+        """Commit the generated batches that are finished (never waits)."""
+        for it in [j for j, f in self.pending.items() if f.done()]:
+            self.ready[it] = self._result(self.pending.pop(it), it)

@@ -1,0 +1,1 @@
+"""Multi-turn agent episodes (OpenRLHF's `AgentInstanceBase` / `AgentExecutor` API)."""

@@ -1,0 +1,76 @@
+"""Loading an OpenRLHF agent file (`--agent_func_path`): a `.py` file defining
+`AgentExecutor`, built with no arguments, as OpenRLHF builds it.
+
+Such a file imports `openrlhf.utils.agent`; while it is imported, that name resolves to
+alignflow's implementation of the same API (`tasks/agents/api.py`), whether or not
+OpenRLHF is installed, so the file runs unchanged. Like a reward function file, an agent
+file named in a stored config is imported on resume only from a trusted place
+(`flows/trust.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+from alignflow.tasks.agents import api
+from alignflow.tasks.agents.guard import AgentError
+
+SHIMS = ("openrlhf", "openrlhf.utils", "openrlhf.utils.agent")
+
+
+def _shim_modules() -> dict[str, types.ModuleType]:
+    root, utils = types.ModuleType("openrlhf"), types.ModuleType("openrlhf.utils")
+    root.utils, utils.agent = utils, api  # type: ignore[attr-defined]
+    root.__path__, utils.__path__ = [], []  # packages, so submodule imports resolve here
+    return {"openrlhf": root, "openrlhf.utils": utils, "openrlhf.utils.agent": api}
+
+
+def _import(path: Path) -> types.ModuleType:
+    name = f"alignflow_agent_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise AgentError(f"agent file {path} cannot be imported; expected a .py file")
+    module = importlib.util.module_from_spec(spec)
+    saved = {k: sys.modules.get(k) for k in SHIMS}
+    sys.modules.update(_shim_modules())
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise AgentError(f"importing agent file {path} failed: {type(exc).__name__}: "
+                         f"{exc}") from exc
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return module
+
+
+def load_agent_executor(path: str | Path, *, max_turns: int = 4,
+                        step_timeout: float = 60.0) -> api.AgentExecutorBase:
+    """The file's `AgentExecutor()`; a multi-turn executor gets the episode limits."""
+    path = Path(path).expanduser().resolve()
+    if path.suffix != ".py" or not path.is_file():
+        raise AgentError(f"agent file {path} not found; expected a .py file defining "
+                         "AgentExecutor (OpenRLHF's agent API)")
+    cls = getattr(_import(path), "AgentExecutor", None)
+    if not (isinstance(cls, type) and issubclass(cls, api.AgentExecutorBase)):
+        raise AgentError(f"agent file {path} defines no class AgentExecutor subclassing "
+                         "AgentExecutorBase (from openrlhf.utils.agent)")
+    try:
+        executor = cls()
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise AgentError(f"agent file {path}: AgentExecutor() raised {type(exc).__name__}: "
+                         f"{exc}") from exc
+    if isinstance(executor, api.MultiTurnAgentExecutor):
+        executor.max_turns, executor.step_timeout = max_turns, step_timeout
+    return executor
