@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from alignflow.errors import require
+from alignflow.errors import ConfigError, require
 from alignflow.flows import aliases
 from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
@@ -138,6 +138,14 @@ class PPOConfig(RLConfig):
     """PPO with a critic (GAE)."""
 
     algo: AlgoConfig = field(default_factory=_estimator("gae"))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.uses_generator:
+            raise ConfigError("ppo runs synchronously on its hosts: asynchronous generation "
+                              "(train.async_enable, async.*) and agent episodes "
+                              "(train.agent_func_path) are for the critic-free flows "
+                              "(grpo, rloo, reinforce_pp, reinforce_pp_baseline, dr_grpo)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,6 +35,11 @@ def consumption_table(exp: Experience, task_key: str, step: int,
 
 
 def staleness_metrics(exp: Experience, learner_version: int) -> dict[str, float]:
+    """The batch's staleness and the versions that sampled it (in the learn manifest's
+    output, so the journal says under which weights each step's data was generated)."""
     values = staleness(exp, learner_version)
+    versions = [learner_version - v for v in values]
     return {"staleness_mean": sum(values) / max(len(values), 1),
-            "staleness_max": float(max(values, default=0))}
+            "staleness_max": float(max(values, default=0)),
+            "batch_version_min": float(min(versions, default=learner_version)),
+            "batch_version_max": float(max(versions, default=learner_version))}

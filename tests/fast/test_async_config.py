@@ -94,3 +94,10 @@ def test_a_resumed_run_gets_its_async_settings_back():
     cfg = _cfg(["async.max_staleness=2", "train.partial_rollout_enable=true"])
     meta = {"run_id": "r1", "config": codec.encode(cfg)}
     assert _config_of(meta, RLConfig) == cfg
+
+
+def test_ppo_refuses_what_it_does_not_run():
+    from alignflow.flows.rl.config import PPOConfig
+
+    with pytest.raises(ConfigError, match="ppo runs synchronously"):
+        load_config(PPOConfig, sets=["train.async_enable=true"])
