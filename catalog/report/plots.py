@@ -112,7 +112,8 @@ def histograms(groups: Sequence[tuple[str, Sequence[float]]], xlabel: str) -> st
     return data_uri(fig)
 
 
-def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: str) -> str:
+def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: str,
+                 ylabel: str = "seconds") -> str:
     """One bar per x, split into named parts (seconds per step of each iteration)."""
     fig = _single(_PANEL_W * 1.6, _PANEL_H * 1.2, top=0.45)
     ax = fig.subplots()
@@ -121,7 +122,7 @@ def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: st
         ax.bar(x, values, bottom=bottom, color=COLORS[i % len(COLORS)], label=name, width=0.8)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _style(ax, "", xlabel)
-    ax.set_ylabel("seconds", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=8, frameon=False, ncols=min(6, len(parts)), loc="upper left",
               bbox_to_anchor=(0, 1.18))
     return data_uri(fig)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from alignflow.catalog.report import panels_offline, panels_rl, panels_run
+from alignflow.catalog.report import panels_async, panels_offline, panels_rl, panels_run
 from alignflow.catalog.report.data import RunData
 from alignflow.catalog.report.panel import Panel
 
@@ -21,6 +21,7 @@ PANELS: list[PanelFn] = [
     panels_rl.learning_curves,
     panels_offline.learning_curves,
     panels_rl.reward_histograms,
+    panels_async.staleness,
     panels_offline.margin_histograms,
     panels_run.step_times,
     panels_run.other_metrics,
