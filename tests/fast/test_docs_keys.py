@@ -15,7 +15,7 @@ from alignflow.flows.registry import BUILTIN
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SECTIONS = ("actor", "critic", "ref", "reward", "rollout", "train", "algo", "data", "eval",
-            "ckpt", "ds", "adam", "model", "teacher", "placement")
+            "ckpt", "ds", "adam", "model", "teacher", "placement", "async", "agent")
 KEY = re.compile(r"`((?:" + "|".join(SECTIONS) + r")\.[a-z_][a-z0-9_.]*)")
 SET = re.compile(r"--set[ =]([a-z_][a-z0-9_.]*)=")
 RUN_OPTIONS = {"config", "set", "run-id", "seed", "executor", "help-config", "store",
