@@ -89,3 +89,14 @@ def test_a_raising_environment_fails_the_run_and_the_fix_resumes(agent_sets, tmp
     assert len(out["reward_mean"]) == 3
     after = runs.read_manifests(api.open_store(str(store)), "flaky")
     assert after["iter-0000/generate"]["seq"] == before["iter-0000/generate"]["seq"]
+
+
+def test_agent_episodes_run_asynchronously(agent_sets, tmp_path):
+    """OpenRLHF's async agent script: episodes one version ahead, IS correction on."""
+    out = _run([*agent_sets, "train.max_iterations=3", "train.async_enable=true",
+                "algo.advantage.is_correction_enable=true"], tmp_path, "async-agent")
+    assert len(out["reward_mean"]) == 3
+    rows = Catalog(str(tmp_path)).sql(
+        "SELECT iteration, min(policy_version) AS v, max(staleness) AS s, "
+        "count(consumed_at_step) AS c FROM rollouts GROUP BY 1 ORDER BY 1").to_pylist()
+    assert [(r["v"], r["s"], r["c"]) for r in rows] == [(0, 0, 32), (0, 1, 32), (1, 1, 32)]
