@@ -7,7 +7,7 @@ process; `-offload` = DeepSpeedCPUAdam (compiled on first use). Reported per var
 bytes, and for 2 workers (torchrun, gloo, ZeRO-2, half the pairs each) the share of the
 step spent inside torch.distributed collectives (waiting for the other rank included).
 
-    .venv/bin/python bench/deepspeed.py [--model tiny|smollm2-135m] [--pairs 16] [--steps 5]
+    .venv/bin/python bench/deepspeed_vs_torch.py [--model tiny|smollm2-135m] [--pairs 16] [--steps 5]
 
 Figures are only meaningful on a quiet machine: the script prints the load average first.
 """
