@@ -20,6 +20,15 @@ FIELDS = ("format", "run_id", "task_key", "task", "version", "code_hash", "input
           "status", "output", "artifacts", "checkpoint", "attempts", "started", "ended",
           "worker")
 ARTIFACT_FIELDS = tuple(ArtifactRef.__dataclass_fields__)
+# Written first by `alignflow delete` on stores without an atomic folder rename: a run
+# with `runs/<run_id>/deleting.json` is gone for every reader (flows/removal.py).
+TOMBSTONE = "deleting.json"
+
+
+def tombstoned(rels: list[str]) -> set[str]:
+    """Run ids with a tombstone among store paths `rels` (one listing of runs/)."""
+    return {p[1] for p in (r.split("/") for r in rels)
+            if len(p) == 3 and p[0] == "runs" and p[2] == TOMBSTONE}
 
 
 def _check_key(task_key: str) -> None:

@@ -1,6 +1,6 @@
 """Find (and remove) orphans: files under runs/ that no committed manifest accounts for.
 
-Kept: run.json, lease.json, manifests, logs/, events/, files listed in a manifest's
+Kept: run.json, the lease (lease/), manifests, logs/, events/, files listed in a manifest's
 artifacts and everything under a checkpoint folder a manifest names. The rest — data
 files of tasks that died before committing, temp files of interrupted writes, checkpoint
 folders no manifest names — is an orphan.
@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from alignflow.artifacts.commit import manifests, run_ids
+from alignflow.artifacts.commit import TOMBSTONE, manifests, run_ids
 from alignflow.artifacts.store import Store
 
-KEPT_FILES = ("run.json", "lease.json", "journal.json")
-KEPT_DIRS = ("tasks/", "logs/", "events/", "final/")
+KEPT_FILES = ("run.json", "lease.json", "journal.json", TOMBSTONE)
+KEPT_DIRS = ("tasks/", "logs/", "events/", "final/", "lease/")
 
 
 @dataclass(frozen=True)

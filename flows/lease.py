@@ -1,13 +1,23 @@
-"""The driver lease: `runs/<run_id>/lease.json`, so two drivers never run one run at once.
+"""The driver lease: `runs/<run_id>/lease/<generation>.json`, so two drivers never run one run
+at once.
 
-A driver takes the lease with a create-once write, then a heartbeat thread extends the
-expiry every TTL/6 seconds. An expired lease (its driver died) may be taken over by any
-driver. A live lease is refused with `LeaseHeld`; `force=True` also takes over a live lease
-whose owner is on this host and whose process is gone (it died before the lease expired).
+A lease is a numbered generation, and the newest file is the lease. A driver takes over
+generation g (missing, expired, released, or held by a driver that provably died) by
+creating generation g + 1 with a create-once write: of two drivers racing for the same
+expired lease exactly one creates g + 1, the other gets `LeaseHeld`. Older generations are
+then removed; the newest is never deleted, only marked released, so generation numbers
+never go back and a slow driver cannot reuse one. The holder's heartbeat thread rewrites
+its own file every TTL/6 s and notices a newer generation (someone took over).
+
+"Provably dead" (`owner_gone`) means: the owner ran on this machine (same hostname and boot
+id) and its pid is not alive, or is alive but started at another time (the pid was reused).
+Then a plain resume takes over; `force=True` takes over any live lease (a driver on another
+machine that the user knows is gone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -16,41 +26,71 @@ import uuid
 from typing import Any
 
 from alignflow.errors import CommitConflict, LeaseHeld
+from alignflow.flows import procinfo
 
 DEFAULT_TTL = 30.0
 
 
-def lease_path(run_id: str) -> str:
-    return f"runs/{run_id}/lease.json"
+def lease_dir(run_id: str) -> str:
+    return f"runs/{run_id}/lease"
+
+
+def lease_path(run_id: str, generation: int) -> str:
+    return f"{lease_dir(run_id)}/{generation:012d}.json"
 
 
 def ttl_seconds() -> float:
     return float(os.environ.get("ALIGNFLOW_LEASE_TTL", DEFAULT_TTL))
 
 
-def read_lease(store: Any, run_id: str) -> dict | None:
+def generations(store: Any, run_id: str) -> list[int]:
+    """Lease generations present in the store, oldest first (one LIST)."""
+    found = []
+    for rel in store.list(lease_dir(run_id), "*.json"):
+        stem = rel.rsplit("/", 1)[-1][:-len(".json")]
+        if stem.isdigit():
+            found.append(int(stem))
+    return sorted(found)
+
+
+def read_lease(store: Any, run_id: str) -> tuple[int, dict | None]:
+    """(newest generation, its record); (0, None) when the run never had a lease. A record
+    that is gone (a newer one replaced it) or unreadable is None: nobody holds it."""
+    gens = generations(store, run_id)
+    if not gens:
+        return 0, None
     try:
-        return store.read_json(lease_path(run_id))
+        return gens[-1], store.read_json(lease_path(run_id, gens[-1]))
     except (FileNotFoundError, ValueError):
-        return None
+        return gens[-1], None
+
+
+def is_live(record: dict | None, now: float | None = None) -> bool:
+    """Held and not expired (a released lease is not live)."""
+    if not record or record.get("released"):
+        return False
+    return float(record.get("expires", 0)) > (time.time() if now is None else now)
 
 
 def lease_expired(store: Any, run_id: str, now: float | None = None) -> bool:
-    lease = read_lease(store, run_id)
-    return lease is None or lease["expires"] <= (time.time() if now is None else now)
+    """Nobody holds the lease: none, expired, released, or its driver provably died."""
+    _gen, record = read_lease(store, run_id)
+    return not is_live(record, now) or owner_gone(record.get("owner", {}))
 
 
-def _owner_dead(owner: dict) -> bool:
-    """True only when the owner provably died: same host and its pid is gone."""
-    if owner.get("host") != socket.gethostname():
+def owner_gone(owner: dict) -> bool:
+    """True only when the owner provably died: it ran on this machine and its process is
+    gone (pid not alive, or the pid now belongs to a process started at another time)."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot") != procinfo.boot_id():
         return False
     try:
-        os.kill(int(owner["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OSError, ValueError):
+        started = procinfo.start_time(int(owner["pid"]))
+    except (KeyError, TypeError, ValueError):
         return False
-    return False
+    if started is None:
+        return True
+    recorded = owner.get("pid_started")
+    return recorded is not None and abs(float(recorded) - started) > 1.0
 
 
 class Lease:
@@ -59,55 +99,73 @@ class Lease:
     def __init__(self, store: Any, run_id: str, ttl: float | None = None) -> None:
         self.store, self.run_id = store, run_id
         self.ttl = ttl or ttl_seconds()
-        self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "uuid": uuid.uuid4().hex}
+        self.owner = {"host": socket.gethostname(), "boot": procinfo.boot_id(),
+                      "pid": os.getpid(), "pid_started": procinfo.own_start_time(os.getpid()),
+                      "uuid": uuid.uuid4().hex}
+        self.generation = 0
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _record(self) -> dict:
+    def _record(self, released: bool = False) -> dict:
         now = time.time()
-        return {"owner": self.owner, "heartbeat": now, "expires": now + self.ttl}
+        return {"owner": self.owner, "heartbeat": now,
+                "expires": now if released else now + self.ttl, "released": released}
 
     def acquire(self, force: bool = False) -> Lease:
         """Take the lease or raise `LeaseHeld` naming the owner and the expiry."""
-        current = read_lease(self.store, self.run_id)
-        if current is not None:
-            live = current["expires"] > time.time()
-            if live and not (force and _owner_dead(current["owner"])):
-                raise _held(self.run_id, current)
-            self.store.delete(lease_path(self.run_id))
+        gen, current = read_lease(self.store, self.run_id)
+        if is_live(current) and not (force or owner_gone(current["owner"])):
+            raise _held(self.run_id, current)
         try:
-            self.store.create_json(lease_path(self.run_id), self._record())
-        except CommitConflict:
-            raise _held(self.run_id, read_lease(self.store, self.run_id) or {}) from None
+            self.store.create_json(lease_path(self.run_id, gen + 1), self._record())
+        except CommitConflict:  # another driver took generation gen + 1 first
+            raise _held(self.run_id, read_lease(self.store, self.run_id)[1] or {}) from None
+        self.generation = gen + 1
+        for old in generations(self.store, self.run_id):
+            if old < self.generation:
+                with contextlib.suppress(OSError):
+                    self.store.delete(lease_path(self.run_id, old))
         self._thread = threading.Thread(target=self._beat, name="alignflow-lease", daemon=True)
         self._thread.start()
         return self
 
+    def still_ours(self) -> bool:
+        return generations(self.store, self.run_id)[-1:] == [self.generation]
+
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl / 6):
-            current = read_lease(self.store, self.run_id)
-            if current is None or current["owner"]["uuid"] != self.owner["uuid"]:
-                self.lost = True
-                return
             try:
-                self.store.write_json(lease_path(self.run_id), self._record())
+                if not self.still_ours():
+                    self.lost = True
+                    return
+                self.store.write_json(lease_path(self.run_id, self.generation), self._record())
             except OSError:
                 continue  # a transient store fault: try again at the next beat
 
-    def release(self) -> None:
-        """Stop the heartbeat and delete the lease if it is still ours."""
+    def stop_heartbeat(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        current = read_lease(self.store, self.run_id)
-        if current is not None and current["owner"]["uuid"] == self.owner["uuid"]:
-            self.store.delete(lease_path(self.run_id))
+
+    def release(self) -> None:
+        """Stop the heartbeat and mark the lease released if it is still ours."""
+        self.stop_heartbeat()
+        with contextlib.suppress(OSError):
+            if self.generation and self.still_ours():
+                self.store.write_json(lease_path(self.run_id, self.generation),
+                                      self._record(released=True))
+
+
+def holder(lease: dict) -> str:
+    """`driver host:pid (lease 1a2b3c4d) until <time>` for messages."""
+    owner = lease.get("owner", {})
+    until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(lease.get("expires", 0)))
+    return (f"driver {owner.get('host')}:{owner.get('pid')} (lease "
+            f"{str(owner.get('uuid', '?'))[:8]}) until {until}")
 
 
 def _held(run_id: str, lease: dict) -> LeaseHeld:
-    owner = lease.get("owner", {})
-    until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(lease.get("expires", 0)))
-    return LeaseHeld(f"run {run_id!r} is held by driver {owner.get('host')}:{owner.get('pid')} "
-                     f"(lease {owner.get('uuid', '?')[:8]}) until {until}; stop that driver or "
-                     "wait for the lease to expire (--force takes over when its process is gone)")
+    return LeaseHeld(f"run {run_id!r} is held by {holder(lease)}; stop that driver or wait "
+                     "for the lease to expire (--force takes over a lease whose driver you "
+                     "know is gone)")

@@ -1,20 +1,18 @@
-"""Leases, durable sleep and events, tick, cancel, delete, resume_all, retries, workers."""
+"""Durable sleep and events, tick, cancel, delete, resume_all, retries, workers (leases:
+test_engine_lease.py)."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import time
 
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.errors import FlowError, LeaseHeld, RunNotFound, TaskFailed
+from alignflow.errors import FlowError, RunNotFound, TaskFailed
 from alignflow.flows import api, runs
 from alignflow.flows.driver import Driver
 from alignflow.flows.engine import TaskError
-from alignflow.flows.lease import Lease, lease_path
 from tests import flows_for_tests as F
 
 
@@ -39,59 +37,11 @@ def run(flow, cfg, store, run_id, **kw):
     return api.run(flow, cfg, store=store, run_id=run_id, executor="inline", **kw)
 
 
-def _foreign_lease(store, run_id, *, expires_in, pid=1, host="other-host"):
-    now = time.time()
-    store.write_json(lease_path(run_id), {"owner": {"host": host, "pid": pid, "uuid": "f" * 32},
-                                          "heartbeat": now, "expires": now + expires_in})
-
-
 def _crashed(store, folder, run_id="r"):
     """A run whose driver died after step-0: RUNNING, step-1 uncommitted."""
     run(F.steps, {"dir": folder, "n": 2}, store, run_id)
     store.delete(runs.manifest_path(run_id, "step-1"))
     runs.update_run(store, run_id, status=runs.RUNNING)
-
-
-def test_second_driver_is_refused_while_the_lease_is_live(store, folder):
-    _crashed(store, folder)
-    _foreign_lease(store, "r", expires_in=60)
-    assert api.get_status("r", store=store) == runs.RUNNING
-    with pytest.raises(LeaseHeld, match=r"held by driver other-host:1 \(lease ffffffff\) until"):
-        api.resume("r", store=store)
-    with pytest.raises(LeaseHeld):  # --force does not take a live lease of another host
-        api.resume("r", store=store, force=True)
-    assert F.count(folder, "step-1") == 1
-
-
-def test_expired_lease_is_taken_over(store, folder):
-    _crashed(store, folder)
-    _foreign_lease(store, "r", expires_in=-1)
-    assert api.get_status("r", store=store) == runs.RESUMABLE
-    assert len(api.resume("r", store=store, force=True)) == 2
-    assert not store.exists(lease_path("r"))  # released at the end
-
-
-def test_force_takes_a_live_lease_whose_local_process_is_gone(store, folder):
-    _crashed(store, folder)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    _foreign_lease(store, "r", expires_in=60, pid=dead.pid, host=socket.gethostname())
-    with pytest.raises(LeaseHeld):
-        api.resume("r", store=store)
-    assert len(api.resume("r", store=store, force=True)) == 2
-
-
-def test_lease_heartbeat_extends_expiry_and_notices_takeover(store, folder):
-    _crashed(store, folder)
-    lease = Lease(store, "r", ttl=0.6).acquire()
-    first = store.read_json(lease_path("r"))["expires"]
-    time.sleep(0.35)
-    assert store.read_json(lease_path("r"))["expires"] > first
-    _foreign_lease(store, "r", expires_in=60)
-    time.sleep(0.3)
-    assert lease.lost
-    lease.release()
-    assert store.read_json(lease_path("r"))["owner"]["uuid"] == "f" * 32  # not ours: kept
 
 
 def test_durable_sleep_survives_a_driver_restart(store, folder):
