@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 
 from alignflow.artifacts.s3errors import translate_errors
-from alignflow.errors import CommitConflict, ConfigError
+from alignflow.errors import CommitConflict, ConfigError, SchemaError
 
 DEFAULT_URL = "./alignflow-store"
 _MEMORY_LOCK = threading.Lock()
@@ -154,7 +154,13 @@ class Store:
 
     # -- JSON ----------------------------------------------------------------------------------
     def read_json(self, rel: str) -> Any:
-        return json.loads(self.read_bytes(rel))
+        """Parsed JSON of `rel`; a file that is not JSON is a `SchemaError` naming it."""
+        data = self.read_bytes(rel)
+        try:
+            return json.loads(data)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise SchemaError(f"{self.url.rstrip('/')}/{rel} is not valid JSON "
+                              f"({_first_line(exc)})") from None
 
     def write_json(self, rel: str, obj: Any) -> None:
         """Plain overwrite (run.json, lease.json): atomic where the filesystem allows."""
@@ -198,6 +204,11 @@ class Store:
             f.flush()
             os.fsync(f.fileno())
         return tmp
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _dumps(obj: Any) -> bytes:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from alignflow.artifacts.commit import validate
+from alignflow.artifacts.commit import tombstoned, validate
+from alignflow.artifacts.redact import redact
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, SchemaError, StoreError
@@ -83,6 +84,8 @@ def scan(store: Store) -> Snapshot:
             err.kind = "user"
             raise err
     rels = store.list("runs")
+    deleting = tombstoned(rels)  # runs being deleted are gone already
+    rels = [r for r in rels if run_of(r) not in deleting]
     run_rels = [r for r in rels if _is_run_json(r)]
     manifest_rels = [r for r in rels if _is_manifest(r)]
     snap = Snapshot([], pa.table({}))
@@ -206,7 +209,7 @@ def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "code": _json(code),
         "started": _epoch(run.get("created", run.get("started"))),
         "ended": _epoch(run.get("ended")),
-        "error": _str(run.get("error")),
+        "error": redact(_str(run.get("error"))),
         "config": _json(run.get("config")),
         "problem": None,
     }

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
-from alignflow.errors import FlowError
+from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
+from alignflow.flows.executors import connect
 from alignflow.flows.identity import file_hash, git_commit, new_run_id
 from alignflow.flows.loader import canonical_ref, config_class, load_flow, ref_of
-from alignflow.flows.runner import drive
+from alignflow.flows.removal import delete_run
+from alignflow.flows.runner import check_executor, drive
 from alignflow.flows.timers import send_event
 from alignflow.flows.trust import check_code_files, stored_flow
 
@@ -48,6 +51,8 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
         ref = ref_of(flow)
     store = open_store(store)
     run_id = run_id or new_run_id(flow.name)
+    check_executor(store, executor)
+    connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
     meta = {"format": 1, "run_id": run_id, "flow": flow.name, "flow_ref": ref,
             "config": codec.encode(config), "code": _code_version(flow), "seed": seed,
             "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
@@ -73,6 +78,9 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
     """
     store = open_store(store)
     meta = runs.read_run(store, run_id)
+    if store.exists(runs.tombstone_path(run_id)):
+        raise FlowError(f"run {run_id!r} is being deleted; finish with `alignflow delete "
+                        f"{run_id}`")
     status = runs.effective_status(store, meta)
     if status == runs.SUCCESSFUL and rerun_from is None:
         raise FlowError(f"run {run_id!r} is already SUCCESSFUL; nothing to resume "
@@ -118,18 +126,30 @@ def _config_of(meta: dict, cls: type | None) -> Any:
 
 
 def resume_all(store: Any = None, *, executor: str | None = None,
-               address: str | None = None, trust: Iterable[str] = ()) -> dict[str, Any]:
-    """Resume every RESUMABLE or SLEEPING run; run id -> output (or the error's text)."""
+               address: str | None = None, trust: Iterable[str] = (),
+               on_result: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+    """Resume every RESUMABLE or SLEEPING run, one after the other; run id -> output, or
+    "error: <one line>" for a run that failed (the others still run). `on_result(run_id,
+    result)` is called as each run ends."""
     store = open_store(store)
     results: dict[str, Any] = {}
     for meta in list_runs(store):
-        if meta["status"] in (runs.RESUMABLE, runs.SLEEPING):
-            try:
-                results[meta["run_id"]] = resume(meta["run_id"], store=store, executor=executor,
-                                                 address=address, trust=trust)
-            except FlowError as exc:
-                results[meta["run_id"]] = f"error: {exc}"
+        if meta["status"] not in (runs.RESUMABLE, runs.SLEEPING):
+            continue
+        try:
+            results[meta["run_id"]] = resume(meta["run_id"], store=store, executor=executor,
+                                             address=address, trust=trust)
+        except Exception as exc:  # one run's failure never stops the others
+            results[meta["run_id"]] = f"error: {redact(error_line(exc))}"
+        if on_result is not None:
+            on_result(meta["run_id"], results[meta["run_id"]])
     return results
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an error: ours carry their own text, others get their type's name."""
+    text = runs.one_line(exc)
+    return text if isinstance(exc, AlignflowError) else f"{type(exc).__name__}: {text}"
 
 
 def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
@@ -164,13 +184,19 @@ def _due(store: Any, meta: dict, now: float) -> bool:
     return meta.get("wake_at") is not None and meta["wake_at"] <= now
 
 
-def list_runs(store: Any = None) -> list[dict]:
-    """run.json of every run (status as users see it, plus `tasks` = committed count)."""
+def list_runs(store: Any = None, problems: list[runs.Problem] | None = None) -> list[dict]:
+    """run.json of every run (status as users see it, plus `tasks` = committed count). A run
+    whose run.json cannot be read is listed with status UNREADABLE and its `problem`."""
     store = open_store(store)
+    found: list[runs.Problem] = [] if problems is None else problems
     out = []
-    for run_id in runs.list_run_ids(store):
-        meta = runs.read_run(store, run_id)
-        meta["status"] = runs.effective_status(store, meta)
+    for run_id in runs.list_run_ids(store, found):
+        bad = [p for p in found if p.run_id == run_id]
+        if bad:
+            meta = {"run_id": run_id, "status": runs.UNREADABLE, "problem": bad[0].message}
+        else:
+            meta = runs.read_run(store, run_id)
+            meta["status"] = runs.effective_status(store, meta)
         meta["tasks"] = len(store.list(f"runs/{run_id}/tasks", "*.json"))
         out.append(meta)
     return out
@@ -207,7 +233,6 @@ def cancel(run_id: str, *, store: Any = None) -> None:
 
 
 def delete(run_id: str, *, store: Any = None) -> None:
-    """Remove the run's folder (metadata, journal, data, logs) from the store."""
-    store = open_store(store)
-    runs.read_run(store, run_id)
-    store.delete(runs.run_dir(run_id), recursive=True)
+    """Remove the run's folder (metadata, journal, data, logs) from the store, completely or
+    not at all; a live run (its lease held) is refused (`flows/removal.py`)."""
+    delete_run(open_store(store), run_id)

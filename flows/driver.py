@@ -13,10 +13,11 @@ import time
 from collections import Counter
 from typing import Any
 
+from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import codec, runs
 from alignflow.flows.engine import Done, Task, TaskError
-from alignflow.flows.executors import is_transient
+from alignflow.flows.executors import fault_record, is_transient
 from alignflow.flows.identity import cache_key, task_seed
 from alignflow.flows.timers import Timers
 
@@ -70,6 +71,7 @@ class Driver(Timers):
         self.restored: set[str] = set()
         self.latest_ckpt: dict[str, str] = {}
         self.replayed = self.ran = 0
+        self.outcome: str | None = None  # the run's status when this attempt ended
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------
@@ -181,28 +183,39 @@ class Driver(Timers):
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                res, err = None, {"type": type(exc).__name__, "kind": "system",
-                                  "message": (str(exc).strip().splitlines() or [""])[0]}
+                res, err = None, fault_record(exc, fut.task.opts.worker)
             err = err or res["error"]
             if err is None:
                 return self._commit_live(fut, res)
             if (err["kind"] == "system" or opts.retry_exceptions) and fut.attempt <= opts.max_retries:
-                time.sleep(backoff(fut.attempt))
-                fut.attempt += 1
-                if res is None and opts.worker:
-                    self._restart_worker(opts.worker)
-                fut.handle = self.launch(fut)
+                self._retry(fut, err, restart=res is None and bool(opts.worker))
                 continue
             return self._fail(fut, res, err)
 
+    def _retry(self, fut: LiveFuture, err: dict, restart: bool) -> None:
+        wait = backoff(fut.attempt)
+        if self.progress is not None:
+            self.progress.log(f"{fut.key} attempt {fut.attempt} failed ({err['type']}: "
+                              f"{redact(err['message'])}); retrying in {wait:.1f}s")
+        time.sleep(wait)
+        fut.attempt += 1
+        if restart:
+            self._restart_worker(fut.task.opts.worker)
+        fut.handle = self.launch(fut)
+
     def _fail(self, fut: LiveFuture, res: dict | None, err: dict) -> Any:
-        if not fut.task.opts.catch_exceptions:
-            raise TaskFailed(fut.key, f"{err['type']}: {err['message']}", kind=err["kind"])
-        error = TaskError(fut.key, err["type"], err["message"], err["kind"])
         now = time.time()
+        started = (res or {}).get("started", now)
+        tries = f" after {fut.attempt} attempts" if fut.attempt > 1 else ""
+        message = redact(f"{err['type']}: {err['message']}{tries}")
+        if not fut.task.opts.catch_exceptions:
+            if self.progress is not None:
+                self.progress.task_finished(fut.key, now - started, status="FAILED")
+            raise TaskFailed(fut.key, message, kind=err["kind"])
+        error = TaskError(fut.key, err["type"], redact(err["message"]), err["kind"])
         self.commit(fut.task, fut.key, fut.input_hash, {
             "status": "FAILED_CAUGHT", "output": codec.encode(error), "attempts": fut.attempt,
-            "started": (res or {}).get("started", now), "ended": (res or {}).get("ended", now)})
+            "started": started, "ended": (res or {}).get("ended", now)})
         return error
 
     def _commit_live(self, fut: LiveFuture, res: dict) -> Any:
@@ -219,6 +232,8 @@ class Driver(Timers):
 
     def commit(self, task: Task | None, key: str, input_hash: str | None, fields: dict) -> dict:
         """Write the manifest of `key` (create-once) and note it in the in-memory journal."""
+        if self.lease is not None and self.lease.lost:
+            raise Stopped(f"run {self.run_id!r}: another driver took the lease")
         manifest = {"format": 1, "run_id": self.run_id, "task_key": key,
                     "task": task.name if task else key.rsplit("-", 1)[0],
                     "version": task.opts.version if task else 1,

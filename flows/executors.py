@@ -8,9 +8,12 @@ retries. Worker groups (stateful actors) live here too, one object per group.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
+from alignflow.artifacts.redact import redact
+from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import wrapper
 
 RAY_TEMP_DIR = "/tmp/alignflow-ray"
@@ -68,10 +71,51 @@ def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
                  configure_logging=True)
         where = f"in-process Ray ({os.cpu_count()} CPUs, temp {RAY_TEMP_DIR})"
     else:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        _join_cluster(address)
         where = f"Ray cluster at {address}"
     if not quiet:
         print(f"alignflow: running on {where}", file=sys.stderr)
+
+
+def _join_cluster(address: str) -> None:
+    """`ray.init(address)`, with the cluster's auth token when one is at hand, or one line
+    saying why the cluster cannot be joined."""
+    import logging
+
+    import ray
+
+    use_local_auth_token()
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except Exception as exc:
+        err = FlowError(f"cannot connect to the Ray cluster at {address!r}: "
+                        f"{wrapper.first_line(exc)}; expected a running cluster (`ray start "
+                        "--head`) and, if it uses token auth, its token in $RAY_AUTH_TOKEN, "
+                        "$RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+        err.kind = "system"
+        raise err from exc
+
+
+def use_local_auth_token() -> None:
+    """Ray >= 2.59 turns token auth on for clusters started on a machine that has a token
+    (`ray start --head` with ~/.ray/auth_token), but a client given an explicit address only
+    uses a token when RAY_AUTH_MODE=token. Do what Ray does for `address="auto"`: with
+    RAY_AUTH_MODE unset and a token in the environment or at the default path, send it.
+    (A cluster without auth ignores it; RAY_AUTH_MODE=disabled opts out.)"""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # Ray < 2.52: no token auth
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def connect(executor: str, address: str | None) -> None:
+    """Join (or start) Ray now for the "ray" executor, so that a cluster that cannot be
+    reached fails before any run metadata is written."""
+    if executor == "ray":
+        ensure_ray(address)
 
 
 def _remote_options(options: dict) -> dict:
@@ -180,18 +224,35 @@ def make_executor(kind: str, address: str | None = None) -> InlineExecutor | Ray
         return InlineExecutor()
     if kind == "ray":
         return RayExecutor(address)
-    from alignflow.errors import ConfigError
-
     raise ConfigError(f"executor {kind!r}: expected 'ray' or 'inline'")
 
 
 def is_transient(exc: BaseException) -> bool:
     """Faults outside user code that a retry can fix: dead Ray workers/actors, timeouts."""
+    return isinstance(exc, _ray_faults() + wrapper.TRANSIENT)
+
+
+def _ray_faults() -> tuple:
     try:
         from ray import exceptions as rex
-
-        ray_faults: tuple = (rex.WorkerCrashedError, rex.RayActorError, rex.ObjectLostError,
-                             rex.NodeDiedError, rex.GetTimeoutError)
     except ImportError:
-        ray_faults = ()
-    return isinstance(exc, ray_faults + wrapper.TRANSIENT)
+        return ()
+    return (rex.WorkerCrashedError, rex.RayActorError, rex.ObjectLostError, rex.NodeDiedError,
+            rex.GetTimeoutError)
+
+
+def fault_record(exc: BaseException, worker: str | None) -> dict:
+    """The error record of a fault outside user code. A dead Ray process is named with its
+    exit code when Ray knows it (`sys.exit` in a task is caught before the process dies)."""
+    record = {"type": type(exc).__name__, "kind": "system", "message": wrapper.first_line(exc)}
+    if not isinstance(exc, _ray_faults()) or type(exc).__name__ == "GetTimeoutError":
+        return record
+    text = str(exc)
+    who = f"the Ray actor of worker group {worker!r}" if worker else "its Ray worker process"
+    pid = re.search(r"\bpid: (\d+)", text)
+    code = re.search(r"exit code (-?\d+)", text)
+    record["message"] = redact(
+        f"{who}{f' (pid {pid.group(1)})' if pid else ''} died, "
+        + (f"exit code {code.group(1)}" if code else "exit code unknown (killed by a signal, "
+           "the OOM killer, or os._exit)"))
+    return record

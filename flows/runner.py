@@ -13,7 +13,8 @@ import inspect
 import time
 from typing import Any
 
-from alignflow.errors import FlowError, TaskFailed
+from alignflow.artifacts.redact import redact
+from alignflow.errors import ConfigError, FlowError, TaskFailed
 from alignflow.flows import codec, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
@@ -46,9 +47,11 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
           address: str | None = None, force: bool = False, block: bool = True,
           rerun_from: str | None = None, progress: Any = None) -> Any:
     """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait."""
+    check_executor(store, executor)
     lease = Lease(store, run_id).acquire(force=force)
-    driver = None
+    driver, runner = None, None
     try:
+        runner = make_executor(executor, address)  # a cluster that cannot be reached changes nothing
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)
         meta = runs.read_run(store, run_id)
@@ -57,17 +60,25 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
                         wake_at=None, waiting_for=None, executor=executor,
                         drivers=meta.get("drivers", 0) + 1, resumed=time.time())
-        driver = Driver(store, run_id, meta["seed"], make_executor(executor, address),
-                        block=block, progress=progress, lease=lease)
+        driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
+                        lease=lease)
         if progress is not None:
             progress.start_run(run_id, flow.name)
         return _run_body(store, run_id, flow, config, driver)
     finally:
-        if driver is not None:
-            driver.executor.shutdown()
+        if runner is not None:
+            runner.shutdown()
         if progress is not None:
-            progress.close()
+            progress.close(driver.outcome if driver is not None else None)
         lease.release()
+
+
+def check_executor(store: Any, executor: str) -> None:
+    """A `memory://` store lives in this process only: Ray workers would each see an empty
+    one, so it is refused there, before anything is written."""
+    if executor == "ray" and getattr(store, "protocol", None) == "memory":
+        raise ConfigError(f"store {store.url} is in this process's memory, which Ray workers "
+                          "cannot see; use --executor inline, a local path or s3://")
 
 
 def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:
@@ -80,14 +91,15 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
                 waiting_for=sus.waiting_for)
         return None
     except Stopped:
-        _record(store, driver)  # status stays CANCELED (or is the new driver's)
+        _record(store, driver, outcome=runs.CANCELED)  # status stays (CANCELED or the new driver's)
         raise FlowError(f"run {run_id!r} stopped: canceled or taken over by another driver") from None
     except TaskFailed as exc:
         _record(store, driver, status=runs.FAILED, error=str(exc), error_task=exc.task_key,
                 ended=time.time())
         raise
-    except (KeyboardInterrupt, SystemExit):
-        _record(store, driver, status=runs.RESUMABLE, error="driver interrupted")
+    except (KeyboardInterrupt, SystemExit) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"exited ({exc.code!r})"
+        _record(store, driver, status=runs.RESUMABLE, error=f"driver {why}")
         raise
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
@@ -100,8 +112,12 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
     return output
 
 
-def _record(store: Any, driver: Driver, **fields: Any) -> None:
-    """Write the attempt's outcome to run.json, never over a CANCELED status."""
+def _record(store: Any, driver: Driver, outcome: str | None = None, **fields: Any) -> None:
+    """Write the attempt's outcome to run.json (error texts redacted), never over a CANCELED
+    status; `driver.outcome` is what the progress display reports."""
+    driver.outcome = outcome or fields.get("status")
+    if fields.get("error"):
+        fields["error"] = redact(fields["error"])
     meta = runs.read_run(store, driver.run_id)
     if meta.get("status") == runs.CANCELED:
         fields.pop("status", None)

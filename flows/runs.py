@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from alignflow.errors import RunNotFound
+from alignflow.artifacts.commit import TOMBSTONE, tombstoned
+from alignflow.errors import RunNotFound, SchemaError
 
 RUNNING, SUCCESSFUL, FAILED = "RUNNING", "SUCCESSFUL", "FAILED"
 RESUMABLE, CANCELED, SLEEPING = "RESUMABLE", "CANCELED", "SLEEPING"
+UNREADABLE = "UNREADABLE"  # shown for a run whose run.json cannot be read; never written
 STATUSES = (RUNNING, SUCCESSFUL, FAILED, RESUMABLE, CANCELED, SLEEPING)
 TASKS = "tasks/"
 
@@ -34,7 +37,11 @@ def read_run(store: Any, run_id: str) -> dict:
     """run.json of `run_id`; `RunNotFound` naming the store when there is none."""
     if not store.exists(run_json(run_id)):
         raise RunNotFound(f"no run {run_id!r} in store {store.url} (see `alignflow ls`)")
-    return store.read_json(run_json(run_id))
+    meta = store.read_json(run_json(run_id))
+    if not isinstance(meta, dict) or not isinstance(meta.get("run_id", run_id), str):
+        raise SchemaError(f"{store.url.rstrip('/')}/{run_json(run_id)} holds no run record "
+                          "(a JSON object with run_id, status, ...)")
+    return meta
 
 
 def update_run(store: Any, run_id: str, **fields: Any) -> dict:
@@ -55,10 +62,43 @@ def effective_status(store: Any, meta: dict, now: float | None = None) -> str:
     return RESUMABLE if lease_expired(store, meta["run_id"], now) else RUNNING
 
 
-def list_run_ids(store: Any) -> list[str]:
-    """Every run id with a run.json, oldest first by creation time."""
-    ids = [p.split("/")[1] for p in store.list("runs", "*/run.json") if p.count("/") == 2]
-    metas = [(store.read_json(run_json(i)).get("created", 0.0), i) for i in ids]
+@dataclass(frozen=True)
+class Problem:
+    """A file in the store that could not be used; the rest of the store is still served."""
+
+    path: str
+    run_id: str
+    message: str
+
+
+def tombstone_path(run_id: str) -> str:
+    """Written first by `delete` (on stores without an atomic folder rename): from then on
+    the run is gone for every reader, however far the deletion got."""
+    return f"runs/{run_id}/{TOMBSTONE}"
+
+
+def run_listing(store: Any) -> tuple[list[str], list[str]]:
+    """(run ids with a run.json, run ids being deleted), from one recursive listing."""
+    rels = store.list("runs")
+    deleting = tombstoned(rels)
+    ids = [p[1] for p in (r.split("/") for r in rels)
+           if len(p) == 3 and p[2] == "run.json" and p[1] not in deleting]
+    return ids, sorted(deleting)
+
+
+def list_run_ids(store: Any, problems: list[Problem] | None = None) -> list[str]:
+    """Every run id with a run.json, oldest first by creation time. A run.json that cannot
+    be read is a `Problem` in `problems` (sorted first) or, without that list, an error."""
+    metas = []
+    for run_id in run_listing(store)[0]:
+        try:
+            created = float(read_run(store, run_id).get("created") or 0.0)
+        except (ValueError, TypeError) as exc:
+            if problems is None:
+                raise
+            problems.append(Problem(run_json(run_id), run_id, one_line(exc)))
+            created = 0.0
+        metas.append((created, run_id))
     return [i for _, i in sorted(metas)]
 
 
@@ -76,28 +116,65 @@ def _listing(store: Any, run_id: str) -> dict[str, str]:
             for p, i in found.items() if p.endswith(".json") and "/." not in p}
 
 
-def read_manifests(store: Any, run_id: str) -> dict[str, dict]:
+def read_manifests(store: Any, run_id: str,
+                   problems: list[Problem] | None = None) -> dict[str, dict]:
     """All committed manifests of a run: task_key -> manifest, in commit order.
 
     Manifests are the truth; `journal.json` is a snapshot of them (with each object's stamp)
-    so resuming a long run on S3 costs one LIST and a few GETs, not one GET per task."""
+    so resuming a long run on S3 costs one LIST and a few GETs, not one GET per task. A
+    manifest that cannot be parsed raises a `SchemaError` naming it, or, given `problems`,
+    is left out and noted there."""
     listing = _listing(store, run_id)
     snapshot = _read_snapshot(store, run_id)
     found = [m for p, (stamp, m) in snapshot.items() if listing.get(p) == stamp]
     missing = [p for p in listing if snapshot.get(p, (None,))[0] != listing[p]]
     if missing:
-        blobs = store.fs.cat([store.path(p) for p in missing])
-        found += [json.loads(b) for b in blobs.values()]
+        blobs = store.fs.cat([store.path(p) for p in missing], on_error="return")
+        for full, blob in blobs.items():
+            manifest = _parse_manifest(store, store.rel(full), blob, problems)
+            if manifest is not None:
+                found.append(manifest)
     found.sort(key=lambda m: (m.get("seq", 0), m.get("ended") or 0.0))
     return {m["task_key"]: m for m in found}
 
 
+def _parse_manifest(store: Any, rel: str, blob: Any,
+                    problems: list[Problem] | None) -> dict | None:
+    where = f"{store.url.rstrip('/')}/{rel}"
+    try:
+        if isinstance(blob, BaseException):
+            raise SchemaError(f"cannot read {where}: {one_line(blob)}")
+        try:
+            manifest = json.loads(blob)
+        except ValueError as exc:
+            raise SchemaError(f"{where} is not valid JSON ({one_line(exc)})") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("task_key"), str):
+            raise SchemaError(f"{where} is not a task manifest (no task_key)")
+        return manifest
+    except SchemaError as exc:
+        if problems is None:
+            raise
+        problems.append(Problem(rel, run_id_of(rel), str(exc)))
+        return None
+
+
+def run_id_of(rel: str) -> str:
+    return rel.split("/")[1]
+
+
+def one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def _read_snapshot(store: Any, run_id: str) -> dict[str, tuple[str, dict]]:
+    """The journal snapshot; an unreadable one is ignored (manifests are re-read instead)."""
     try:
         data = store.read_json(journal_path(run_id))
-    except (FileNotFoundError, ValueError):
+        return {p: (e["stamp"], e["manifest"]) for p, e in data.get("entries", {}).items()
+                if isinstance(e.get("manifest"), dict) and "task_key" in e["manifest"]}
+    except (FileNotFoundError, ValueError, TypeError, AttributeError, KeyError):
         return {}
-    return {p: (e["stamp"], e["manifest"]) for p, e in data.get("entries", {}).items()}
 
 
 def write_snapshot(store: Any, run_id: str, manifests: dict[str, dict]) -> None:

@@ -18,6 +18,7 @@ import time
 import traceback
 from typing import Any
 
+from alignflow.artifacts.redact import redact
 from alignflow.errors import AlignflowError
 from alignflow.flows import codec
 
@@ -78,10 +79,27 @@ def error_kind(exc: BaseException) -> str:
     return "system" if isinstance(exc, TRANSIENT) else "user"
 
 
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an error's text ('' when it has none)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
 def error_record(exc: BaseException) -> dict:
-    text = str(exc).strip().splitlines()
-    return {"type": type(exc).__name__, "message": text[0] if text else "",
-            "kind": error_kind(exc), "traceback": traceback.format_exc()}
+    """The error a task attempt hands back instead of raising (texts redacted)."""
+    if isinstance(exc, SystemExit):
+        message = f"the task called sys.exit({exc.code!r}) (exit code {exit_code(exc)})"
+    else:
+        message = first_line(exc)
+    return {"type": type(exc).__name__, "message": redact(message),
+            "kind": error_kind(exc), "traceback": redact(traceback.format_exc())}
+
+
+def exit_code(exc: SystemExit) -> int:
+    """The process exit status `sys.exit(code)` would give (None -> 0, a message -> 1)."""
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else 1
 
 
 class _Tee(io.TextIOBase):
@@ -128,7 +146,7 @@ def execute(call: dict, obj: Any = None) -> dict:
         with use_scope(scope), contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err):
             result = call["fn"](*args, **call["kwargs"])
         output = codec.encode(result)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit in a task fails the task, not the process
         output, error = None, error_record(exc)
     finally:
         disarm()
@@ -150,4 +168,4 @@ def _write_log(call: dict, text: str, error: dict | None) -> None:
     header = f"--- attempt {call['attempt']} ---\n"
     with contextlib.suppress(Exception):
         old = store.read_bytes(rel).decode() if call["attempt"] > 1 and store.exists(rel) else ""
-        store.write_bytes(rel, (old + header + text).encode())
+        store.write_bytes(rel, (old + header + redact(text)).encode())

@@ -236,3 +236,28 @@ def counting_then_hang(cfg: dict) -> dict:
     add(cfg["dir"], 1)
     add(cfg["dir"], 2)
     return add_or_hang(cfg["dir"], 10)
+
+
+@task(max_retries=0)
+def exits(code: object) -> int:
+    """Calls sys.exit inside the task body."""
+    import sys
+
+    sys.exit(code)
+
+
+@flow
+def exiting(cfg: dict) -> int:
+    return exits(cfg["code"])
+
+
+@task
+def leaky(var: str) -> None:
+    """Prints and raises the value of environment variable `var` (a secret)."""
+    print(f"token in use: {os.environ[var]}")
+    raise ValueError(f"login refused for token {os.environ[var]}")
+
+
+@flow
+def leaking(cfg: dict) -> None:
+    leaky(cfg["var"])

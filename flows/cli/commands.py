@@ -116,10 +116,15 @@ def _help_config(ref: str) -> int:
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     if args.all:
-        for run_id, result in api.resume_all(args.store, executor=args.executor,
-                                             address=args.address, trust=args.trust).items():
-            print(f"{run_id}: {result if isinstance(result, str) else 'SUCCESSFUL'}")
-        return 0
+        def report(run_id: str, result: Any) -> None:
+            failed = isinstance(result, str) and result.startswith("error: ")
+            print(f"{run_id}: {result if failed else api.get_status(run_id, store=args.store)}",
+                  flush=True)
+
+        results = api.resume_all(args.store, executor=args.executor, address=args.address,
+                                 trust=args.trust, on_result=report)
+        failed = [r for r in results.values() if isinstance(r, str) and r.startswith("error: ")]
+        return 1 if failed else 0
     if not args.run_id:
         raise ConfigError("resume: give RUN_ID or --all")
     output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,

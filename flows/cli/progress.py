@@ -57,6 +57,7 @@ class Progress:
         self.current = ""
         self.counts = {"done": 0, "cached": 0, "failed": 0}
         self._live: Any = None
+        self._closed = False
 
     # ------------------------------------------------------------------ events
     def start_run(self, run_id: str, flow: str, total_iterations: int | None = None) -> None:
@@ -92,25 +93,42 @@ class Progress:
     def log(self, msg: str) -> None:
         self._emit(msg)
 
-    def close(self) -> None:
-        """Print the summary and stop the live display (safe to call twice)."""
+    def close(self, status: str | None = None) -> None:
+        """Print the summary line for the run's `status` (SUCCESSFUL, FAILED, RESUMABLE,
+        SLEEPING, CANCELED; None: unknown) and stop the live display (safe to call twice).
+        Only a SUCCESSFUL run is reported as finished."""
         if self.iteration is not None:
             self._end_iteration()
             self.iteration = None
-        c = self.counts
-        tasks = c["done"] + c["cached"] + c["failed"]
-        self._emit(f"finished flow {self.flow}: {len(self.iter_times)} timed iterations, "
-                   f"{tasks} tasks ({c['cached']} cached, {c['failed']} failed) in "
-                   f"{format_duration(self.clock() - self.started)}")
+        if not self._closed:
+            self._closed = True
+            self._emit(self.summary(status))
         if self._live is not None:
             self._live.stop()
             self._live = None
 
+    def summary(self, status: str | None) -> str:
+        c = self.counts
+        tasks = c["done"] + c["cached"] + c["failed"]
+        took = format_duration(self.clock() - self.started)
+        what = (f"{len(self.iter_times)} timed iterations, {tasks} tasks ({c['cached']} cached, "
+                f"{c['failed']} failed) in {took}")
+        resume = f"; continue with `alignflow resume {self.run_id}`"
+        return {
+            "SUCCESSFUL": f"finished flow {self.flow}: {what}",
+            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then "
+                      f"`alignflow resume {self.run_id}`",
+            "RESUMABLE": f"interrupted flow {self.flow}: {what}{resume}",
+            "SLEEPING": f"paused flow {self.flow} (sleeping or waiting for an event): {what}",
+            "CANCELED": f"stopped flow {self.flow} (canceled, or another driver took over): "
+                        f"{what}",
+        }.get(status or "", f"ended flow {self.flow} without a recorded outcome: {what}{resume}")
+
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        self.close(None if exc_type is not None else "SUCCESSFUL")
 
     # ------------------------------------------------------------------ timing
     def _enter_iteration(self, iteration: int | None) -> None:

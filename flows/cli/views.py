@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -21,13 +22,24 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def print_runs(store: Any) -> int:
-    """`alignflow ls`: one line per run."""
+    """`alignflow ls`: one line per run; unreadable files are named on stderr."""
+    problems: list[runs.Problem] = []
     rows = [["RUN_ID", "FLOW", "STATUS", "START", "END", "TASKS"]]
-    for m in api.list_runs(store):
-        rows.append([m["run_id"], m.get("flow", "?"), m["status"], _when(m.get("created")),
+    for m in api.list_runs(store, problems):
+        rows.append([m["run_id"], str(m.get("flow", "?")), m["status"], _when(m.get("created")),
                      _when(m.get("ended")), str(m["tasks"])])
     print(_table(rows) if len(rows) > 1 else f"no runs in {store.url}")
+    warn(problems)
+    for run_id in runs.run_listing(store)[1]:
+        print(f"warning: run {run_id!r} is being deleted; finish with `alignflow delete "
+              f"{run_id}`", file=sys.stderr)
     return 0
+
+
+def warn(problems: list[runs.Problem]) -> None:
+    """One `warning:` line per unreadable file (the rest was served)."""
+    for p in problems:
+        print(f"warning: {p.message} (run {p.run_id} is marked)", file=sys.stderr)
 
 
 def _readable(value: Any) -> Any:
@@ -60,13 +72,14 @@ def summarize(output: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def task_rows(store: Any, run_id: str) -> list[dict]:
-    """One dict per committed task (commit order), plus the failing task if the run FAILED."""
+def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = None) -> list[dict]:
+    """One dict per committed task (commit order), plus the failing task if the run FAILED;
+    with `problems`, an unreadable manifest is noted there and left out."""
     meta = runs.read_run(store, run_id)
     changed = set(meta.get("code_changed") or [])
     current = _current_code(meta)
     rows = []
-    for key, m in runs.read_manifests(store, run_id).items():
+    for key, m in runs.read_manifests(store, run_id, problems).items():
         if m.get("code_hash") and current.get(m["task"], m["code_hash"]) != m["code_hash"]:
             changed.add(key)
         state = "cached" if m.get("cached_from") else m["status"]
@@ -100,7 +113,7 @@ def _current_code(meta: dict) -> dict[str, str]:
 def print_status(store: Any, run_id: str | None) -> int:
     """`alignflow status [RUN_ID]`: the run's header and its task table."""
     if run_id is None:
-        ids = runs.list_run_ids(store)
+        ids = runs.list_run_ids(store, [])
         if not ids:
             raise FlowError(f"no runs in store {store.url}")
         run_id = ids[-1]
@@ -109,11 +122,13 @@ def print_status(store: Any, run_id: str | None) -> int:
     if meta.get("error"):
         print(f"error: {meta['error']}")
     rows = [["TASK", "STATE", "ATTEMPTS", "DURATION", "OUTPUT", "NOTE"]]
-    for r in task_rows(store, run_id):
+    problems: list[runs.Problem] = []
+    for r in task_rows(store, run_id, problems):
         dur = "-" if r["duration"] is None else f"{r['duration']:.2f}s"
         rows.append([r["key"], r["state"], str(r["attempts"] or "-"), dur, r["output"],
                      "code changed" if r["code_changed"] else ""])
     print(_table(rows))
+    warn(problems)
     return 0
 
 

@@ -52,7 +52,7 @@ def test_plain_lines_with_eta_from_mean_iteration_time():
     clock.now += 65.0
     p.task_finished("iter-0001/learn", 65.0)
     clock.now += 1.0
-    p.close()
+    p.close("SUCCESSFUL")
     assert out.getvalue().splitlines() == [
         "[run abc] start flow grpo, 3 iterations",
         "[run abc] iter 1/3 generate done in 2.0s (elapsed 2s)",
@@ -88,7 +88,7 @@ def test_unknown_total_failures_and_tasks_outside_iterations():
     p.task_started("train", iteration=6)
     clock.now += 1.5
     p.task_finished("train", 1.5, status="FAILED_CAUGHT")
-    p.close()
+    p.close("SUCCESSFUL")
     assert out.getvalue().splitlines() == [
         "[run x] start flow sft",
         "[run x] prepare done in 0.5s (elapsed 0s)",
@@ -109,3 +109,24 @@ def test_live_panel_shows_the_running_task():
     text = out.getvalue()
     assert "[run abc] iter 1/2 generate done in 3.0s (elapsed 3s)" in text
     assert "finished flow grpo" in text and p._live is None
+
+
+@pytest.mark.parametrize(("status", "start"), [
+    ("FAILED", "[run x] FAILED flow sft: 0 timed iterations, 2 tasks (0 cached, 1 failed)"),
+    ("RESUMABLE", "[run x] interrupted flow sft: "),
+    ("CANCELED", "[run x] stopped flow sft (canceled, or another driver took over)"),
+    ("SLEEPING", "[run x] paused flow sft"),
+    (None, "[run x] ended flow sft without a recorded outcome"),
+])
+def test_only_a_successful_run_is_reported_finished(status, start):
+    p, out, clock = _progress()
+    p.start_run("x", "sft")
+    _step(p, clock, "prepare", 0.5)
+    p.task_finished("train", 1.0, status="FAILED")
+    p.close(status)
+    p.close(status)  # a second close prints nothing more
+    last = out.getvalue().splitlines()
+    assert last[-1].startswith(start) and "finished" not in last[-1]
+    assert last[-2].startswith("[run x] train failed after")
+    if status in ("FAILED", "RESUMABLE", None):
+        assert last[-1].endswith("`alignflow resume x`")
