@@ -32,6 +32,7 @@ class RewardConfig:
     weights: one per source in the order sources, model, remote URLs (default 1.0 each)
     normalize_enable: standardise a reward model's scores with the mean/std in its config.json
     offload: park reward models on disk between score steps
+    remote_budget: seconds one batch may spend on a remote reward server, all tries included
     """
 
     model_name_or_path: str | None = None
@@ -41,6 +42,7 @@ class RewardConfig:
     micro_batch: int = 8
     remote_timeout: float = 60.0
     remote_retries: int = 3
+    remote_budget: float = 300.0
     normalize_enable: bool = False
     offload: bool = False
 
@@ -56,6 +58,9 @@ class RewardConfig:
         require(self.remote_timeout > 0, "remote_timeout", "seconds > 0", self.remote_timeout)
         require(self.remote_retries >= 0, "remote_retries", "an integer >= 0",
                 self.remote_retries)
+        require(0 < self.remote_budget < float("inf"), "remote_budget",
+                "seconds > 0 (the time one batch may spend on a remote reward server)",
+                self.remote_budget)
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -92,7 +97,8 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
         from alignflow.tasks.rewards.remote import RemoteRewardModel
 
         return RemoteRewardModel(url=spec, timeout=cfg.remote_timeout,
-                                 retries=cfg.remote_retries, micro_batch=cfg.micro_batch)
+                                 retries=cfg.remote_retries, budget=cfg.remote_budget,
+                                 micro_batch=cfg.micro_batch)
     if spec.endswith(".py"):
         from alignflow.tasks.rewards.python_func import PythonRewardFunc
 

@@ -2,9 +2,14 @@
 
 Request: POST JSON `{"query": [...], "prompts": [...], "labels": [...]}` (query = prompt +
 response). Reply: `{"rewards": [...], "scores": ..., "extra_logs": {...}}` or a plain list of
-rewards. Connection faults, timeouts, 429 and 5xx are retried with exponential backoff;
-a bad reply (not JSON, too big, wrong length, no `rewards`, not numbers) is a one-line
-ConfigError naming the URL, because retrying would not fix it. Stdlib only (urllib).
+rewards. Connection faults, timeouts, 429 and 5xx are retried with exponential backoff,
+all within `budget` seconds per `score()` call (one batch, all its micro-batches): no
+request outlives the budget, and when it is spent — or the tries are used up — the batch
+fails with one line (`RewardServerError`). That error is not retried by the engine on top
+(the client already retried), so a hanging server costs at most `budget`, not tries ×
+engine retries × timeout. A bad reply (not JSON, too big, wrong length, no `rewards`, not
+numbers) is a one-line ConfigError naming the URL, because retrying would not fix it.
+Stdlib only (urllib).
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 
 class RewardServerError(AlignflowError, ConnectionError):
-    """The reward server could not be reached or kept failing after retries (retryable)."""
+    """The reward server could not be reached, or kept failing, within the batch's budget.
+    Not retried by the engine (the client has retried already): the run fails, resumable
+    once the server answers."""
 
-    kind: Kind = "system"
+    kind: Kind = "user"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +44,7 @@ class RemoteRewardModel:
     url: str
     timeout: float = 60.0
     retries: int = 3
+    budget: float = 300.0
     backoff: float = 0.5
     max_bytes: int = MAX_REPLY_BYTES
     micro_batch: int = 0
@@ -45,15 +53,18 @@ class RemoteRewardModel:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"remote_rm_url {self.url!r} is not an http(s) URL")
-        if self.timeout <= 0 or self.retries < 0 or self.micro_batch < 0 or self.max_bytes <= 0:
-            raise ConfigError(f"remote reward model {self.url}: timeout and max_bytes must be "
-                              f"> 0, retries and micro_batch >= 0")
+        if min(self.timeout, self.budget, self.max_bytes) <= 0 or min(self.retries,
+                                                                      self.micro_batch) < 0:
+            raise ConfigError(f"remote reward model {self.url}: timeout, budget and max_bytes "
+                              f"must be > 0, retries and micro_batch >= 0")
 
     def score(self, queries: list[str], prompts: list[str],
               labels: list[str | None]) -> RewardOutput:
         check_batch(queries, prompts, labels)
         step = self.micro_batch or max(1, len(queries))
-        parts = [self._score_chunk(queries[i:i + step], prompts[i:i + step], labels[i:i + step])
+        deadline = time.monotonic() + self.budget
+        parts = [self._score_chunk(queries[i:i + step], prompts[i:i + step],
+                                   labels[i:i + step], deadline)
                  for i in range(0, len(queries), step)]
         if not parts:
             return RewardOutput(torch.zeros(0, dtype=torch.float32))
@@ -64,18 +75,21 @@ class RemoteRewardModel:
         )
 
     def _score_chunk(self, queries: list[str], prompts: list[str],
-                     labels: list[str | None]) -> RewardOutput:
+                     labels: list[str | None], deadline: float) -> RewardOutput:
         body = json.dumps({"query": queries, "prompts": prompts, "labels": labels}).encode()
-        return self._parse(self._post(body), len(queries))
+        return self._parse(self._post(body, deadline), len(queries))
 
-    def _post(self, body: bytes) -> bytes:
-        """POST with retries on connection faults, timeouts, 429 and 5xx."""
-        last = ""
+    def _post(self, body: bytes, deadline: float) -> bytes:
+        """POST with retries on connection faults, timeouts, 429 and 5xx, until `deadline`."""
+        last, tries = "", 0
         for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+            pause = self.backoff * 2 ** (attempt - 1) if attempt else 0.0
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
+            tries += 1
             try:
-                return self._post_once(body)
+                return self._post_once(body, deadline - time.monotonic())
             except urllib.error.HTTPError as exc:
                 if exc.code != 429 and exc.code < 500:
                     raise ConfigError(f"reward server {self.url} answered HTTP {exc.code} "
@@ -84,14 +98,19 @@ class RemoteRewardModel:
             except (OSError, TimeoutError) as exc:  # URLError, refused, reset, timed out
                 reason = getattr(exc, "reason", exc)
                 last = f"{type(reason).__name__}: {reason}"
-        raise RewardServerError(f"reward server {self.url} failed {self.retries + 1} times "
-                                f"(last: {last}); expected a reachable server")
+        spent = "the batch's time budget ran out" if tries <= self.retries else "no try left"
+        raise RewardServerError(f"reward server {self.url} failed {tries} times within "
+                                f"{self.budget:g} s ({spent}; last: {last or 'none'}); "
+                                "expected a reachable server (rewards.remote_budget sets "
+                                "the budget)")
 
-    def _post_once(self, body: bytes) -> bytes:
+    def _post_once(self, body: bytes, left: float) -> bytes:
+        """One request; its socket timeout never reaches past the batch's deadline."""
         request = urllib.request.Request(
             self.url, data=body, method="POST",
             headers={"Content-Type": "application/json", "Accept": "application/json"})
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+        with urllib.request.urlopen(request, timeout=max(0.001, min(self.timeout, left))) \
+                as response:
             length = response.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > self.max_bytes:
                 self._too_big()

@@ -109,7 +109,7 @@ def test_retries_5xx_then_ok(server):
 def test_5xx_exhausts_retries(server):
     httpd, base = server
     with pytest.raises(RewardServerError, match=rf"reward server {base}/flaky failed 2 times "
-                                                r"\(last: HTTP 500"):
+                                                r"within 300 s \(no try left; last: HTTP 500"):
         _client(base + "/flaky", retries=1).score(QUERIES, PROMPTS, LABELS)
     assert len(httpd.requests) == 2
 
@@ -118,7 +118,7 @@ def test_timeout(server):
     httpd, base = server
     start = time.monotonic()
     with pytest.raises(RewardServerError, match=rf"reward server {base}/slow failed 2 times "
-                                                r"\(last: .*timed out"):
+                                                r"within 300 s \(no try left; last: .*timed out"):
         _client(base + "/slow", timeout=0.2, retries=1).score(QUERIES, PROMPTS, LABELS)
     assert time.monotonic() - start < 1.5
     assert len(httpd.requests) == 2
@@ -130,6 +130,30 @@ def test_connection_refused():
         port = sock.getsockname()[1]  # closed again before the request: nobody listens
     with pytest.raises(RewardServerError, match=rf"127.0.0.1:{port}/x failed 3 times"):
         _client(f"http://127.0.0.1:{port}/x", retries=2).score(QUERIES, PROMPTS, LABELS)
+
+
+def test_a_hanging_server_costs_one_budget_per_batch_then_a_clear_failure(server):
+    """Many tries and a long per-request timeout, but the batch's budget (0.5 s) caps it:
+    no request outlives it, and the engine does not retry on top (kind user)."""
+    httpd, base = server
+    start = time.monotonic()
+    with pytest.raises(RewardServerError, match=r"failed 1 times within 0.5 s \(the batch's "
+                                                r"time budget ran out; last: .*timed out") as info:
+        _client(base + "/slow", timeout=60, retries=9, budget=0.5, micro_batch=2).score(
+            QUERIES, PROMPTS, LABELS)
+    assert time.monotonic() - start < 0.9
+    assert info.value.kind == "user"
+    assert len(httpd.requests) == 1  # the first micro-batch used the whole budget
+
+
+def test_the_budget_is_a_checked_config_key():
+    from alignflow.tasks.rewards.registry import RewardConfig, build_source
+
+    assert build_source("http://127.0.0.1:1/x", RewardConfig(sources=("x",),
+                                                             remote_budget=7.0)).budget == 7.0
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="rewards.remote_budget"):
+            RewardConfig(sources=("x",), remote_budget=bad)
 
 
 @pytest.mark.parametrize(("route", "kw", "message"), [
