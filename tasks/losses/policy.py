@@ -19,14 +19,22 @@ from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
 from alignflow.tasks.losses.kl import KLEstimator, approx_kl
 
 PolicyLossName = Literal["ppo", "dual_clip"]
+LOG_RATIO_CLAMP = 20.0  # as OpenRLHF 0.11: exp(±20) stays finite in float32 (0.9.10 had none)
+
+
+def importance_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
+    """ρ_t = exp(clamp(logp − old_logp, ±20)): a token whose probability moved by e^20 or more
+    gets a finite ratio (and no gradient through the clamp) instead of inf."""
+    return torch.exp((logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
 
 
 def ppo_clip_tokens(
     logp: Tensor, old_logp: Tensor, adv: Tensor, *, eps_low: float = 0.2,
     eps_high: float | None = None,
 ) -> Tensor:
-    """ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t), ρ_t = exp(logp − old_logp)."""
-    ratio = torch.exp(logp - old_logp)
+    """ℓ_t = −min(ρ_t A_t, clip(ρ_t, 1−ε_low, 1+ε_high) A_t), ρ_t = exp(clamp(logp − old_logp,
+    ±20))."""
+    ratio = importance_ratio(logp, old_logp)
     high = eps_low if eps_high is None else eps_high
     return -torch.minimum(ratio * adv, ratio.clamp(1.0 - eps_low, 1.0 + high) * adv)
 
@@ -61,7 +69,7 @@ def policy_metrics(
     approx_kl: mean of old_logp − logp (k1 of KL(π_old ‖ π)), as OpenRLHF logs it.
     """
     with torch.no_grad():
-        ratio = torch.exp(logp - old_logp)
+        ratio = importance_ratio(logp, old_logp)
         high = eps_low if eps_high is None else eps_high
         clipped = ratio.clamp(1.0 - eps_low, 1.0 + high) * adv < ratio * adv
         return {

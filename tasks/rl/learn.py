@@ -23,6 +23,7 @@ from alignflow.tasks.rl import experience, ptx
 from alignflow.tasks.rl.consumption import consumption_table, staleness_metrics
 from alignflow.tasks.rl.correction import proximal_logprobs
 from alignflow.tasks.rl.experience import Advantages, Experience
+from alignflow.tasks.rl.finite import check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
 from alignflow.tasks.rl.learn_config import LearnSettings
 from alignflow.tasks.steps.metrics import write_metrics
@@ -49,9 +50,10 @@ def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, n
 
 
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,
-                pad_id: int, norm: dict[str, float], proximal=None):
+                pad_id: int, norm: dict[str, float], iteration: int, proximal=None):
     """The loss of one micro-batch, normalised by the whole minibatch (`norm`: num_tokens,
-    num_seqs, max_len), so accumulating micro-batches equals one big batch."""
+    num_seqs, max_len), so accumulating micro-batches equals one big batch. A non-finite
+    loss stops the step before its backward (`finite.py`)."""
     algo, actor = settings.algo, settings.actor
 
     def loss_fn(model, batch):
@@ -65,10 +67,15 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
         loss, m = _surrogate(logp, exp, idx, adv.advantages[idx, :width], mask, settings, norm,
                              proximal)
         kl_term = penalty.loss(logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
+        parts = {"policy loss": loss, "kl loss": 0.0 if kl_term is None else kl_term,
+                 "log-probs": logp, "old log-probs": exp.old_logp[idx, :width],
+                 "advantages": adv.advantages[idx, :width]}
         loss = loss if kl_term is None else loss + kl_term
         loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef, pad_id)
         if actor.entropy_coef:
             loss = loss - actor.entropy_coef * masked_mean(ent, mask)
+        check_finite(loss, iteration=iteration, what="policy", samples=[int(i) for i in idx],
+                     parts=parts, mask=mask)
         # the trainer sums micro-batch stats: weight each by its share of the minibatch
         share = float(mask.sum()) / norm["num_tokens"]
         stats = {k: float(v) * share for k, v in m.items()}
@@ -117,7 +124,7 @@ def _proximal(host, exp: Experience, settings: LearnSettings):
 
 
 def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettings,
-                   penalty: KLPenalty, seed: int) -> dict[str, float]:
+                   penalty: KLPenalty, seed: int, iteration: int) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
     kept = exp.mask * adv.kept[:, None]
     proximal = _proximal(host, exp, settings)
@@ -125,7 +132,7 @@ def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettin
     def make_loss(mb):
         norm = {"num_tokens": float(kept[mb].sum().clamp(min=1)),
                 "num_seqs": max(int(adv.kept[mb].sum()), 1), "max_len": settings.max_len}
-        return _actor_loss(exp, adv, settings, penalty, pad, norm, proximal)
+        return _actor_loss(exp, adv, settings, penalty, pad, norm, iteration, proximal)
 
     ptx_cfg = settings.algo.ptx
     step_extra = None
@@ -151,7 +158,7 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
                 partition={"iter": iteration})
     metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
-        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed)
+        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration)
         host.policy_version += 1
     penalty.update(metrics["kl"], len(exp.responses))
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "actor")
@@ -161,7 +168,8 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     return LearnOutput(folder, host.policy_version, metrics, next_state, (adv_ref,))
 
 
-def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, tokens: float):
+def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, tokens: float,
+                iteration: int):
     def loss_fn(model, batch):
         idx = batch["idx"]
         ids, attn, action = padded_pairs([prompts[i] for i in idx],
@@ -170,6 +178,9 @@ def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, token
         v = model(ids, attn, w)
         loss = value_loss(v, old[idx, :w], ret[idx, :w], mask[idx, :w], clip=clip,
                           num_tokens=tokens)
+        check_finite(loss, iteration=iteration, what="value", samples=[int(i) for i in idx],
+                     parts={"values": v, "old values": old[idx, :w], "returns": ret[idx, :w]},
+                     mask=mask[idx, :w])
         return loss, {"value_loss": float(loss)}
     return loss_fn
 
@@ -190,7 +201,7 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
 
     def make_loss(mb):
         tokens = float(mask[mb].sum().clamp(min=1))
-        return _value_loss(prompts, responses, old, ret, mask, pad, clip, tokens)
+        return _value_loss(prompts, responses, old, ret, mask, pad, clip, tokens, iteration)
 
     metrics = _train(host.critic, _plan(scope.seed, len(responses), settings), settings,
                      make_loss)
