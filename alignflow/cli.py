@@ -62,15 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the one place that turns errors into exit codes
+        from alignflow.artifacts.redact import redact
         from alignflow.errors import AlignflowError
 
         if args.debug:
             raise
         if isinstance(exc, AlignflowError):
-            print(f"error: {exc}", file=sys.stderr)
+            print(redact(f"error: {exc}"), file=sys.stderr)
             return 2 if exc.kind == "user" else 1
-        print(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-              file=sys.stderr)
+        print(redact(f"error: {type(exc).__name__}: {exc} (run with --debug for the "
+                     "traceback)"), file=sys.stderr)
         return 1
 
 

@@ -5,7 +5,8 @@ Error messages and tracebacks end up in run.json, task logs, manifests and the c
 a password, a command line with a token, or an exception that printed an environment
 value. So every such text passes through `redact`, which replaces the value of each
 environment variable whose name looks secret (`*KEY*`, `*SECRET*`, `*TOKEN*`,
-`*PASSWORD*`, any case) with `<redacted $NAME>`, and the password of `scheme://user:pass@`
+`*PASSWORD*`, any case; values of 4+ characters that are not a number or a flag such as
+`false`) with `<redacted $NAME>`, and the password of `scheme://user:pass@`
 URLs with `***`. Lives in `artifacts` so every layer (the catalog too) may use it.
 """
 
@@ -17,6 +18,9 @@ from collections.abc import Mapping
 
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD", re.IGNORECASE)
 MIN_SECRET_LEN = 4  # shorter values ("1", "on") would mask ordinary words and numbers
+# flags and numbers are settings, not secrets (TOKENIZERS_PARALLELISM=false matches *TOKEN*)
+_NOT_SECRET = re.compile(r"(true|false|yes|no|on|off|none|null|[-+]?\d+(\.\d+)?)",
+                         re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@")
 
 
@@ -25,7 +29,8 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, s
     contains another is masked whole)."""
     env = os.environ if environ is None else environ
     found = [(name, value) for name, value in env.items()
-             if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LEN]
+             if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LEN
+             and not _NOT_SECRET.fullmatch(value.strip())]
     return sorted(found, key=lambda nv: -len(nv[1]))
 
 
