@@ -79,13 +79,15 @@ def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
 
 def _join_cluster(address: str) -> None:
     """`ray.init(address)`, with the cluster's auth token when one is at hand, or one line
-    saying why the cluster cannot be joined."""
+    saying why the cluster cannot be joined (a closed port fails at once: Ray itself would
+    wait minutes for a GCS that is not there)."""
     import logging
 
     import ray
 
-    use_local_auth_token()
     try:
+        _probe(address)
+        use_local_auth_token()
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except Exception as exc:
         err = FlowError(f"cannot connect to the Ray cluster at {address!r}: "
@@ -96,19 +98,37 @@ def _join_cluster(address: str) -> None:
         raise err from exc
 
 
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Open (and close) a TCP connection to `host:port` / `ray://host:port`; "auto" and
+    addresses without a port are left to Ray."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
+
+
 def use_local_auth_token() -> None:
     """Ray >= 2.59 turns token auth on for clusters started on a machine that has a token
     (`ray start --head` with ~/.ray/auth_token), but a client given an explicit address only
     uses a token when RAY_AUTH_MODE=token. Do what Ray does for `address="auto"`: with
     RAY_AUTH_MODE unset and a token in the environment or at the default path, send it.
     (A cluster without auth ignores it; RAY_AUTH_MODE=disabled opts out.)"""
+    import logging
+
     try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
-        )
+        from ray._private.authentication import authentication_token_setup as auth
     except ImportError:  # Ray < 2.52: no token auth
         return
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    quiet = logging.getLogger(auth.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # Ray's own notice is meant for its CLI
+    try:
+        auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        quiet.setLevel(level)
 
 
 def connect(executor: str, address: str | None) -> None:

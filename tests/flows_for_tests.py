@@ -261,3 +261,30 @@ def leaky(var: str) -> None:
 @flow
 def leaking(cfg: dict) -> None:
     leaky(cfg["var"])
+
+
+@task(max_retries=1)
+def hard_exit(code: int) -> int:
+    """Ends its worker process without Python's clean-up (as a segfault or OOM kill would)."""
+    os._exit(code)
+
+
+@flow
+def hard_exiting(cfg: dict) -> int:
+    return hard_exit(cfg["code"])
+
+
+@task(worker="counter", max_retries=1)
+def actor_exit(obj: Counter, code: int, hard: bool) -> int:
+    """sys.exit (hard=False) or os._exit (hard=True) inside a worker-group actor."""
+    import sys
+
+    if hard:
+        os._exit(code)
+    sys.exit(code)
+
+
+@flow
+def actor_exiting(cfg: dict) -> int:
+    worker_group("counter", Counter, num_cpus=0)
+    return actor_exit(cfg["code"], cfg["hard"])

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from alignflow.errors import ConfigError, TaskFailed
+from alignflow.errors import ConfigError, FlowError, TaskFailed
 from alignflow.flows import api, runs
 from alignflow.flows.cli.progress import Progress
 from tests import flows_for_tests as F
@@ -116,3 +116,19 @@ def test_a_memory_store_is_refused_under_ray_before_anything_is_written(memory_s
         api.run(F.steps, {"dir": "/tmp", "n": 1}, store=memory_store, run_id="r",
                 executor="ray")
     assert not memory_store.exists(runs.run_json("r"))
+
+
+def test_an_unreachable_ray_cluster_fails_at_once_and_leaves_no_run(local_store, folder):
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nobody listens there
+    start = time.monotonic()
+    with pytest.raises(FlowError, match=rf"cannot connect to the Ray cluster at '127.0.0.1:"
+                                        rf"{port}': \[Errno 111\] Connection refused; expected"):
+        api.run(F.steps, {"dir": folder, "n": 1}, store=local_store, run_id="r",
+                address=f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 30
+    assert api.list_runs(local_store) == []
