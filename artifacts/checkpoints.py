@@ -86,8 +86,9 @@ def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor])
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".safetensors")
     os.close(fd)
     try:
-        st_save_file(tensors, tmp)
-        size = os.path.getsize(tmp)
+        with store._errors(rel):  # a full disk is one line naming the store
+            st_save_file(tensors, tmp)
+            size = os.path.getsize(tmp)
         store.put_file(tmp, rel)
     finally:
         if os.path.exists(tmp):

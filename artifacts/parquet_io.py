@@ -132,10 +132,11 @@ def write_table(store: Store, table_name: str | TableSchema, data: Any, *, run_i
         fill["task_key"] = task_key
     tmp = _temp_path(store, rel)
     try:
-        with pq.ParquetWriter(tmp, schema.with_metadata(), compression="zstd",
-                              use_dictionary=schema.dictionary_columns) as writer:
-            rows = _stream(writer, data, schema, fill)
-        size = os.path.getsize(tmp)
+        with translate_errors(store.url, rel):  # a full disk is one line naming the store
+            with pq.ParquetWriter(tmp, schema.with_metadata(), compression="zstd",
+                                  use_dictionary=schema.dictionary_columns) as writer:
+                rows = _stream(writer, data, schema, fill)
+            size = os.path.getsize(tmp)
         store.put_file(tmp, rel)
     finally:
         with contextlib.suppress(FileNotFoundError):

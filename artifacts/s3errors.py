@@ -1,4 +1,5 @@
-"""Turn botocore / s3fs / aiohttp failures into one-line `StoreError`s that name the store.
+"""Turn botocore / s3fs / aiohttp failures (and a full disk) into one-line `StoreError`s that
+name the store.
 
 s3fs already maps most S3 answers onto builtins (403 → PermissionError, 404 →
 FileNotFoundError); what is left are connection errors and missing credentials, which
@@ -8,6 +9,7 @@ arrive as botocore or aiohttp exceptions. A missing key stays a `FileNotFoundErr
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator
 
 from alignflow.errors import AlignflowError, StoreError
@@ -32,6 +34,10 @@ def _store_error(message: str, *, user: bool) -> StoreError:
 def _classify(exc: BaseException, url: str, rel: str) -> StoreError | None:
     where = f"{url.rstrip('/')}/{rel}" if rel else url
     text = str(exc)
+    if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or \
+            "No space left on device" in text or "Disk quota exceeded" in text:
+        return _store_error(f"no space left on the device of store {url} writing {where}; "
+                            "free some space, then `alignflow resume` the run", user=True)
     chain = [exc, exc.__cause__, exc.__context__]
     names = {type(e).__name__ for e in chain if e is not None}
     if names & _CONNECT_NAMES or "Could not connect to the endpoint" in text:

@@ -13,15 +13,17 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import fsspec
 
+from alignflow.artifacts import retry
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.errors import CommitConflict, ConfigError, SchemaError
 
 DEFAULT_URL = "./alignflow-store"
+T = TypeVar("T")
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -62,6 +64,7 @@ class Store:
         self.storage_options = dict(storage_options or {})
         self.protocol, self.root = _parse(url)
         self.fs = _filesystem(self.protocol, self.storage_options)
+        self.reached = False  # has the store answered? (then an outage is retried: retry.py)
 
     @classmethod
     def open(cls, url: str | None = None, *, storage_options: dict | None = None) -> Store:
@@ -70,7 +73,7 @@ class Store:
         return cls(url, storage_options)
 
     def __reduce__(self):
-        return (Store, (self.url, self.storage_options))
+        return (Store, (self.url, self.storage_options), {"reached": self.reached})
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
@@ -96,57 +99,66 @@ class Store:
         with translate_errors(self.url, rel):
             yield
 
+    def _io(self, rel: str, fn: Callable[[], T]) -> T:
+        """`fn()` with storage errors named after `rel`; remote stores retry an outage."""
+        def once() -> T:
+            with translate_errors(self.url, rel):
+                return fn()
+        return once() if self.is_local else retry.call(self, once)
+
     # -- plain files ---------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        with self._errors(rel):
-            return self.fs.exists(self.path(rel))
+        return self._io(rel, lambda: self.fs.exists(self.path(rel)))
 
     def read_bytes(self, rel: str) -> bytes:
-        with self._errors(rel):
-            return self.fs.cat_file(self.path(rel))
+        return self._io(rel, lambda: self.fs.cat_file(self.path(rel)))
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Overwrite `rel` with `data` (atomic locally: temp + rename)."""
         path = self.path(rel)
-        with self._errors(rel):
-            if self.is_local:
-                tmp = self._local_temp(path, data)
-                os.replace(tmp, path)
-            else:
-                self.fs.pipe_file(path, data)
+        if self.is_local:
+            with self._errors(rel):
+                os.replace(self._local_temp(path, data), path)
+        else:
+            self._io(rel, lambda: self.fs.pipe_file(path, data))
 
     def put_file(self, local_path: str, rel: str) -> None:
         """Upload (or move, when local) a finished local file to `rel`."""
         path = self.path(rel)
-        with self._errors(rel):
-            if self.is_local:
+        if self.is_local:
+            with self._errors(rel):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.replace(local_path, path)
-            else:
-                self.fs.put_file(local_path, path)
+        else:
+            self._io(rel, lambda: self.fs.put_file(local_path, path))
 
     def open_file(self, rel: str, mode: str = "rb"):
         """A file object for reading `rel` (writers go through `put_file`/`write_bytes`)."""
-        with self._errors(rel):
-            return self.fs.open(self.path(rel), mode)
+        return self._io(rel, lambda: self.fs.open(self.path(rel), mode))
 
     def size(self, rel: str) -> int:
-        with self._errors(rel):
-            return int(self.fs.size(self.path(rel)))
+        return self._io(rel, lambda: int(self.fs.size(self.path(rel))))
 
     def delete(self, rel: str, recursive: bool = False) -> None:
-        with self._errors(rel):
-            self.fs.rm(self.path(rel), recursive=recursive)
+        tries = []
+
+        def rm() -> None:
+            tries.append(1)
+            try:
+                self.fs.rm(self.path(rel), recursive=recursive)
+            except FileNotFoundError:
+                if len(tries) == 1:  # a retry finds it gone: the first try did delete it
+                    raise
+        self._io(rel, rm)
 
     def list(self, prefix: str = "", pattern: str | None = None) -> list[str]:
         """Files under `prefix` (recursive, sorted), relative to the root; `pattern` is an
         fnmatch glob on the path relative to `prefix`."""
         base = self.path(prefix)
-        with self._errors(prefix):
-            if not self.fs.exists(base):
-                return []
-            found = self.fs.find(base)
-        rels = sorted(self.rel(p) for p in found)
+
+        def find() -> list[str]:
+            return self.fs.find(base) if self.fs.exists(base) else []
+        rels = sorted(self.rel(p) for p in self._io(prefix, find))
         if pattern is None:
             return rels
         cut = len(prefix.strip("/")) + 1 if prefix.strip("/") else 0
@@ -169,19 +181,31 @@ class Store:
     def create_json(self, rel: str, obj: Any) -> None:
         """Create-once commit of `rel`; `CommitConflict` if it already exists."""
         data, path = _dumps(obj), self.path(rel)
-        with self._errors(rel):
-            if self.is_local:
+        if self.is_local:
+            with self._errors(rel):
                 self._create_local(rel, path, data)
-            elif self.protocol == "s3":
-                try:
-                    self.fs.pipe_file(path, data, mode="create")
-                except FileExistsError:
-                    raise _conflict(self, rel) from None
-            else:
-                with _MEMORY_LOCK:
-                    if self.fs.exists(path):
-                        raise _conflict(self, rel)
-                    self.fs.pipe_file(path, data)
+        elif self.protocol == "s3":
+            self._io(rel, self._create_s3(rel, path, data))
+        else:
+            with self._errors(rel), _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    raise _conflict(self, rel)
+                self.fs.pipe_file(path, data)
+
+    def _create_s3(self, rel: str, path: str, data: bytes) -> Callable[[], None]:
+        """One conditional PUT (If-None-Match). Retried after an outage, a conflict with the
+        very bytes we sent means our earlier PUT landed before its answer was lost."""
+        tries = []
+
+        def put() -> None:
+            tries.append(1)
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                if len(tries) > 1 and self.fs.cat_file(path) == data:
+                    return
+                raise _conflict(self, rel) from None
+        return put
 
     def _create_local(self, rel: str, path: str, data: bytes) -> None:
         tmp = self._local_temp(path, data)
@@ -199,10 +223,15 @@ class Store:
         folder, name = os.path.split(path)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a full disk leaves no half-written temp behind
+            raise
         return tmp
 
 
