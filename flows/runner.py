@@ -10,6 +10,7 @@ expires. CANCELED is written by `cancel` and kept.
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from typing import Any
 
@@ -114,10 +115,23 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
 
 def _record(store: Any, driver: Driver, outcome: str | None = None, **fields: Any) -> None:
     """Write the attempt's outcome to run.json (error texts redacted), never over a CANCELED
-    status; `driver.outcome` is what the progress display reports."""
+    status; `driver.outcome` is what the progress display reports. When an attempt ends in
+    an error and the store cannot take the record either (a full disk, an outage), that is
+    said on stderr and the first error is the one raised; run.json keeps RUNNING, which
+    readers show as RESUMABLE once the lease is released."""
     driver.outcome = outcome or fields.get("status")
     if fields.get("error"):
         fields["error"] = redact(fields["error"])
+    try:
+        _write_record(store, driver, fields)
+    except OSError as exc:
+        if driver.outcome == runs.SUCCESSFUL:
+            raise
+        print(f"alignflow: run {driver.run_id}: could not record its outcome "
+              f"({driver.outcome}) in run.json: {redact(str(exc))}", file=sys.stderr)
+
+
+def _write_record(store: Any, driver: Driver, fields: dict[str, Any]) -> None:
     meta = runs.read_run(store, driver.run_id)
     if meta.get("status") == runs.CANCELED:
         fields.pop("status", None)

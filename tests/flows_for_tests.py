@@ -288,3 +288,24 @@ def actor_exit(obj: Counter, code: int, hard: bool) -> int:
 def actor_exiting(cfg: dict) -> int:
     worker_group("counter", Counter, num_cpus=0)
     return actor_exit(cfg["code"], cfg["hard"])
+
+
+@task
+def blob(i: int, rows: int) -> dict:
+    """Commits `rows` incompressible metric rows (about 8 bytes each on disk)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from alignflow.artifacts.scope import current_scope
+
+    values = np.random.default_rng(i).random(rows)
+    scope = current_scope()
+    scope.write("metrics", pa.table({"step": [i] * rows, "key": ["blob"] * rows,
+                                     "value": values, "ts": [0.0] * rows}),
+                partition={"iter": i})
+    return {"rows": rows}
+
+
+@flow
+def blobs(cfg: dict) -> list:
+    return [blob.options(key=f"iter-{i:04d}/blob")(i, cfg["rows"]) for i in range(cfg["iters"])]
