@@ -101,7 +101,7 @@ class RemoteRewardModel:
         spent = "the batch's time budget ran out" if tries <= self.retries else "no try left"
         raise RewardServerError(f"reward server {self.url} failed {tries} times within "
                                 f"{self.budget:g} s ({spent}; last: {last or 'none'}); "
-                                "expected a reachable server (rewards.remote_budget sets "
+                                "expected a reachable server (reward.remote_budget sets "
                                 "the budget)")
 
     def _post_once(self, body: bytes, left: float) -> bytes:

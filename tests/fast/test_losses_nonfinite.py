@@ -14,9 +14,10 @@ from alignflow.tasks.rl import learn
 from alignflow.tasks.rl.experience import Advantages, Experience
 from alignflow.tasks.rl.finite import NonFiniteLoss, check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
-from alignflow.tasks.rl.learn_config import AlgoConfig, KLConfig, LearnSettings
+from alignflow.tasks.rl.learn_config import AlgoConfig, KLConfig, LearnSettings, RLRewardConfig
+from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
 from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.optim import RLOptimConfig
+from alignflow.tasks.trainers.optim import TrainConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 torch.set_num_threads(1)
@@ -79,8 +80,10 @@ def test_a_nan_advantage_stops_the_learn_step_before_any_update(tiny_model_dir):
     trainer = TorchTrainer(load_causal_lm(str(tiny_model_dir)), TrainerConfig(
         lr=1e-2, lr_warmup_ratio=0.0, min_lr_ratio=1.0, total_steps=10, max_norm=1.0))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    settings = LearnSettings(algo=AlgoConfig(), optim=RLOptimConfig(
-        train_batch_size=4, micro_train_batch_size=2), n_samples=2, temperature=1.0, max_len=8)
+    settings = LearnSettings(algo=AlgoConfig(), actor=ActorConfig(), critic=CriticConfig(),
+                             reward=RLRewardConfig(), train=TrainConfig(batch_size=4,
+                                                                        micro_batch_size=2),
+                             packing=False, n_samples=2, temperature=1.0, max_len=8)
     exp, adv = _experience(4, tokenizer, float("nan"))
     penalty = KLPenalty.of(KLConfig(), None)
 

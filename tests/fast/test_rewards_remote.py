@@ -152,7 +152,7 @@ def test_the_budget_is_a_checked_config_key():
     assert build_source("http://127.0.0.1:1/x", RewardConfig(sources=("x",),
                                                              remote_budget=7.0)).budget == 7.0
     for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ConfigError, match="rewards.remote_budget"):
+        with pytest.raises(ConfigError, match="remote_budget"):
             RewardConfig(sources=("x",), remote_budget=bad)
 
 
