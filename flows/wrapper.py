@@ -107,9 +107,10 @@ class _Tee(io.TextIOBase):
         self.streams = streams
 
     def write(self, s: str) -> int:
+        shown = redact(s)  # a task's own prints reach the terminal and its log masked
         for stream in self.streams:
             with contextlib.suppress(Exception):
-                stream.write(s)
+                stream.write(shown)
         return len(s)
 
     def flush(self) -> None:
