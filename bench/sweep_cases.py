@@ -70,6 +70,14 @@ def _corrupt(path: str, data: bytes = b"{broken"):
     return setup
 
 
+def _corrupt_parquet(ctx: Context) -> None:
+    """Runs a and b of `blobs`; one of a's Parquet files is overwritten with garbage."""
+    for run_id in ("a", "b"):
+        ctx.run(run_id, flow=F.blobs, iters=2, rows=10)
+    victim = sorted((ctx.store / "runs" / "a").rglob("*.parquet"))[0]
+    victim.write_bytes(b"PAR1 not parquet")
+
+
 def _lease(ctx: Context, host: str, pid: int) -> None:
     ctx.crashed("a")
     now = time.time()
@@ -155,6 +163,11 @@ CASES = [
          r"step-0\.json is not valid JSON"),
     Case("status: corrupt journal snapshot", "corrupt or foreign file in the store",
          _corrupt("runs/a/journal.json", b"[]"), lambda c: ["status", "a"], r"step-1", "ok"),
+    Case("sql: corrupt Parquet file", "corrupt or foreign file in the store",
+         _corrupt_parquet, lambda c: ["sql", "select run_id, count(*) from metrics group by 1"],
+         r"warning: corrupt or unreadable Parquet file .*runs/a/metrics/.*left out", "ok"),
+    Case("status: corrupt Parquet file", "corrupt or foreign file in the store",
+         _corrupt_parquet, lambda c: ["status", "a"], r"SUCCESSFUL", "ok"),
     Case("ls: deletion cut short", "a deletion cut short", _tombstone, lambda c: ["ls"],
          r"warning: run 'a' is being deleted; finish with `alignflow delete a`", "ok"),
     # runs in the wrong state
