@@ -37,7 +37,8 @@ def source_hash(fn: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _is_task_decorator(node: ast.expr) -> bool:
+def is_task_decorator(node: ast.expr) -> bool:
+    """`@task`, `@task(...)`, `@engine.task`: the decorator that declares a task."""
     target = node.func if isinstance(node, ast.Call) else node
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
     return name == "task"
@@ -51,7 +52,7 @@ def file_task_hashes(path: str | Path) -> dict[str, str]:
     out = {}
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
-                _is_task_decorator(d) for d in node.decorator_list):
+                is_task_decorator(d) for d in node.decorator_list):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             source = textwrap.dedent("".join(lines[first - 1 : node.end_lineno]))
             out[node.name] = hashlib.sha256(source.encode()).hexdigest()
