@@ -93,21 +93,23 @@ def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = Non
 
 
 def _current_code(meta: dict) -> dict[str, str]:
-    """Task name -> code hash of the code on disk now. A flow file is read as text; other
-    flows are looked at only if they load from a trusted place (`status` never imports
-    code a store names)."""
-    from alignflow.flows.engine import CODE_HASHES
+    """Task name -> code hash of the code on disk now, read as text: a flow file's, or a
+    built-in flow's modules'. Nothing is imported (`status` never runs code a store names,
+    and stays fast)."""
     from alignflow.flows.identity import file_task_hashes
-    from alignflow.flows.trust import stored_flow
+    from alignflow.flows.registry import BUILTIN
+    from alignflow.flows.static_hashes import flow_task_hashes
 
-    path, sep, _ = meta.get("flow_ref", "").rpartition(":")
+    ref = meta.get("flow_ref", "")
+    path, sep, _ = ref.rpartition(":")
     try:
         if sep and path.endswith(".py"):
             return file_task_hashes(path)
-        stored_flow(meta["run_id"], meta.get("flow_ref", ""))
-    except Exception:
+        if ref in BUILTIN:
+            return flow_task_hashes(BUILTIN[ref][0].partition(":")[0])
+    except (OSError, SyntaxError, ValueError):
         return {}
-    return dict(CODE_HASHES)
+    return {}
 
 
 def print_status(store: Any, run_id: str | None) -> int:
