@@ -1,7 +1,7 @@
 """Generation with a Hugging Face causal LM on CPU (or one GPU): the default engine.
 
 A hand-rolled decode loop over transformers' KV cache rather than `model.generate`: it gives
-the exact behaviour logprob of each sampled token for free, and per-row generators make the
+the exact behaviour logprob of each sampled token for free, and per-row uniform streams make the
 samples of a (prompt, sample) pair independent of the micro-batch it lands in.
 """
 
@@ -16,7 +16,7 @@ from transformers import DynamicCache
 from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.sampling import StopChecker, row_generators, sample_tokens
+from alignflow.tasks.engines.sampling import RowStreams, StopChecker, sample_tokens
 
 
 @dataclass
@@ -78,14 +78,14 @@ class HFEngine:
         device = next(self.model.parameters()).device
         ids, mask = (t.to(device) for t in left_pad([r.prompt_ids for r in rows], self.pad_token_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        gens = row_generators(seed, [(r.prompt_index, r.sample_index) for r in rows], device)
+        streams = RowStreams(seed, [(r.prompt_index, r.sample_index) for r in rows])
         eos = set(params.eos_token_ids or self._default_eos())
         stops = StopChecker(self.tokenizer, params.stop)
         cache = DynamicCache(config=self.model.config)
         for _ in range(params.max_new_tokens):
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
-            tokens, logps = sample_tokens(out.logits[:, -1, :], params, gens)
+            tokens, logps = sample_tokens(out.logits[:, -1, :], params, streams)
             for row, tok, lp in zip(rows, tokens.tolist(), logps.tolist(), strict=True):
                 if row.finish_reason is None:
                     row.response_ids.append(tok)

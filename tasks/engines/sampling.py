@@ -1,12 +1,15 @@
 """Per-row seeded sampling, logit filters and stop-string checks for hand-rolled decode loops.
 
-Each (prompt, sample) row owns a `torch.Generator` seeded from (seed, prompt_index,
+Each (prompt, sample) row owns a stream of uniform numbers seeded from (seed, prompt_index,
 sample_index), so a row's draws do not depend on which other rows share its micro-batch.
+A step draws one uniform per row and picks every row's token in one vectorised
+inverse-CDF lookup (no per-row `multinomial` call in a Python loop).
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 
 import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
@@ -20,15 +23,25 @@ def row_seed(seed: int, prompt_index: int, sample_index: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def row_generators(seed: int, rows: list[tuple[int, int]],
-                   device: torch.device | str = "cpu") -> list[torch.Generator]:
-    """One generator per row, on the device the logits live on (multinomial needs that)."""
-    gens = []
-    for prompt_index, sample_index in rows:
-        g = torch.Generator(device=device)
-        g.manual_seed(row_seed(seed, prompt_index, sample_index))
-        gens.append(g)
-    return gens
+class RowStreams:
+    """One uniform stream per row (Mersenne Twister seeded by `row_seed`): the same numbers
+    in every process and on every device, whatever the batch."""
+
+    def __init__(self, seed: int, rows: list[tuple[int, int]]) -> None:
+        self.streams = [random.Random(row_seed(seed, p, s)) for p, s in rows]
+
+    def uniforms(self) -> torch.Tensor:
+        """(B,) float64 in [0, 1): the next draw of every row."""
+        return torch.tensor([g.random() for g in self.streams], dtype=torch.float64)
+
+
+def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling, one token per row: the first index whose cumulative
+    probability exceeds u · total (tokens of probability 0 are never picked)."""
+    cdf = probs.to(torch.float64).cumsum(dim=-1)
+    total = cdf[:, -1:]
+    target = (uniforms.to(cdf.device)[:, None] * total).minimum(total.nextafter(total.new_zeros(())))
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
 def behaviour_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -47,17 +60,16 @@ def filter_logprobs(logprobs: torch.Tensor, params: SamplingParams) -> torch.Ten
 
 
 def sample_tokens(
-    logits: torch.Tensor, params: SamplingParams, gens: list[torch.Generator]
+    logits: torch.Tensor, params: SamplingParams, streams: RowStreams
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Draws one token per row; returns (tokens (B,), behaviour logprobs of them (B,))."""
     logprobs = behaviour_logprobs(logits, params)
     if params.greedy:
         tokens = logprobs.argmax(dim=-1)
     else:
-        probs = torch.softmax(filter_logprobs(logprobs.clone(), params), dim=-1)
-        tokens = torch.cat(
-            [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(gens)]
-        )
+        filtered = filter_logprobs(logprobs.clone(), params) if params.top_k > 0 or \
+            params.top_p < 1.0 else logprobs
+        tokens = draw(filtered.exp(), streams.uniforms())  # draw needs no normalised probs
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
