@@ -18,11 +18,12 @@ from alignflow.flows.engine import current_driver
 
 
 def worker_group(name: str, factory: Callable[[], Any], *, num_cpus: float = 1,
-                 num_gpus: float = 0, memory: int | None = None) -> str:
-    """Declare worker group `name` built by `factory()`; returns the name for `@task(worker=)`."""
+                 num_gpus: float = 0, memory: int | None = None, label: str = "") -> str:
+    """Declare worker group `name` built by `factory()`; returns the name for `@task(worker=)`.
+    `label` (e.g. the roles it holds) is shown on the run's progress line."""
     driver = current_driver()
     if driver is None:
         raise FlowError(f"worker_group({name!r}) needs a running flow; call it inside a @flow")
     driver.add_worker_group(name, factory, {"num_cpus": num_cpus, "num_gpus": num_gpus,
-                                            "memory": memory})
+                                            "memory": memory, "label": label})
     return name

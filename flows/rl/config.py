@@ -27,7 +27,7 @@ from alignflow.tasks.rl.learn_config import (
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig
-from alignflow.tasks.steps.placement import Colocation, PlacementConfig
+from alignflow.tasks.steps.placement import Colocation, PlacementConfig, Role
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.optim import TrainConfig
@@ -97,6 +97,12 @@ class RLConfig:
         """Optimizer steps of the whole run (the LR schedule's length)."""
         per_iter = math.ceil(self.rollout.samples_per_iteration / self.train.batch_size)
         return iterations * per_iter * self.train.max_epochs
+
+    def roles(self, *, critic: bool = False) -> tuple[Role, ...]:
+        """The models this run uses: a reference only when a KL term needs its log-probs
+        (a KL penalty in the reward, a KL loss with β > 0, or an adaptive β)."""
+        return ("actor", *(("ref",) if self.algo.kl.used else ()),
+                *(("critic",) if critic else ()), "reward")
 
     @property
     def staleness(self) -> int:

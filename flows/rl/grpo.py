@@ -8,7 +8,7 @@ serves them all; each is registered under its own name with its own default esti
         rollouts  ← take the committed batch (generated now, or ahead by the generator
                     worker in an asynchronous run; multi-turn episodes with an agent)
         scores    ← score(rollouts)                 ┐ in parallel
-        reference ← reference logprobs(rollouts)    ┘
+        reference ← reference logprobs(rollouts)    ┘ (only when a KL term uses them)
         policy    ← learn(rollouts, scores, reference)   (advantages inside; generation
                     for the next iterations runs meanwhile when asynchronous)
         the new policy reaches the generator (sync, or the next batches' weights)
@@ -24,7 +24,7 @@ from alignflow.flows.rl.steps import (
     declare_hosts,
     learn_actor,
     on,
-    reference_logprobs,
+    reference_step,
 )
 from alignflow.flows.shared_steps import export_model, load_prompts
 
@@ -33,7 +33,7 @@ from alignflow.flows.shared_steps import export_model, load_prompts
 def grpo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
     iterations = cfg.iterations(prompts.rows)
-    host = declare_hosts(cfg, ("actor", "ref", "reward"), iterations)
+    host = declare_hosts(cfg, cfg.roles(), iterations)
     source = rollouts_for(cfg, prompts, host, iterations)
     state, history = None, []
     for it in range(iterations):
@@ -43,8 +43,7 @@ def grpo(cfg: RLConfig) -> dict:
             continue
         scores, ref = gather(
             source.score(rollouts, it),
-            on(reference_logprobs, host["ref"], f"{k}/reference").submit(
-                rollouts, it, cfg.rollout.micro_batch_size, cfg.rollout.temperature))
+            reference_step(cfg, host, f"{k}/reference", rollouts, it))  # None without KL
         learned = source.learn(on(learn_actor, host["actor"], f"{k}/learn").submit(
             rollouts, scores, ref, it, cfg.learn, state), it)
         state = learned.state

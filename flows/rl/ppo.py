@@ -19,7 +19,7 @@ from alignflow.flows.rl.steps import (
     learn_actor,
     learn_critic,
     on,
-    reference_logprobs,
+    reference_step,
 )
 from alignflow.flows.shared_steps import (
     export_model,
@@ -34,7 +34,7 @@ from alignflow.flows.shared_steps import (
 def ppo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
     iterations = cfg.iterations(prompts.rows)
-    host = declare_hosts(cfg, ("actor", "ref", "critic", "reward"), iterations)
+    host = declare_hosts(cfg, cfg.roles(critic=True), iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
@@ -42,8 +42,7 @@ def ppo(cfg: RLConfig) -> dict:
             prompts, it, cfg.rollout)
         scores, ref, values = gather(
             on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
-            on(reference_logprobs, host["ref"], f"{k}/reference").submit(
-                rollouts, it, cfg.rollout.micro_batch_size, cfg.rollout.temperature),
+            reference_step(cfg, host, f"{k}/reference", rollouts, it),
             on(critic_values, host["critic"], f"{k}/values").submit(
                 rollouts, it, cfg.rollout.micro_batch_size))
         learned = on(learn_actor, host["actor"], f"{k}/learn")(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from alignflow.flows.engine import task
+from alignflow.flows.engine import Done, task
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.workers import worker_group
 from alignflow.tasks.rl import learn, reference
@@ -42,7 +42,7 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload)
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
-                     num_gpus=cfg.placement.num_gpus)
+                     num_gpus=cfg.placement.num_gpus, label=_label(host_roles, roles))
     return {role: cfg.train.host_of(role) for role in roles}
 
 
@@ -53,6 +53,21 @@ def declare_generator(cfg: RLConfig, name: str) -> str:
                        num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
     return worker_group(name, functools.partial(RolloutHost, spec),
                         num_cpus=cfg.placement.num_cpus, num_gpus=cfg.placement.num_gpus)
+
+
+def _label(host_roles: tuple[Role, ...], roles: tuple[Role, ...]) -> str:
+    """What the progress line says about a host: its roles, and the reference if skipped."""
+    skipped = "" if "ref" in roles or "actor" not in host_roles else \
+        " (no reference model: no KL term uses it)"
+    return "roles " + ", ".join(host_roles) + skipped
+
+
+def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, iteration: int):
+    """The reference step's future; an already resolved None when the run has no `ref` role."""
+    if "ref" not in host:
+        return Done(None)
+    return on(reference_logprobs, host["ref"], key).submit(
+        rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature)
 
 
 def on(step, host: str, key: str):

@@ -32,7 +32,7 @@ class Experience:
     prompts: list[list[int]]
     responses: list[list[int]]
     old_logp: torch.Tensor   # (B, R) behaviour logprobs
-    ref_logp: torch.Tensor   # (B, R)
+    ref_logp: torch.Tensor | None  # (B, R); None when no KL term needs a reference
     mask: torch.Tensor       # (B, R) float: 1 on policy tokens (agent feedback tokens: 0)
     reward: torch.Tensor     # (B,)
     values: torch.Tensor | None
@@ -46,7 +46,7 @@ class Advantages:
     advantages: torch.Tensor  # (B, R), 0 on padding
     returns: torch.Tensor     # (B, R)
     kept: torch.Tensor        # (B,) bool, after dynamic filtering
-    seq_kl: torch.Tensor      # (B,) mean per-token KL to the reference
+    seq_kl: torch.Tensor | None  # (B,) mean per-token KL to the reference (if one ran)
     metrics: dict[str, float]
 
 
@@ -58,8 +58,8 @@ def _column(store, out: StepOutput, columns: list[str], keys: pa.Table, what: st
     return table
 
 
-def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: StepOutput,
-                    values: StepOutput | None) -> Experience:
+def load_experience(store, rollouts: StepOutput, scores: StepOutput,
+                    reference: StepOutput | None, values: StepOutput | None) -> Experience:
     roll = read_table(store, rollouts.refs,
                       columns=["run_id", "iteration", *KEY, "prompt_ids", "response_ids",
                                "behaviour_logprobs", "action_mask", "policy_version"])
@@ -68,7 +68,10 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
     width = max(len(r) for r in responses)
     mask = to_padded(action_masks(responses, roll.column("action_mask").to_pylist()), width)
     reward = _column(store, scores, ["reward"], keys, "scores").column("reward")
-    ref = _column(store, reference, ["ref_logprobs"], keys, "reference")
+    ref = None
+    if reference is not None:
+        ref = to_padded(_column(store, reference, ["ref_logprobs"], keys, "reference")
+                        .column("ref_logprobs").to_pylist(), width)
     vals = None
     if values is not None:
         vals = to_padded(_column(store, values, ["values"], keys, "values")
@@ -77,7 +80,7 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput, reference: 
         keys=roll.select(["run_id", "iteration", *KEY]),
         prompts=roll.column("prompt_ids").to_pylist(), responses=responses,
         old_logp=to_padded(roll.column("behaviour_logprobs").to_pylist(), width),
-        ref_logp=to_padded(ref.column("ref_logprobs").to_pylist(), width), mask=mask,
+        ref_logp=ref, mask=mask,
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
         versions=roll.column("policy_version").to_pylist())
 
@@ -92,7 +95,8 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
             moments: RunningMoments | None) -> Advantages:
     """Advantages and returns (KL in the reward with β = `kl_coef`), the kept mask."""
     algo, shaping, n = settings.algo, settings.reward, settings.n_samples
-    kl = approx_kl(exp.old_logp, exp.ref_logp, algo.kl.estimator) * exp.mask
+    kl = None if exp.ref_logp is None else \
+        approx_kl(exp.old_logp, exp.ref_logp, algo.kl.estimator) * exp.mask
     reward = exp.reward
     if moments is not None:
         moments.update(reward)
@@ -105,8 +109,8 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
     kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering_enable
             else torch.ones(len(reward), dtype=torch.bool))
-    seq_kl = (kl.sum(-1) / exp.mask.sum(-1).clamp(min=1))
-    metrics = {"kl": float(seq_kl.mean()), "kl_coef": kl_coef,
+    seq_kl = None if kl is None else kl.sum(-1) / exp.mask.sum(-1).clamp(min=1)
+    metrics = {**({} if seq_kl is None else {"kl": float(seq_kl.mean())}), "kl_coef": kl_coef,
                "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum()
                                            / exp.mask.sum()),
                "kept_frac": float(kept.float().mean())}
@@ -129,6 +133,7 @@ def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Tabl
         "advantages": pa.array([adv.advantages[i, :n].tolist() for i, n in enumerate(lengths)],
                                f32),
         "returns": pa.array([adv.returns[i, :n].tolist() for i, n in enumerate(lengths)], f32),
-        "kl": pa.array(adv.seq_kl.tolist(), pa.float32()),
+        "kl": pa.nulls(len(lengths), pa.float32()) if adv.seq_kl is None
+        else pa.array(adv.seq_kl.tolist(), pa.float32()),
         "kept": pa.array(adv.kept.tolist(), pa.bool_()),
     }, schema=ADVANTAGES.arrow_schema)

@@ -13,6 +13,7 @@ import time
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
+from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.is_correction import corrected_policy_loss
@@ -66,7 +67,8 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
         mask = exp.mask[idx, :width] * adv.kept[idx, None]
         loss, m = _surrogate(logp, exp, idx, adv.advantages[idx, :width], mask, settings, norm,
                              proximal)
-        kl_term = penalty.loss(logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
+        kl_term = None if exp.ref_logp is None else penalty.loss(
+            logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
         parts = {"policy loss": loss, "kl loss": 0.0 if kl_term is None else kl_term,
                  "log-probs": logp, "old log-probs": exp.old_logp[idx, :width],
                  "advantages": adv.advantages[idx, :width]}
@@ -143,11 +145,14 @@ def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettin
                   step_extra)
 
 
-def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepOutput,
+def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepOutput | None,
                 iteration: int, settings: LearnSettings, state: LearnState | None,
                 values: StepOutput | None = None) -> LearnOutput:
     """Advantages, then PPO-clip updates of the policy (skipped while the actor is frozen)."""
     scope, start = current_scope(), time.perf_counter()
+    if reference is None and settings.algo.kl.used:
+        raise ConfigError("learn: algo.kl needs reference log-probs, but the flow ran no "
+                          "reference step (declare the 'ref' role: RLConfig.roles())")
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
@@ -160,7 +165,8 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
         metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration)
         host.policy_version += 1
-    penalty.update(metrics["kl"], len(exp.responses))
+    if "kl" in metrics:  # no reference ran when no KL term uses one
+        penalty.update(metrics["kl"], len(exp.responses))
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "actor")
     metrics["learn_seconds"] = time.perf_counter() - start
     write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})

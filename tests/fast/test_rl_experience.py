@@ -56,3 +56,36 @@ def test_dynamic_filtering_drops_groups_with_one_reward():
     exp = _experience([2, 2, 2, 2], [1.0, 1.0, 0.0, 1.0])
     adv = compute(exp, _settings("rloo", filtering=True), kl_coef=0.0, moments=None)
     assert adv.kept.tolist() == [False, False, True, True]
+
+
+def test_without_a_reference_advantages_are_the_same_and_kl_is_not_reported():
+    """No KL term: the run skips the reference step; advantages equal those computed with
+    a reference at β = 0, and no made-up KL reaches the metrics or the table."""
+    from dataclasses import replace
+
+    from alignflow.tasks.rl.experience import advantages_table
+
+    exp = _experience([3, 2, 4, 1], [1.0, 0.0, 0.5, 0.25])
+    settings = _settings("group_norm")
+    with_ref = compute(exp, settings, kl_coef=0.0, moments=None)
+    without = compute(replace(exp, ref_logp=None), settings, kl_coef=0.0, moments=None)
+    assert torch.equal(with_ref.advantages, without.advantages)
+    assert "kl" in with_ref.metrics and "kl" not in without.metrics
+    keyed = replace(exp, keys=pa.table({"run_id": ["r"] * 4, "iteration": [0] * 4,
+                                        "prompt_id": ["0", "0", "1", "1"],
+                                        "sample_idx": [0, 1, 0, 1]}))
+    table = advantages_table(keyed, without, "iter-0000/learn")
+    assert table.column("kl").null_count == 4
+
+
+def test_roles_hold_a_reference_only_when_a_kl_term_uses_it():
+    from alignflow.flows.rl.config import RLConfig
+    from alignflow.tasks.rl.learn_config import KLConfig
+
+    def roles(**kl):
+        return RLConfig(algo=AlgoConfig(kl=KLConfig(**kl))).roles()
+    assert roles() == ("actor", "reward")
+    assert roles(use_loss=True) == ("actor", "reward")  # β = 0: the loss term is 0
+    assert roles(init_coef=0.01) == ("actor", "ref", "reward")
+    assert roles(target=0.1) == ("actor", "ref", "reward")
+    assert RLConfig().roles(critic=True) == ("actor", "critic", "reward")

@@ -28,13 +28,19 @@ def test_grpo_learns_the_toy_reward(rl_sets, tmp_path):
     assert rewards[-1] >= 2 * rewards[0] > 0, rewards
 
 
+KL = ["algo.kl.init_coef=0.01"]
+
+
 @pytest.mark.parametrize("name,executor,extra", [
-    ("ppo", "ray", ["train.colocate_all=false"]),
-    ("reinforce_pp", "inline", ["ref.offload=true", "reward.offload=true"]),
+    ("ppo", "ray", ["train.colocate_all=false", *KL]),
+    ("reinforce_pp", "inline", ["ref.offload=true", "reward.offload=true", *KL,
+                                "algo.kl.use_loss=true"]),
     ("rloo", "inline", ["algo.ptx.ptx_coef=0.1", "algo.ptx.pretrain_data=alignflow:gsm8k-sft",
                         "algo.ptx.pretrain_key=output", "algo.ptx.max_len=32"]),
 ])
 def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, request):
+    """Every step's table; the reference step runs only when a KL term uses it (not rloo)."""
+    with_ref = any(s.startswith("algo.kl.") for s in extra)
     if executor == "ray":
         request.getfixturevalue("ray_local")
     out = _run(name, [*rl_sets, "train.max_iterations=2", *extra], tmp_path, executor=executor,
@@ -49,19 +55,22 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
                    [f"{name}-test"]).to_pylist()
     assert [r["iteration"] for r in rows] == [0, 1]
     for r in rows:
-        assert r["n"] == r["scored"] == r["referenced"] == r["advantaged"] == 32
+        assert r["n"] == r["scored"] == r["advantaged"] == 32
+        assert r["referenced"] == (32 if with_ref else 0)
         assert r["valued"] == (32 if name == "ppo" else 0)
         assert r["v0"] == r["v1"] == r["iteration"]  # iteration i sampled by policy version i
     keys = {r["task_key"] for r in cat.sql("SELECT task_key FROM tasks WHERE run_id = ?",
                                            [f"{name}-test"]).to_pylist()}
-    expected = {"prompts", "iter-0001/generate", "iter-0001/score", "iter-0001/reference",
-                "iter-0001/learn", "iter-0001/sync", "export"}
+    expected = {"prompts", "iter-0001/generate", "iter-0001/score", "iter-0001/learn",
+                "iter-0001/sync", "export"}
+    assert ("iter-0001/reference" in keys) == with_ref
     if name == "ppo":
         expected |= {"iter-0001/values", "iter-0001/learn_critic"}
     assert expected <= keys
     metrics = cat.sql("SELECT DISTINCT key FROM metrics WHERE run_id = ?",
                       [f"{name}-test"]).column("key").to_pylist()
-    assert {"kl", "policy_loss" if "policy_loss" in metrics else "clip_frac"} <= set(metrics)
+    assert {"policy_loss" if "policy_loss" in metrics else "clip_frac"} <= set(metrics)
+    assert ("kl" in metrics) == with_ref
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
     ckpts = cat.sql("SELECT kind, count(*) AS n, min(bytes) AS b FROM checkpoints "
                     "WHERE run_id = ? GROUP BY kind ORDER BY kind", [f"{name}-test"]).to_pylist()
@@ -75,7 +84,7 @@ def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
 
     from alignflow.catalog.tensorboard import export_tensorboard
 
-    _run("grpo", [*rl_sets, "train.max_iterations=2"], tmp_path / "store", run_id="tb")
+    _run("grpo", [*rl_sets, "train.max_iterations=2", *KL], tmp_path / "store", run_id="tb")
     cat = Catalog(str(tmp_path / "store"))
     points = export_tensorboard(cat, "tb", tmp_path / "tb")
     events = EventAccumulator(str(tmp_path / "tb" / "tb"))

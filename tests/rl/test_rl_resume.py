@@ -53,7 +53,7 @@ def test_resume_after_kill_in_learn_is_bitwise_equal(rl_sets, tmp_path):
     proc = _driver(store, "killed", sets)
     _kill_during_learn(proc, store, "killed")
     manifests = runs.read_manifests(api.open_store(str(store)), "killed")
-    assert "iter-0002/reference" in manifests and "iter-0002/learn" not in manifests
+    assert "iter-0002/score" in manifests and "iter-0002/learn" not in manifests
     time.sleep(2.5)  # the dead driver's lease expires (ALIGNFLOW_LEASE_TTL=2)
     api.resume("killed", store=str(store), executor="inline", force=True)
 
