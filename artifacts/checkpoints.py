@@ -64,17 +64,24 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """CPU, contiguous, with tied (storage-sharing) tensors cloned: safetensors refuses
-    shared memory."""
-    seen: set[int] = set()
-    out = {}
+def _weights(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """CPU, contiguous tensors, each tied one (the same view of the same storage, like tied
+    embeddings) written once: (tensors, {alias: name written}). Other storage-sharing
+    tensors are cloned: safetensors refuses shared memory."""
+    seen: dict[tuple, str] = {}
+    storages: set[int] = set()
+    out, tied = {}, {}
     for name, t in state.items():
         t = t.detach().cpu().contiguous()
         ptr = t.untyped_storage().data_ptr()
-        out[name] = t.clone() if ptr in seen and t.numel() else t
-        seen.add(ptr)
-    return out
+        view = (ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if t.numel() and view in seen:
+            tied[name] = seen[view]
+            continue
+        out[name] = t.clone() if ptr in storages and t.numel() else t
+        storages.add(ptr)
+        seen.setdefault(view, name)
+    return out, tied
 
 
 def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor]) -> int:
@@ -109,25 +116,28 @@ def _read_safetensors(store: Store, rel: str) -> dict[str, torch.Tensor]:
 
 def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
          optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None,
-         rng: bool = True, extra: dict[str, Any] | None = None) -> int:
-    """Write a checkpoint folder at `rel_dir`; returns its size in bytes."""
+         rng: bool | dict[str, Any] = True, extra: dict[str, Any] | None = None) -> int:
+    """Write a checkpoint folder at `rel_dir`; returns its size in bytes. `rng`: True saves
+    the RNG state now, a dict is a state captured earlier (by `rng_state()`)."""
     tensors: dict[str, torch.Tensor] = {}
+    rng = rng_state() if rng is True else rng or None
     tree = {
         "optimizer": treecodec.encode(optimizer.state_dict(), tensors, "optimizer")
         if optimizer is not None else None,
         "scheduler": treecodec.encode(scheduler.state_dict(), tensors, "scheduler")
         if scheduler is not None else None,
-        "rng": treecodec.encode(rng_state(), tensors, "rng") if rng else None,
+        "rng": treecodec.encode(rng, tensors, "rng") if rng else None,
         "extra": treecodec.encode(extra or {}, tensors, "extra"),
     }
+    weights, tied = _weights(model_state)
     sizes = {"model.safetensors": _write_safetensors(store, f"{rel_dir}/model.safetensors",
-                                                     _weights(model_state)),
+                                                     weights),
              "state.safetensors": _write_safetensors(store, f"{rel_dir}/state.safetensors",
                                                      tensors)}
     state_json = json.dumps(tree).encode()
     store.write_bytes(f"{rel_dir}/state.json", state_json)
     sizes["state.json"] = len(state_json)
-    store.write_json(f"{rel_dir}/meta.json", {"format": FORMAT, "files": sizes,
+    store.write_json(f"{rel_dir}/meta.json", {"format": FORMAT, "files": sizes, "tied": tied,
                                               "saved": time.time()})
     return sum(sizes.values())
 
@@ -148,6 +158,8 @@ def load(store: Store, rel_dir: str) -> Checkpoint:
         tree = treecodec.decode(store.read_json(f"{rel_dir}/state.json"), tensors)
     except (ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
+    for alias, name in (meta.get("tied") or {}).items():
+        model[alias] = model[name]
     return Checkpoint(model, tree["optimizer"], tree["scheduler"], tree["rng"], tree["extra"],
                       sum(meta["files"].values()))
 
