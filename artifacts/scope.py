@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ class TaskScope:
     seed: int
     attempt: int = 1
     staged: list[ArtifactRef] = field(default_factory=list)
+    pending: list[Future] = field(default_factory=list)
 
     @property
     def task(self) -> str:
@@ -41,11 +43,23 @@ class TaskScope:
     def write(self, table_name: str | TableSchema, table: Any, *,
               partition: dict[str, int | str] | None = None) -> ArtifactRef:
         """Stage one data file; it becomes visible when the engine commits this task."""
-        ref = write_table(self.store, table_name, table, run_id=self.run_id,
-                          task=self.task_key.replace("/", "-"), partition=partition or {},
-                          task_key=self.task_key)
+        ref = self.stage(table_name, table, partition=partition)
         self.staged.append(ref)
         return ref
+
+    def stage(self, table_name: str | TableSchema, table: Any, *,
+              partition: dict[str, int | str] | None = None) -> ArtifactRef:
+        """Write one data file of this task without listing it: for background work
+        (`defer`) whose future returns the refs to list."""
+        return write_table(self.store, table_name, table, run_id=self.run_id,
+                           task=self.task_key.replace("/", "-"), partition=partition or {},
+                           task_key=self.task_key)
+
+    def defer(self, future: Future) -> None:
+        """Work of this task still running after its body returns (a checkpoint being
+        written). The engine commits the task only once `future` is done; its result (a list
+        of `ArtifactRef`s, or None) is listed in the manifest with the staged files."""
+        self.pending.append(future)
 
 
 def current_scope() -> TaskScope:

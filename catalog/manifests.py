@@ -40,7 +40,8 @@ TASKS_SCHEMA = pa.schema([
     ("started", pa.float64()), ("ended", pa.float64()), ("seed", pa.int64()),
     ("code_hash", pa.string()), ("input_hash", pa.string()), ("worker", pa.string()),
     ("checkpoint", pa.string()), ("output", pa.string()), ("artifacts", pa.string()),
-    ("rows", pa.int64()), ("manifest", pa.string()),
+    ("rows", pa.int64()), ("manifest", pa.string()), ("queued", pa.float64()),
+    ("settled", pa.float64()),
 ])
 
 
@@ -240,7 +241,7 @@ def _task_row(rel: str, m: dict[str, Any]) -> dict[str, Any]:
         "checkpoint": _str(m.get("checkpoint")), "output": _json(m.get("output")),
         "artifacts": _json(artifacts),
         "rows": sum(int(a.get("rows") or 0) for a in artifacts),
-        "manifest": rel,
+        "manifest": rel, "queued": _epoch(m.get("queued")), "settled": _epoch(m.get("settled")),
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import codec, runs
+from alignflow.flows.commit_queue import CommitQueue
 from alignflow.flows.engine import Done, Task, TaskError
 from alignflow.flows.executors import fault_record, is_transient
 from alignflow.flows.identity import cache_key, task_seed
@@ -39,6 +40,7 @@ class LiveFuture:
         self.driver, self.task, self.key = driver, task, key
         self.args, self.kwargs, self.input_hash = args, kwargs, input_hash
         self.attempt, self._value, self._done = 1, None, False
+        self.queued = 0.0  # when the current attempt was handed to the executor
         self.handle = driver.launch(self)
 
     def result(self) -> Any:
@@ -69,6 +71,8 @@ class Driver(Timers):
         self.code_changed: list[str] = []
         self.groups: dict[str, tuple[Any, dict]] = {}
         self.restored: set[str] = set()
+        self.queue = CommitQueue()  # finished, not yet committed (checkpoints on their way)
+        self.announced: set[str] = set()  # worker groups named on the progress line
         self.latest_ckpt: dict[str, str] = {}
         self.replayed = self.ran = 0
         self.outcome: str | None = None  # the run's status when this attempt ended
@@ -98,6 +102,7 @@ class Driver(Timers):
     # -- submit: replay, cache or run ------------------------------------------------------
     def submit(self, task: Task, args: tuple, kwargs: dict) -> Any:
         self.boundary()
+        self.queue.flush(self._write_live, block=False)
         key = self.next_key(task.name, task.opts.key)
         if key in self.manifests:
             return Done(self.replay(task, self.manifests[key]))
@@ -149,6 +154,9 @@ class Driver(Timers):
     def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
         self.groups[name] = (factory, options)
         self.executor.start_worker(name, factory, options, self.run_id)
+        if self.progress is not None and options.get("label") and name not in self.announced:
+            self.progress.log(f"host {name}: {options['label']}")
+            self.announced.add(name)
 
     def _prepare_worker(self, name: str, key: str) -> None:
         if name not in self.groups:
@@ -159,6 +167,7 @@ class Driver(Timers):
         self.restored.add(name)
 
     def _restart_worker(self, name: str) -> None:
+        self.flush()  # the new worker restores the newest checkpoint: commit what is done
         factory, options = self.groups[name]
         self.executor.restart_worker(name, factory, options, self.run_id)
         if name in self.latest_ckpt:
@@ -172,6 +181,7 @@ class Driver(Timers):
                 "worker": fut.task.opts.worker}
         if self.progress is not None and fut.attempt == 1:
             self.progress.task_started(fut.key)
+        fut.queued = time.time()
         return self.executor.submit(call, vars(fut.task.opts))
 
     def resolve(self, fut: LiveFuture) -> Any:
@@ -204,6 +214,7 @@ class Driver(Timers):
         fut.handle = self.launch(fut)
 
     def _fail(self, fut: LiveFuture, res: dict | None, err: dict) -> Any:
+        self.flush()  # earlier tasks that did finish stay committed
         now = time.time()
         started = (res or {}).get("started", now)
         tries = f" after {fut.attempt} attempts" if fut.attempt > 1 else ""
@@ -219,18 +230,39 @@ class Driver(Timers):
         return error
 
     def _commit_live(self, fut: LiveFuture, res: dict) -> Any:
+        """Commit now, or queue behind tasks whose checkpoint is still being written (and
+        this one's own: `res["durable"]`); the flow gets the output either way."""
         self.ran += 1
         fields = {k: res[k] for k in ("output", "artifacts", "checkpoint", "started", "ended")}
-        manifest = self.commit(fut.task, fut.key, fut.input_hash,
-                               dict(fields, status="SUCCESSFUL", attempts=fut.attempt))
+        fields.update(status="SUCCESSFUL", attempts=fut.attempt, queued=fut.queued)
+        handle = self.executor.durable(fut.task.opts.worker, res["durable"]) \
+            if res.get("durable") else None
+        if handle is None and not self.queue:
+            self._write_live(fut, fields)
+        else:
+            self.queue.add(fut, fields, handle)
+            self.queue.flush(self._write_live, block=False)
+        return codec.decode(fields["output"], runs.manifest_path(self.run_id, fut.key))
+
+    def _write_live(self, fut: LiveFuture, fields: dict) -> None:
+        self._write_manifest(fut.task, fut.key, fut.input_hash, fields)
         if fut.task.opts.cache:
             ck = cache_key(fut.task.name, fut.task.opts.version, fut.task.code_hash, fut.input_hash)
             self.store.write_json(f"cache/{ck}.json", {
                 "manifest": runs.manifest_path(self.run_id, fut.key), "run_id": self.run_id,
                 "task_key": fut.key})
-        return codec.decode(manifest["output"], runs.manifest_path(self.run_id, fut.key))
+
+    def flush(self) -> None:
+        """Commit every finished task, waiting for their checkpoints (`commit_queue.py`)."""
+        self.queue.flush(self._write_live, block=True)
 
     def commit(self, task: Task | None, key: str, input_hash: str | None, fields: dict) -> dict:
+        """Write the manifest of `key` (create-once) after every queued one."""
+        self.flush()
+        return self._write_manifest(task, key, input_hash, fields)
+
+    def _write_manifest(self, task: Task | None, key: str, input_hash: str | None,
+                        fields: dict) -> dict:
         """Write the manifest of `key` (create-once) and note it in the in-memory journal."""
         if self.lease is not None and self.lease.lost:
             raise Stopped(f"run {self.run_id!r}: another driver took the lease")
@@ -254,3 +286,4 @@ class Driver(Timers):
         """Resolve (commit) every task the flow submitted but never waited for."""
         for fut in self.pending:
             fut.result()
+        self.flush()

@@ -31,6 +31,11 @@ class _Done:
         return True
 
 
+class _Later:
+    def __init__(self, fn: Any, ready: Any) -> None:
+        self.wait, self.ready = fn, ready
+
+
 class InlineExecutor:
     """Runs each attempt synchronously in this process; worker objects live in a dict."""
 
@@ -52,6 +57,10 @@ class InlineExecutor:
     def submit(self, call: dict, options: dict) -> _Done:
         obj = self.workers[call["worker"]] if call.get("worker") else None
         return _Done(wrapper.execute(call, obj))
+
+    def durable(self, worker: str, token: str) -> _Later:
+        """A handle on a finished task's background work (`wrapper.durable`)."""
+        return _Later(lambda: wrapper.durable(token), lambda: wrapper.settled(token))
 
     def shutdown(self) -> None:
         self.workers.clear()
@@ -182,7 +191,8 @@ class RayExecutor:
         _pickle_user_modules_by_value()
         if not _REMOTES:  # defined once per process: Ray exports a remote function once
             _REMOTES["execute"] = ray.remote(max_retries=0)(wrapper.execute)
-            _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0)(WorkerHost)
+            _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0,
+                                          concurrency_groups={"durable": 1})(WorkerHost)
         self._execute, self._actor_cls = _REMOTES["execute"], _REMOTES["host"]
         self._variants: dict[tuple, Any] = {}
         self.workers: dict[str, Any] = {}
@@ -215,6 +225,11 @@ class RayExecutor:
             self._variants[key] = self._execute.options(**opts)
         return _RayHandle(self._variants[key].remote(call))
 
+    def durable(self, worker: str, token: str) -> _RayHandle:
+        """Waits on the worker's side thread, beside the tasks that run meanwhile."""
+        actor = self.workers[worker]
+        return _RayHandle(actor.durable.options(concurrency_group="durable").remote(token))
+
     def shutdown(self) -> None:
         import ray
 
@@ -234,6 +249,9 @@ class WorkerHost:
 
     def restore(self, store: Any, checkpoint: str) -> None:
         self.obj.restore(store, checkpoint)
+
+    def durable(self, token: str) -> dict:
+        return wrapper.durable(token)
 
     def pid(self) -> int:
         return os.getpid()

@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from alignflow.artifacts.redact import redact
-from alignflow.errors import AlignflowError
+from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec
 
 TRANSIENT = (TimeoutError, ConnectionError)
@@ -153,10 +153,42 @@ def execute(call: dict, obj: Any = None) -> dict:
         disarm()
     ended = time.time()
     _write_log(call, log.getvalue(), error)
-    staged = getattr(scope, "staged", None) or []
-    return {"output": output, "artifacts": [_ref_json(r) for r in staged],
+    staged = [_ref_json(r) for r in getattr(scope, "staged", None) or []]
+    token = None
+    if scope.pending and error is None:
+        if call.get("worker"):  # the worker lives on: the driver asks for it later
+            token = f"{call['run_id']}:{call['task_key']}:{call['attempt']}"
+            _PENDING[token] = list(scope.pending)
+        else:  # a plain task's process may not outlive it: wait here
+            staged += _settle(scope.pending)
+    return {"output": output, "artifacts": staged, "durable": token,
             "checkpoint": _checkpoint_of(result, scope), "error": error,
             "started": started, "ended": ended}
+
+
+_PENDING: dict[str, list] = {}  # token -> futures of background work of finished tasks
+
+
+def _settle(futures: list) -> list[dict]:
+    refs: list[dict] = []
+    for future in futures:
+        refs += [_ref_json(r) for r in future.result() or []]
+    return refs
+
+
+def settled(token: str) -> bool:
+    """Whether `durable(token)` would return without waiting."""
+    return all(f.done() for f in _PENDING.get(token, ()))
+
+
+def durable(token: str) -> dict:
+    """Wait for the background work (`TaskScope.defer`) of a finished task; returns the
+    artifacts it wrote and when it was done. Raises the work's error."""
+    futures = _PENDING.pop(token, None)
+    if futures is None:
+        raise FlowError(f"the background work of task attempt {token!r} is gone (its worker "
+                        "restarted?); the task must run again")
+    return {"artifacts": _settle(futures), "settled": time.time()}
 
 
 def _write_log(call: dict, text: str, error: dict | None) -> None:

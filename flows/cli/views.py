@@ -83,12 +83,14 @@ def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = Non
         if m.get("code_hash") and current.get(m["task"], m["code_hash"]) != m["code_hash"]:
             changed.add(key)
         state = "cached" if m.get("cached_from") else m["status"]
+        queued = m.get("queued")
         rows.append({"key": key, "state": state, "attempts": m.get("attempts", 1),
+                     "queue": None if queued is None else (m.get("started") or queued) - queued,
                      "duration": (m.get("ended") or 0) - (m.get("started") or 0),
                      "output": summarize(m.get("output")), "code_changed": key in changed})
     if meta.get("status") == runs.FAILED and meta.get("error_task"):
         rows.append({"key": meta["error_task"], "state": "FAILED", "attempts": None,
-                     "duration": None, "output": meta.get("error") or "", "code_changed": False})
+                     "queue": None, "duration": None, "output": meta.get("error") or "", "code_changed": False})
     return rows
 
 
@@ -123,11 +125,12 @@ def print_status(store: Any, run_id: str | None) -> int:
     print(f"{run_id}  flow={meta.get('flow')}  status={meta['status']}  seed={meta.get('seed')}")
     if meta.get("error"):
         print(f"error: {meta['error']}")
-    rows = [["TASK", "STATE", "ATTEMPTS", "DURATION", "OUTPUT", "NOTE"]]
+    rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]
     problems: list[runs.Problem] = []
     for r in task_rows(store, run_id, problems):
         dur = "-" if r["duration"] is None else f"{r['duration']:.2f}s"
-        rows.append([r["key"], r["state"], str(r["attempts"] or "-"), dur, r["output"],
+        queue = "-" if r["queue"] is None else f"{r['queue']:.3f}s"
+        rows.append([r["key"], r["state"], str(r["attempts"] or "-"), queue, dur, r["output"],
                      "code changed" if r["code_changed"] else ""])
     print(_table(rows))
     warn(problems)

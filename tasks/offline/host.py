@@ -16,6 +16,7 @@ import torch
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.steps.memo import Memo
+from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 from alignflow.tasks.zoo.registry import resolve_model
@@ -36,6 +37,7 @@ class OfflineHost(Memo):
     def __init__(self, spec: OfflineHostSpec) -> None:
         self.spec = spec
         self.saved: list[str] = []
+        self.saves = BackgroundSaves()
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
@@ -58,12 +60,15 @@ class OfflineHost(Memo):
         return TorchTrainer(model, self.spec.trainer)
 
     def save(self, store, folder: str) -> str:
-        """Checkpoints the trainer into `folder`; keeps the last `keep_checkpoints` (>= 2:
-        the one before the newest is the last committed one until this task commits)."""
-        self.trainer.save(store, folder)
-        self.saved.append(folder)
-        while len(self.saved) > max(self.spec.keep_checkpoints, 2):
-            store.delete(self.saved.pop(0), recursive=True)
+        """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`); keeps
+        the last `keep_checkpoints` (>= 2: the one before the newest is the last committed
+        one until this task commits)."""
+        def after(_nbytes: int) -> list:
+            self.saved.append(folder)
+            while len(self.saved) > max(self.spec.keep_checkpoints, 2):
+                store.delete(self.saved.pop(0), recursive=True)
+            return []
+        self.saves.save(self.trainer, store, folder, {}, after)
         return folder
 
     def restore(self, store, folder: str) -> None:

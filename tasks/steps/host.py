@@ -25,6 +25,7 @@ from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.placement import Role
+from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 from alignflow.tasks.zoo.registry import resolve_model
@@ -59,6 +60,7 @@ class ModelHost(Memo):
         self.saved: dict[str, list[str]] = {}  # trained role -> folders saved by this process
         self.policy_version = 0
         self._ref_file: str | None = None  # where the offloaded reference weights wait
+        self.saves = BackgroundSaves()
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
@@ -128,20 +130,29 @@ class ModelHost(Memo):
 
     # -- checkpoints -------------------------------------------------------------------
     def save(self, store, folder: str, role: Role = "actor", *, extra: dict | None = None) -> str:
-        """Checkpoints `role` under `folder/<role>` and records every trained role's newest."""
+        """Checkpoints `role` under `folder/<role>` (in the background: `saver.py`), then
+        records every trained role's newest in `host.json` and stages a `checkpoints` row."""
         trainer = self.actor if role == "actor" else self.critic
-        nbytes = trainer.save(store, f"{folder}/{role}",
-                              extra={"policy_version": self.policy_version, **(extra or {})})
-        scope = current_scope()  # one `checkpoints` row, committed with the task
-        scope.write(CHECKPOINTS, index_table(
-            run_id=scope.run_id, task_key=scope.task_key, step=trainer.global_step,
-            path=f"{folder}/{role}", kind=role, policy_version=self.policy_version,
-            nbytes=nbytes))
-        self.latest[role] = f"{folder}/{role}"
-        store.write_json(f"{folder}/{HOST_FILE}",
-                         {"latest": self.latest, "policy_version": self.policy_version})
-        self._prune(store, role, f"{folder}/{role}")
+        scope, rel = current_scope(), f"{folder}/{role}"
+        version, step = self.policy_version, trainer.global_step
+
+        def after(nbytes: int) -> list:
+            ref = scope.stage(CHECKPOINTS, index_table(
+                run_id=scope.run_id, task_key=scope.task_key, step=step, path=rel, kind=role,
+                policy_version=version, nbytes=nbytes))
+            self.latest[role] = rel
+            store.write_json(f"{folder}/{HOST_FILE}",
+                             {"latest": dict(self.latest), "policy_version": version})
+            self._prune(store, role, rel)
+            return [ref]
+        self.saves.save(trainer, store, rel, {"policy_version": version, **(extra or {})}, after)
         return folder
+
+    def settle(self) -> None:
+        """Wait until the checkpoints being written are in the store."""
+        for role in ("actor", "critic"):
+            if role in self.__dict__:
+                getattr(self.__dict__[role], "settle", lambda: None)()
 
     def _prune(self, store, role: str, newest: str) -> None:
         """Keeps the last `keep_checkpoints` of `role`. Never fewer than 2: the one before

@@ -15,6 +15,7 @@ def sync(host, checkpoint: str, policy_version: int, in_memory: bool = True) -> 
     if in_memory:
         host.sync_engine()
     else:
+        host.settle()  # the checkpoint may still be on its way to the store
         host.engine.load_checkpoint(current_scope().store, f"{checkpoint}/actor",
                                     version=policy_version)
     return {"policy_version": host.engine.policy_version}

@@ -8,7 +8,8 @@ as if it had never stopped.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ class TorchTrainer:
         self.cfg = cfg
         self.model = model.train()
         self.global_step = 0
+        self._held: Future | None = None
         if cfg.gradient_checkpointing:
             _enable_checkpointing(model)
         self.optimizer = torch.optim.AdamW(
@@ -65,6 +67,7 @@ class TorchTrainer:
         if not micro_batches:
             raise ConfigError("TorchTrainer.step: got no micro-batches; expected at least one")
         weights = _weights(len(micro_batches), weights)
+        self.settle()
         self.model.train()
         lr = self.lr
         totals: dict[str, float] = {}
@@ -92,13 +95,35 @@ class TorchTrainer:
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Checkpoint everything needed to continue bitwise; returns bytes written."""
+        return self.snapshot(extra=extra)(store, rel_dir)
+
+    def snapshot(self, *, extra: dict | None = None) -> Callable[[Any, str], int]:
+        """Capture now what changes outside training (RNG, step count) and return the
+        writer of the checkpoint. The writer reads the live weights and AdamW moments, so it
+        may run on another thread while other tasks run, as long as the trainer does not
+        train meanwhile: `hold(future)` makes `step`/`restore` wait for it."""
+        self.settle()
         meta = {"global_step": self.global_step, "trainer": "torch", **(extra or {})}
-        return checkpoints.save(store, rel_dir, self.model.state_dict(),
-                                optimizer=self.optimizer, scheduler=self.scheduler,
-                                rng=True, extra=meta)
+        rng, state = checkpoints.rng_state(), self.model.state_dict()
+
+        def write(store: Any, rel_dir: str) -> int:
+            return checkpoints.save(store, rel_dir, state, optimizer=self.optimizer,
+                                    scheduler=self.scheduler, rng=rng, extra=meta)
+        return write
+
+    def hold(self, future: Future) -> None:
+        """Do not change the weights until `future` (a snapshot's writer) is done."""
+        self._held = future
+
+    def settle(self) -> None:
+        """Wait for a held checkpoint write (its error, if any, is raised here)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.result()
 
     def restore(self, store: Any, rel_dir: str) -> dict:
         """Loads a `save`d checkpoint into this trainer (same model class and config)."""
+        self.settle()
         ckpt = checkpoints.load(store, rel_dir)
         self.model.load_state_dict(ckpt.model_state)
         if ckpt.optimizer_state is not None:

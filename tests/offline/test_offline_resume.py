@@ -61,7 +61,9 @@ def test_resume_after_kill_mid_epoch_is_bitwise_equal(name, table, id_col, extra
     proc = _driver(name, store, "killed", sets)
     _kill_after(proc, store / "runs/killed/checkpoints/train-0001/meta.json")
     manifests = runs.read_manifests(api.open_store(str(store)), "killed")
-    assert "train-0000" in manifests and "export" not in manifests
+    # killed as train-0001's checkpoint landed: train-0000 may or may not be committed yet
+    # (a task commits once its background checkpoint write is done), export is not
+    assert "plan" in manifests and "export" not in manifests
     time.sleep(2.5)  # the dead driver's lease expires (ALIGNFLOW_LEASE_TTL=2)
     resumed = api.resume("killed", store=str(store), executor="inline", force=True)
 
