@@ -113,9 +113,19 @@ def _plain_spans(tokenizer, row: dict, input_key: str, output_key: str,
 
 def sft_sample(tokenizer, text: str, spans: list[tuple[int, int]]) -> dict[str, list[int]]:
     """Token ids and a 0/1 loss mask: 1 where a token starts inside an assistant span."""
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    mask = [int(any(a <= start < b for a, b in spans)) for start, _ in enc["offset_mapping"]]
-    return {"input_ids": list(enc["input_ids"]), "loss_mask": mask}
+    return sft_samples(tokenizer, [text], [spans])[0]
+
+
+def sft_samples(tokenizer, texts: list[str], spans: list[list[tuple[int, int]]]) -> list[dict]:
+    """`sft_sample` of many texts, tokenized in one batched call."""
+    if not texts:
+        return []
+    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    out = []
+    for ids, offsets, sp in zip(enc["input_ids"], enc["offset_mapping"], spans, strict=True):
+        mask = [int(any(a <= start < b for a, b in sp)) for start, _ in offsets]
+        out.append({"input_ids": list(ids), "loss_mask": mask})
+    return out
 
 
 def prepare_sft(
@@ -133,14 +143,18 @@ def prepare_sft(
     require_keys(dataset, input_key, output_key)
     if not apply_chat_template and output_key is None:
         raise ConfigError("output_key=None (multi-turn messages) needs apply_chat_template=True")
-    rows, truncated = [], 0
-    for index, row in enumerate(dataset):
+    texts, spans = [], []
+    for row in dataset:
         if apply_chat_template:
             messages = _sft_messages(row, input_key, output_key, input_template)
-            text, spans = _assistant_spans(tokenizer, messages)
+            text, sp = _assistant_spans(tokenizer, messages)
         else:
-            text, spans = _plain_spans(tokenizer, row, input_key, output_key, input_template)
-        sample = sft_sample(tokenizer, text, spans)
+            text, sp = _plain_spans(tokenizer, row, input_key, output_key, input_template)
+        texts.append(text)
+        spans.append(sp)
+    rows, truncated = [], 0
+    for index, (text, sample) in enumerate(zip(texts, sft_samples(tokenizer, texts, spans),
+                                               strict=True)):
         if max_len is not None and len(sample["input_ids"]) > max_len:
             sample = {k: v[:max_len] for k, v in sample.items()}
             truncated += 1

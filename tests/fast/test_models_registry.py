@@ -71,3 +71,9 @@ def test_cli_unknown_name_is_refused(capsys):
         main(["models", "prepare", "gpt-17"])
     assert exc.value.code == 2
     assert "invalid choice: 'gpt-17'" in capsys.readouterr().err
+
+
+def test_short_names_are_the_registered_specs():
+    from alignflow.tasks.zoo import registry
+
+    assert sorted(registry.NAMES) == sorted(registry.known_models())
