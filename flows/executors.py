@@ -2,12 +2,12 @@
 
 Both take the same call payload and hand back the wrapper's result dict; a handle's `wait()`
 raises only for faults outside user code (a dead Ray worker or actor), which the driver
-retries. Worker groups (stateful actors) live here too, one object per group.
+retries. Worker groups (stateful actors, `flows/worker_host.py`) live here too, one object
+per group.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from typing import Any
@@ -15,8 +15,8 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import wrapper
+from alignflow.flows.worker_host import build, host_actor_class
 
-RAY_TEMP_DIR = "/tmp/alignflow-ray"
 _REMOTES: dict[str, Any] = {}
 
 
@@ -46,10 +46,10 @@ class InlineExecutor:
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
         if name not in self.workers:
-            self.workers[name] = factory()
+            self.workers[name] = build(factory)
 
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
-        self.workers[name] = factory()
+        self.workers[name] = build(factory)
 
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         self.workers[name].restore(store, checkpoint)
@@ -67,23 +67,20 @@ class InlineExecutor:
 
 
 def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
-    """Start Ray in-process (never attaching to another local instance) or join `address`."""
-    import logging
-
+    """Start Ray in-process, lean (`flows/ray_local.py`; never attaching to another local
+    instance), or join `address`."""
     import ray
 
+    if address is None:
+        from alignflow.flows import ray_local
+
+        ray_local.start(quiet=quiet)
+        return
     if ray.is_initialized():
         return
-    if address is None:
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 _temp_dir=RAY_TEMP_DIR, logging_level=logging.ERROR, log_to_driver=False,
-                 configure_logging=True)
-        where = f"in-process Ray ({os.cpu_count()} CPUs, temp {RAY_TEMP_DIR})"
-    else:
-        _join_cluster(address)
-        where = f"Ray cluster at {address}"
+    _join_cluster(address)
     if not quiet:
-        print(f"alignflow: running on {where}", file=sys.stderr)
+        print(f"alignflow: running on Ray cluster at {address}", file=sys.stderr)
 
 
 def _join_cluster(address: str) -> None:
@@ -184,22 +181,32 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None) -> None:
+    def __init__(self, address: str | None = None, warm: tuple[str, ...] = ()) -> None:
         import ray
 
         ensure_ray(address)
         _pickle_user_modules_by_value()
-        if not _REMOTES:  # defined once per process: Ray exports a remote function once
+        if "execute" not in _REMOTES:  # defined once per process: Ray exports it once
             _REMOTES["execute"] = ray.remote(max_retries=0)(wrapper.execute)
-            _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0,
-                                          concurrency_groups={"durable": 1})(WorkerHost)
-        self._execute, self._actor_cls = _REMOTES["execute"], _REMOTES["host"]
+        self._execute, self._actor_cls = _REMOTES["execute"], host_actor_class()
         self._variants: dict[tuple, Any] = {}
         self.workers: dict[str, Any] = {}
+        self.pool = None
+        if address is None:  # one machine: warm workers (`flows/ray_pool.py`)
+            from alignflow.flows import ray_pool
+
+            ray_pool.create(warm)
+            self.pool = ray_pool
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
-        if name not in self.workers:
+        if name in self.workers:
+            return
+        actor = self.pool.take() if self.pool and not options.get("num_gpus") else None
+        if actor is None:
             self.restart_worker(name, factory, options, run_id)
+            return
+        self.pool.track(actor, actor.install.remote(factory))
+        self.workers[name] = actor
 
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
         import ray
@@ -217,8 +224,14 @@ class RayExecutor:
         ray.get(self.workers[name].restore.remote(store, checkpoint))
 
     def submit(self, call: dict, options: dict) -> _RayHandle:
-        if call.get("worker"):
-            return _RayHandle(self.workers[call["worker"]].call.remote(call))
+        actor = self.workers[call["worker"]] if call.get("worker") else None
+        if actor is None and self.pool and not options.get("num_gpus"):
+            actor = self.pool.idle()  # a plain task: on a warm, idle pool process
+        if actor is not None:
+            ref = actor.call.remote(call)
+            if self.pool:
+                self.pool.track(actor, ref)
+            return _RayHandle(ref)
         opts = _remote_options(options)
         key = tuple(sorted(opts.items()))
         if key not in self._variants:  # `.options()` rebuilds the remote function each call
@@ -236,32 +249,17 @@ class RayExecutor:
         for actor in self.workers.values():
             ray.kill(actor, no_restart=True)
         self.workers.clear()
+        if self.pool:
+            self.pool.close()
 
 
-class WorkerHost:
-    """The body of a worker-group actor: holds `factory()` and runs worker tasks on it."""
-
-    def __init__(self, factory: Any) -> None:
-        self.obj = factory()
-
-    def call(self, call: dict) -> dict:
-        return wrapper.execute(call, self.obj)
-
-    def restore(self, store: Any, checkpoint: str) -> None:
-        self.obj.restore(store, checkpoint)
-
-    def durable(self, token: str) -> dict:
-        return wrapper.durable(token)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-def make_executor(kind: str, address: str | None = None) -> InlineExecutor | RayExecutor:
+def make_executor(kind: str, address: str | None = None,
+                  warm: tuple[str, ...] = ()) -> InlineExecutor | RayExecutor:
+    """`warm`: modules the Ray workers should import at once (the flow's)."""
     if kind == "inline":
         return InlineExecutor()
     if kind == "ray":
-        return RayExecutor(address)
+        return RayExecutor(address, warm)
     raise ConfigError(f"executor {kind!r}: expected 'ray' or 'inline'")
 
 

@@ -31,6 +31,12 @@ def call_flow(flow: Flow, config: Any) -> Any:
     return flow.fn(config)
 
 
+def warm_modules(flow: Flow) -> tuple[str, ...]:
+    """The flow's module when workers can import it by name (not a file loaded by path)."""
+    name = flow.fn.__module__
+    return () if name == "__main__" or name.startswith("alignflow_user_") else (name,)
+
+
 def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
     """Delete the manifest of `task_key` and every manifest committed after it."""
     journal = runs.read_manifests(store, run_id)
@@ -52,7 +58,7 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
     lease = Lease(store, run_id).acquire(force=force)
     driver, runner = None, None
     try:
-        runner = make_executor(executor, address)  # a cluster that cannot be reached changes nothing
+        runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)
         meta = runs.read_run(store, run_id)

@@ -7,6 +7,7 @@ Argument errors of ours raise `ConfigError`/`FlowError`; the dispatcher prints o
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -95,11 +96,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     known, flags = parser.parse_known_args(args.rest, namespace=args)
     if known.help_config:
         return _help_config(known.flow)
+    if getattr(args, "from_shell", False) and _plausible(known.flow):
+        print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
+    if known.executor == "ray" and not known.address and getattr(args, "from_shell", False):
+        _start_ray_early(known.flow)  # Ray and a warm worker start while the config loads
     config = build_config(known.flow, known.config, known.sets, flags)
     output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
                      address=known.address, executor=known.executor, progress=_progress())
     _print_output(output)
     return 0
+
+
+def _plausible(ref: str) -> bool:
+    """A built-in name, an existing flow file or a module reference (checked cheaply: the
+    first line comes before any heavy import; errors stay one line)."""
+    from alignflow.flows.registry import BUILTIN
+
+    path, sep, _ = ref.rpartition(":")
+    return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
+
+
+def _start_ray_early(ref: str) -> None:
+    from alignflow.flows import ray_local, ray_pool
+    from alignflow.flows.registry import BUILTIN
+
+    target = BUILTIN.get(ref, (ref if ".py:" not in ref else "",))[0]
+    module = target.partition(":")[0]
+    warm = (module,) if module and module != "__main__" else ()
+    ray_local.start_early(lambda: ray_pool.create(warm))
 
 
 def _help_config(ref: str) -> int:

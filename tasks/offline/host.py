@@ -41,6 +41,10 @@ class OfflineHost(Memo):
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
+    def preload(self) -> None:
+        """Load the tokenizer and the trained model now, when the host starts."""
+        _ = self.tokenizer, self.trainer
+
     @functools.cached_property
     def path(self) -> str:
         return resolve_model(self.spec.pretrain)
@@ -83,6 +87,9 @@ class TeacherHost(Memo):
         self.dtype = dtype
         if num_threads:
             torch.set_num_threads(num_threads)
+
+    def preload(self) -> None:
+        _ = self.model, self.pad_id
 
     @functools.cached_property
     def model(self):

@@ -64,6 +64,15 @@ class ModelHost(Memo):
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
+    def preload(self) -> None:
+        """Load every role's model now (the engine calls this when the host starts), so no
+        task pays for a first load."""
+        _ = self.tokenizer
+        for role, attr in (("actor", "actor"), ("actor", "engine"), ("ref", "ref"),
+                           ("critic", "critic"), ("reward", "reward")):
+            if self.has(role):
+                getattr(self, attr)
+
     def has(self, role: Role) -> bool:
         return role in self.spec.roles
 

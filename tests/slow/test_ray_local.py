@@ -1,0 +1,36 @@
+"""Lean in-process Ray: no dashboard, monitor or log-monitor process; the warm pool actor
+runs plain tasks and becomes the first worker group's host (one process, not two)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = r"""
+import json, os, sys, psutil
+from alignflow.flows import api, ray_local, ray_pool
+from tests import pool_flows as F
+ray_local.start_early(lambda: ray_pool.create(("tests.pool_flows",)))
+out = api.run(F.pids, {}, store=sys.argv[1], run_id="p")
+names = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+print(json.dumps({"out": out, "procs": names}))
+"""
+
+
+def test_lean_ray_and_one_warm_process(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "store")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    joined = "\n".join(result["procs"])
+    for gone in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
+        assert gone not in joined, joined
+    plain, worker = result["out"]
+    assert plain == worker  # the plain task ran in the pool actor that then hosted the group
