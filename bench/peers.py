@@ -1,0 +1,160 @@
+"""alignflow vs TRL vs a plain PyTorch floor on identical DPO, SFT and GRPO work.
+
+Every side trains the same 5.28M-parameter Llama on the same data in fp32 with one torch
+thread and the same allocator settings (`bench/peer_setup.py`); TRL's bf16 and gradient
+checkpointing defaults are off. Each measurement is a fresh process tree, measured from
+outside (`bench/peer_measure.py`): whole-command wall time, time to first output, CPU
+seconds and peak memory of the whole tree (alignflow's Ray processes included). Loop time:
+the floor's and TRL's training loop (`trainer.train()`), alignflow's loop tasks (DPO:
+reference + train; SFT: train; GRPO: the iteration's generate, score, learn and sync)
+from its manifests. Sides are interleaved, rotating the order every repetition; the load
+average is recorded before each run. Medians are printed as one markdown table.
+
+    .venv/bin/python bench/peers.py [--reps 3] [--kinds dpo,sft,grpo]
+        [--sides alignflow,trl,floor[,alignflow-inline]] [--examples 128] [--json FILE]
+
+`alignflow` runs with the default executor (in-process Ray); `alignflow-inline` with
+`--executor inline` (no Ray: the same durable flow in one process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.peer_measure import measure  # noqa: E402
+from bench.peer_setup import ENV, Work, build_model, write_data  # noqa: E402
+
+LOOP_TASKS = {"dpo": ("reference", "train-"), "sft": ("train-",), "grpo": ("iter-0000/",)}
+
+
+def alignflow_cmd(kind: str, model: Path, data: Path, work: Work, store: Path,
+                  executor: str = "ray") -> list[str]:
+    sets = [f"model.pretrain={model}", "data.apply_chat_template=false", "num_threads=1",
+            f"optim.learning_rate={work.lr}"]
+    if kind in ("dpo", "sft"):
+        sets += [f"data.dataset={data}", f"data.max_len={work.max_len}", "optim.max_epochs=1",
+                 f"optim.train_batch_size={work.batch}",
+                 f"optim.micro_train_batch_size={work.batch}"]
+        sets += ["data.input_key=input", "data.output_key=output"] if kind == "sft" else []
+    else:
+        sets += [f"data.prompt_data={data}", "data.input_key=prompt", "data.label_key=null",
+                 f"generate.rollout_batch_size={work.prompts}",
+                 f"generate.n_samples_per_prompt={work.samples}",
+                 f"generate.generate_max_len={work.new_tokens}",
+                 f"generate.micro_rollout_batch_size={work.prompts * work.samples}",
+                 "rewards.sources=rule:target:e", "max_iterations=1",
+                 f"optim.train_batch_size={work.rl_batch}",
+                 f"optim.micro_train_batch_size={work.rl_micro}"]
+    cmd = [str(ROOT / ".venv/bin/alignflow"), "run", kind, "--store", str(store), "--run-id", "b",
+           "--executor", executor]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
+def alignflow_loop(kind: str, store: Path) -> float:
+    from alignflow.artifacts.store import Store
+    from alignflow.flows import runs
+
+    manifests = runs.read_manifests(Store.open(str(store)), "b")
+    return sum(m["ended"] - m["started"] for key, m in manifests.items()
+               if key.startswith(LOOP_TASKS[kind]))
+
+
+def run_side(side: str, kind: str, model: Path, data: Path, work: Work, tmp: Path) -> dict:
+    env = dict(os.environ, **ENV, PYTHONPATH=str(ROOT))
+    out = Path(tempfile.mkdtemp(dir=tmp))
+    if side.startswith("alignflow"):  # "alignflow" (Ray, the default) or "alignflow-inline"
+        executor = "inline" if side == "alignflow-inline" else "ray"
+        res = measure(alignflow_cmd(kind, model, data, work, out / "store", executor), env,
+                      cwd=str(out))
+        if res["rc"] == 0:
+            res["loop_s"] = alignflow_loop(kind, out / "store")
+    else:
+        cmd = [sys.executable, "-m", "bench.peer_side", "--side", side, "--kind", kind,
+               "--model", str(model), "--data", str(data), "--work", work.to_json(),
+               "--out", str(out / "result.json")]
+        res = measure(cmd, env, cwd=str(ROOT))
+        if res["rc"] == 0:
+            res.update(json.loads((out / "result.json").read_text()))
+    if res["rc"] != 0:
+        raise RuntimeError(f"{side} {kind} failed (exit {res['rc']}):\n{res['tail']}")
+    return res
+
+
+def _median(results: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def table(results: dict, kinds: list[str], sides: list[str]) -> str:
+    keys = ("wall_s", "loop_s", "first_output_s", "cpu_s", "peak_rss_mib", "sum_peak_rss_mib")
+    lines = ["| work | side | command s | loop s | first output s | CPU s | peak RSS MiB "
+             "(tree sum) | sum of per-process peaks MiB |", "|---" * 8 + "|"]
+    for kind in kinds:
+        for side in sides:
+            med = [_median(results[kind][side], k) for k in keys]
+            lines.append(f"| {kind} | {side} | " + " | ".join(f"{v:.2f}" for v in med[:4]) +
+                         f" | {med[4]:.0f} | {med[5]:.0f} |")
+        lines.append(_ratios(results[kind], kind, sides))
+    return "\n".join(lines)
+
+
+def _ratios(by_side: dict, kind: str, sides: list[str]) -> str:
+    if "alignflow" not in sides:
+        return ""
+    parts = []
+    for other, what in (("trl", "TRL"), ("floor", "floor")):
+        if other in sides:
+            parts.append(f"vs {what}: command {_ratio(by_side, other, 'wall_s')}, loop "
+                         f"{_ratio(by_side, other, 'loop_s')}, CPU {_ratio(by_side, other, 'cpu_s')},"
+                         f" peak RSS {_ratio(by_side, other, 'peak_rss_mib')} / "
+                         f"{_ratio(by_side, other, 'sum_peak_rss_mib')}")
+    return f"| {kind} | alignflow ÷ | " + "; ".join(parts) + " | | | | | |"
+
+
+def _ratio(by_side: dict, other: str, key: str) -> str:
+    return f"{_median(by_side['alignflow'], key) / _median(by_side[other], key):.2f}x"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--kinds", default="dpo,sft,grpo")
+    p.add_argument("--sides", default="alignflow,trl,floor")
+    p.add_argument("--examples", type=int, default=128)
+    p.add_argument("--json", help="write every measurement here")
+    args = p.parse_args()
+    kinds, sides = args.kinds.split(","), args.sides.split(",")
+    work = Work(examples=args.examples)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    model, data = build_model(tmp / "model"), write_data(tmp / "data", work)
+    results: dict = {k: {s: [] for s in sides} for k in kinds}
+    for rep in range(args.reps):
+        order = sides[rep % len(sides):] + sides[: rep % len(sides)]
+        for kind in kinds:
+            for side in order:
+                load = os.getloadavg()[0]
+                res = run_side(side, kind, model, data[kind], work, tmp)
+                res["load"] = load
+                results[kind][side].append(res)
+                print(f"rep {rep} {kind} {side}: command {res['wall_s']:.2f}s loop "
+                      f"{res['loop_s']:.2f}s cpu {res['cpu_s']:.1f}s peak "
+                      f"{res['peak_rss_mib']:.0f} MiB (load {load:.2f})", flush=True)
+    loads = [r["load"] for k in kinds for s in sides for r in results[k][s]]
+    print(f"\n{args.reps} interleaved repetitions, {work}, load {min(loads):.2f}-{max(loads):.2f}")
+    print(table(results, kinds, sides))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
