@@ -38,22 +38,21 @@ LOOP_TASKS = {"dpo": ("reference", "train-"), "sft": ("train-",), "grpo": ("iter
 
 def alignflow_cmd(kind: str, model: Path, data: Path, work: Work, store: Path,
                   executor: str = "ray") -> list[str]:
-    sets = [f"model.pretrain={model}", "data.apply_chat_template=false", "num_threads=1",
-            f"optim.learning_rate={work.lr}"]
+    common = ["data.apply_chat_template=false", "num_threads=1"]
     if kind in ("dpo", "sft"):
-        sets += [f"data.dataset={data}", f"data.max_len={work.max_len}", "optim.max_epochs=1",
-                 f"optim.train_batch_size={work.batch}",
-                 f"optim.micro_train_batch_size={work.batch}"]
+        sets = [*common, f"model.model_name_or_path={model}", f"adam.lr={work.lr}",
+                f"data.dataset={data}", f"data.max_len={work.max_len}", "train.max_epochs=1",
+                f"train.batch_size={work.batch}", f"train.micro_batch_size={work.batch}"]
         sets += ["data.input_key=input", "data.output_key=output"] if kind == "sft" else []
     else:
-        sets += [f"data.prompt_data={data}", "data.input_key=prompt", "data.label_key=null",
-                 f"generate.rollout_batch_size={work.prompts}",
-                 f"generate.n_samples_per_prompt={work.samples}",
-                 f"generate.generate_max_len={work.new_tokens}",
-                 f"generate.micro_rollout_batch_size={work.prompts * work.samples}",
-                 "rewards.sources=rule:target:e", "max_iterations=1",
-                 f"optim.train_batch_size={work.rl_batch}",
-                 f"optim.micro_train_batch_size={work.rl_micro}"]
+        sets = [*common, f"actor.model_name_or_path={model}", f"actor.adam.lr={work.lr}",
+                f"data.prompt_dataset={data}", "data.input_key=prompt", "data.label_key=null",
+                f"rollout.batch_size={work.prompts}",
+                f"rollout.n_samples_per_prompt={work.samples}",
+                f"rollout.max_new_tokens={work.new_tokens}",
+                f"rollout.micro_batch_size={work.prompts * work.samples}",
+                "reward.sources=rule:target:e", "train.max_iterations=1",
+                f"train.batch_size={work.rl_batch}", f"train.micro_batch_size={work.rl_micro}"]
     cmd = [str(ROOT / ".venv/bin/alignflow"), "run", kind, "--store", str(store), "--run-id", "b",
            "--executor", executor]
     for s in sets:

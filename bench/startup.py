@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CLI = str(ROOT / ".venv/bin/alignflow")
-GRPO = ["data.max_samples=16", "generate.rollout_batch_size=8", "generate.n_samples_per_prompt=4",
-        "generate.generate_max_len=8", "rewards.sources=rule:target:e", "max_iterations=2",
-        "num_threads=1", "optim.train_batch_size=16", "optim.micro_train_batch_size=8"]
+GRPO = ["data.max_samples=16", "rollout.batch_size=8", "rollout.n_samples_per_prompt=4",
+        "rollout.max_new_tokens=8", "reward.sources=rule:target:e", "train.max_iterations=2",
+        "num_threads=1", "train.batch_size=16", "train.micro_batch_size=8"]
 
 
 def _timed(cmd: list[str]) -> tuple[float, float | None, float]:
@@ -50,7 +50,7 @@ def grpo_run(store: Path, run_id: str) -> dict:
     from alignflow.tasks.zoo.registry import resolve_model
 
     cmd = [CLI, "run", "grpo", "--store", str(store), "--run-id", run_id,
-           "--set", f"model.pretrain={resolve_model('tiny-llama')}"]
+           "--set", f"actor.model_name_or_path={resolve_model('tiny-llama')}"]
     for s in GRPO:
         cmd += ["--set", s]
     start, first, whole = _timed(cmd)
