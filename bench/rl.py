@@ -7,8 +7,11 @@ the way, timed by wrapping the store calls in this process (product code is unto
 
 - tables: `write_table` / `read_table` / `iter_batches` (Parquet encode + file commit);
 - journal: every other `Store` call (manifests, run.json, lease, journal snapshot);
-- checkpoints: `artifacts.checkpoints.save/load` (the learn step's resume checkpoint) and
-  store calls under a `checkpoints/` folder (host.json, pruning older checkpoints).
+- checkpoints: what the resume checkpoint costs on the critical path: the trainer's
+  `snapshot` (RNG and step captured in the learn task) and any wait for a write still
+  running (`settle`), plus `checkpoints.load` and checkpoint-folder store calls made there;
+- ckpt background: the same calls on the hosts' writer thread (`tasks/steps/saver.py`),
+  overlapping the next tasks (not part of the iteration's critical path).
 
 Generation: right after the flow's own `HFEngine.generate` call, the bench calls the same
 engine again with the same prompts, params and seed (bitwise-equal output is asserted) and
@@ -38,7 +41,6 @@ SIZES = {  # model -> (iterations, prompts, samples per prompt, max new tokens)
 }
 STEPS = ("generate", "score", "reference", "learn", "sync")
 EVENTS: list[tuple[float, float, str]] = []  # (start, seconds, kind); outermost calls only
-COMMITS: dict[str, float] = {}  # store path -> when its create_json returned
 _DEPTH = threading.local()
 
 
@@ -59,7 +61,9 @@ def _timed(kind: str, fn):
         finally:
             _DEPTH.n = depth
             if depth == 0:
-                EVENTS.append((time.time(), time.perf_counter() - t0, _kind(kind, args)))
+                background = threading.current_thread() is not threading.main_thread()
+                EVENTS.append((time.time(), time.perf_counter() - t0,
+                               "background" if background else _kind(kind, args)))
     return wrapper
 
 
@@ -68,17 +72,14 @@ def install_counters() -> None:
     import alignflow.flows.rl.grpo  # noqa: F401  (imports every step module first)
     from alignflow.artifacts import checkpoints, parquet_io
     from alignflow.artifacts.store import Store
+    from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+
+    for name in ("snapshot", "settle"):
+        setattr(TorchTrainer, name, _timed("checkpoints", getattr(TorchTrainer, name)))
 
     for name in ("exists", "read_bytes", "write_bytes", "put_file", "open_file", "size",
                  "delete", "list", "read_json", "write_json", "create_json"):
         setattr(Store, name, _timed("journal", getattr(Store, name)))
-    create = Store.create_json
-
-    def create_json(self, rel, obj):
-        create(self, rel, obj)
-        COMMITS[rel] = time.time()
-
-    Store.create_json = create_json
     swaps = {}
     for mod, name, kind in ((parquet_io, "write_table", "tables"),
                             (parquet_io, "read_table", "tables"),
@@ -143,22 +144,23 @@ def _sum(events, lo: float, hi: float, kinds: tuple[str, ...]) -> float:
 def split_iterations(manifests: dict[str, dict], events, gens: list[dict]) -> list[dict]:
     """Per iteration: wall time, each step's compute (its task time minus the I/O in it),
     the I/O by kind, and the driver's own time ("other")."""
-    from alignflow.flows.runs import manifest_path
+    def ended(key: str) -> float:  # commits may wait for a background checkpoint: use ends
+        return manifests[key]["ended"]
 
-    def committed(key: str) -> float:
-        return COMMITS[manifest_path(manifests[key]["run_id"], key)]
-
-    start = committed("prompts")
+    start = ended("prompts")
     out = []
     for it, gen in enumerate(gens):
         k = f"iter-{it:04d}"
-        end = committed(f"{k}/sync")
+        end = ended(f"{k}/sync")
         row = {"iteration": it, "wall": end - start - _sum(events, start, end, ("bench",))}
         for step in STEPS:
-            m = manifests[f"{k}/{step}"]
+            m = manifests.get(f"{k}/{step}")  # no reference step without a KL term
+            if m is None:
+                row[step] = 0.0
+                continue
             row[step] = (m["ended"] - m["started"]) - _sum(
                 events, m["started"], m["ended"], ("tables", "journal", "checkpoints", "bench"))
-        for kind in ("tables", "journal", "checkpoints"):
+        for kind in ("tables", "journal", "checkpoints", "background"):
             row[kind] = _sum(events, start, end, (kind,))
         row["other"] = row["wall"] - sum(row[s] for s in (*STEPS, "tables", "journal",
                                                           "checkpoints"))
@@ -205,16 +207,17 @@ def _fmt(res: dict) -> str:
              f"{tokens} tokens, {res['threads']} threads; run {res['total_s']:.1f} s, peak RSS "
              f"{res['peak_rss_mib']:.0f} MiB",
              "| iter | wall s | " + " | ".join(STEPS) + " | tables | journal | store+journal "
-             "share | checkpoints | other | gen step tok/s | bare engine tok/s | ratio | step work "
-             "outside engine s | bare/(bare+that) |",
-             "|" + "---|" * 17]
+             "share | checkpoints (critical path) | share | ckpt background | other | gen step "
+             "tok/s | bare engine tok/s | ratio | step work outside engine s | bare/(bare+that) |",
+             "|" + "---|" * 19]
     for r in res["iterations"]:
         io = r["tables"] + r["journal"]
         lines.append(
             f"| {r['iteration']} | {r['wall']:.2f} | "
             + " | ".join(f"{r[s]:.3f}" for s in STEPS)
             + f" | {r['tables']:.3f} | {r['journal']:.3f} | {100 * io / r['wall']:.2f}% | "
-              f"{r['checkpoints']:.3f} | {r['other']:.3f} | {r['step_tok_s']:.0f} | "
+              f"{r['checkpoints']:.3f} | {100 * r['checkpoints'] / r['wall']:.2f}% | "
+              f"{r['background']:.3f} | {r['other']:.3f} | {r['step_tok_s']:.0f} | "
               f"{r['bare_tok_s']:.0f} | {r['step_tok_s'] / r['bare_tok_s']:.3f} | "
               f"{r['gen_overhead']:.3f} | {r['overhead_ratio']:.3f} |")
     return "\n".join(lines)
