@@ -131,6 +131,15 @@ def gather(*futures: Any) -> list[Any]:
     return [f.result() for f in futures]
 
 
+def wait_durable() -> None:
+    """Wait until every finished task is committed, the checkpoints they write in the
+    background included (`flows/commit_queue.py`). Call it before another worker reads a
+    checkpoint a task just returned: its output comes back before the files are written."""
+    driver = current_driver()
+    if driver is not None:
+        driver.flush()
+
+
 def sleep(seconds: float, *, key: str | None = None) -> None:
     """Durable sleep: the wake time is journalled, a restarted driver sleeps what is left."""
     driver = current_driver()

@@ -67,7 +67,7 @@ class PartialRollouts(ScheduledRollouts):
             self._publish(self.learning.result())
 
     def _publish(self, learned: LearnOutput) -> None:
-        self.published.append(PolicyRef(learned.policy_version, learned.checkpoint))
+        self.published.append(self.durable_policy(learned))
         self.last_learned, self.learning = learned, None
 
     def _policy(self, it: int, segment: int) -> PolicyRef:

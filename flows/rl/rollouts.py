@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from alignflow.flows.engine import Done, task
+from alignflow.flows.engine import Done, task, wait_durable
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.steps import on
 from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
@@ -121,8 +121,15 @@ class ScheduledRollouts(SyncRollouts):
     def learn(self, future, it: int) -> LearnOutput:
         self._commit_ready(future)
         learned = future.result()
-        self.published.append(PolicyRef(learned.policy_version, learned.checkpoint))
+        self.published.append(self.durable_policy(learned))
         return learned
+
+    @staticmethod
+    def durable_policy(learned: LearnOutput) -> PolicyRef:
+        """The weights `learned` made, once its checkpoint is in the store: the generator
+        loads them from there, and the learn task hands them on before they are written."""
+        wait_durable()
+        return PolicyRef(learned.policy_version, learned.checkpoint)
 
     def _commit_ready(self, learning, poll_s: float = 0.02) -> None:
         """While the learn step runs, commit each batch the generator finishes, so a crash
