@@ -97,3 +97,13 @@ def start(*, quiet: bool = False) -> None:
     if not quiet and where not in _SAID:
         print(f"alignflow: running on {where}", file=sys.stderr)
         _SAID.add(where)
+
+
+def stop(timeout: float = 60.0) -> None:
+    """Shut in-process Ray down, first waiting for an early start under way: a node left half
+    started by a process that exits (a config error found meanwhile) would outlive it."""
+    if _EARLY:
+        _EARLY["ready"].wait(timeout)
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
