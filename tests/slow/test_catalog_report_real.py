@@ -25,7 +25,8 @@ def test_report_of_a_real_grpo_run(tiny_model_dir, tmp_path):
         "train.max_iterations=3", "rollout.batch_size=4", "rollout.n_samples_per_prompt=4",
         "rollout.max_new_tokens=8", "reward.sources=rule:target:e",
         "train.batch_size=16", "train.micro_batch_size=8",
-        "actor.adam.lr=1e-2", "actor.lr_warmup_ratio=0", "num_threads=1"])
+        "actor.adam.lr=1e-2", "actor.lr_warmup_ratio=0", "num_threads=1",
+        "algo.kl.init_coef=0.01"])  # a KL term: the reference runs and KL is plotted
     api.run(flow, cfg, store=str(tmp_path / "store"), executor="inline", run_id="g", seed=1)
     with Catalog(str(tmp_path / "store")) as cat:
         html = render_report(cat, "g")
