@@ -56,6 +56,12 @@ class LeaseHeld(FlowError):
     """Another driver holds this run's lease."""
 
 
+class EngineError(AlignflowError, RuntimeError):
+    """A generation engine failed, hung or died; retrying on a fresh engine may help."""
+
+    kind: Kind = "system"
+
+
 class TaskFailed(FlowError):
     """A task raised in user code; the run is FAILED and resumable after a fix."""
 

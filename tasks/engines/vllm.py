@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from alignflow.errors import AlignflowError, ConfigError, SchemaError
+from alignflow.errors import ConfigError, EngineError, SchemaError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
@@ -41,12 +41,6 @@ VLLM_ENV_DEFAULTS = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # engine core in this process (Ray actor = engine)
     "VLLM_USE_V2_MODEL_RUNNER": "0",  # the sampler wrapper targets the V1 model runner
 }
-
-
-class EngineError(AlignflowError, RuntimeError):
-    """A generation engine failed, hung or died; retrying on a fresh engine may help."""
-
-    kind = "system"
 
 
 class VLLMEngine:

@@ -27,9 +27,9 @@ from collections.abc import Iterable
 
 import torch
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.vllm import EngineError, VLLMEngine
+from alignflow.tasks.engines.vllm import VLLMEngine
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 

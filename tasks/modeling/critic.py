@@ -47,5 +47,17 @@ class Critic(nn.Module):
         """(B, num_actions): value of the state before each response token (as logprobs)."""
         return self.token_values(input_ids, attention_mask)[:, :-1][:, -num_actions:]
 
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None
+                                      ) -> None:
+        """Activation checkpointing of the backbone, as the trainers ask any model for it
+        (transformers 5 renamed the method; the old name warns there)."""
+        inner = self.model
+        if hasattr(inner, "activation_checkpointing_enable"):
+            inner.activation_checkpointing_enable(
+                activation_checkpointing_kwargs=gradient_checkpointing_kwargs)
+        else:
+            inner.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)
+
     def save_pretrained(self, folder: str, **kwargs) -> None:
         self.model.save_pretrained(folder, **kwargs)

@@ -11,9 +11,9 @@ pytest.importorskip("vllm")
 import torch
 
 from alignflow.artifacts import checkpoints
+from alignflow.errors import EngineError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
-from alignflow.tasks.engines.vllm import EngineError
 from alignflow.tasks.engines.vllm_actor import (
     VLLMEngineActor,
     _shards,
