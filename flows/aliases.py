@@ -52,6 +52,17 @@ CKPT: dict[str, Target] = {
     "optim.packing_samples": "ds.packing_samples", "train.save_steps": "ckpt.save_steps",
 }
 
+# -- generation engines and hardware (RL flows and loops) ---------------------------------
+VLLM: dict[str, Target] = {
+    "vllm_num_engines": "vllm.num_engines",
+    "vllm_tensor_parallel_size": "vllm.tensor_parallel_size",
+    "vllm_gpu_memory_utilization": "vllm.gpu_memory_utilization",
+    "enable_prefix_caching": "vllm.enable_prefix_caching", "enforce_eager": "vllm.enforce_eager",
+    "vllm_enable_sleep": "vllm.enable_sleep", "vllm_sync_backend": "vllm.sync_backend",
+    "vllm_sync_with_ray": "vllm.sync_with_ray",
+    "deepspeed_enable_sleep": "ds.enable_sleep", "attn_implementation": "ds.attn_implementation",
+}
+
 # -- RL flows (OpenRLHF's train_ppo_ray) ----------------------------------------------------
 _BOTH = ("actor", "critic")
 
@@ -61,7 +72,9 @@ def _roles(key: str) -> tuple[str, ...]:
 
 
 RL: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **VLLM,
+    **{f"{role}_{key}": f"{role}.{key}" for role in ("actor", "critic", "ref", "reward")
+       for key in ("num_nodes", "num_gpus_per_node")},
     # models and placement
     "pretrain": "actor.model_name_or_path", "ref_pretrain": "ref.model_name_or_path",
     "critic_pretrain": "critic.model_name_or_path",
@@ -146,7 +159,7 @@ OPTIM: dict[str, Target] = {
     "optim.max_epochs": "train.max_epochs",
 }
 OFFLINE: dict[str, Target] = {
-    **CKPT, **OPTIM,
+    **CKPT, **OPTIM, "attn_implementation": "ds.attn_implementation",
     "ref_pretrain": "ref.model_name_or_path", "ref_offload": "ref.offload",
     "teacher_model": "teacher.model_name_or_path", "pretrain_mode": "model.pretrain_mode_enable",
     "dataset": "data.dataset", "dataset_probs": "data.dataset_probs",
@@ -187,7 +200,7 @@ KD_MODEL: dict[str, Target] = {"kd_alpha": "model.kd_alpha", "loss.kd_alpha": "m
 
 # -- durable loops (no OpenRLHF counterpart: RL's data/rollout/reward, offline training) ----
 LOOPS: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM, **VLLM,
     "train.learning_rate": "adam.lr", "train.train_batch_size": "train.batch_size",
     "train.micro_train_batch_size": "train.micro_batch_size", "train.adam_betas": "adam.betas",
     "train.l2": "adam.weight_decay", "train.lr_warmup_ratio": "lr_warmup_ratio",

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from alignflow.errors import require
 from alignflow.flows import aliases
+from alignflow.tasks.engines.vllm_section import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.loss_config import DPOModelConfig
@@ -49,6 +50,7 @@ class LoopConfig(Optimizer):
     train: TrainConfig = field(default_factory=_train)
     ckpt: CkptConfig = field(default_factory=CkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
+    vllm: VLLMSection = field(default_factory=VLLMSection)
     lr_warmup_ratio: float = 0.0
     min_lr_ratio: float = 1.0
     rounds: int = 2

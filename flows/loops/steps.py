@@ -18,6 +18,8 @@ from alignflow.tasks.loops import examples, select
 from alignflow.tasks.offline import reference
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput
 from alignflow.tasks.steps.host import HostSpec, ModelHost
+from alignflow.tasks.steps.placement import check_gpus
+from alignflow.tasks.steps.rollout_engine import EngineSpec
 
 HOST = "models"
 
@@ -33,7 +35,10 @@ def declare_host(cfg: LoopConfig) -> str:
                     dtype=cfg.ds.param_dtype, actor_trainer=cfg.trainer(), rewards=cfg.reward,
                     micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                     num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
-                    offload=("reward",) if cfg.reward.offload else ())
+                    offload=("reward",) if cfg.reward.offload else (),
+                    engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm),
+                    num_gpus=cfg.num_gpus, attn_implementation=cfg.ds.attn_implementation)
+    check_gpus(cfg.num_gpus, "num_gpus")
     worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=cfg.num_cpus,
                  num_gpus=cfg.num_gpus)
     return HOST

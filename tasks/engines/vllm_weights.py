@@ -57,10 +57,11 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def pack_buckets(named_tensors: Iterable[tuple[str, torch.Tensor]],
-                 bucket_bytes: int) -> Iterator[WeightBucket]:
+def pack_buckets(named_tensors: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int, *,
+                 device: torch.device | str = "cpu") -> Iterator[WeightBucket]:
     """Groups tensors in order into buckets of at most `bucket_bytes` (a tensor larger than
-    that gets a bucket of its own). Each tensor is copied once, into its bucket's buffer."""
+    that gets a bucket of its own). Each tensor is copied once, into its bucket's buffer
+    on `device` (the GPU for an NCCL broadcast)."""
     if bucket_bytes < 1:
         raise ConfigError(f"sync bucket_bytes={bucket_bytes}: expected an integer >= 1")
     pending: list[tuple[str, torch.Tensor]] = []
@@ -68,20 +69,21 @@ def pack_buckets(named_tensors: Iterable[tuple[str, torch.Tensor]],
     for name, tensor in named_tensors:
         nbytes = _aligned(tensor.numel() * tensor.element_size())
         if pending and size + nbytes > bucket_bytes:
-            yield _fill(pending, size)
+            yield _fill(pending, size, device)
             pending, size = [], 0
         pending.append((name, tensor))
         size += nbytes
     if pending:
-        yield _fill(pending, size)
+        yield _fill(pending, size, device)
 
 
-def _fill(pending: list[tuple[str, torch.Tensor]], size: int) -> WeightBucket:
-    buffer = torch.empty(size, dtype=torch.uint8)
+def _fill(pending: list[tuple[str, torch.Tensor]], size: int,
+          device: torch.device | str) -> WeightBucket:
+    buffer = torch.empty(size, dtype=torch.uint8, device=device)
     names, dtypes, shapes, offsets = [], [], [], []
     offset = 0
     for name, tensor in pending:
-        flat = tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
+        flat = tensor.detach().to(device).contiguous().reshape(-1).view(torch.uint8)
         buffer[offset : offset + flat.numel()].copy_(flat)
         names.append(name)
         dtypes.append(str(tensor.dtype).removeprefix("torch."))

@@ -7,7 +7,8 @@ Called by name through `LLM.collective_rpc("alignflow_...")`, on every tensor-pa
   model (T = 1) or the distribution after top-k/top-p; neither is the learner's number when
   T != 1 and a filter is on. The wrapper computes the log-softmax from the temperature-scaled
   logits the sampler hands to its top-k/top-p stage, then lets that stage sample as before.
-- `alignflow_stage_bucket` / `alignflow_commit_weights`: a weight sync in packed buckets.
+- `alignflow_stage_bucket` / `alignflow_commit_weights`: a weight sync in packed buckets
+  (`alignflow_join_group` / `alignflow_receive_bucket`: the buckets come by broadcast).
   Buckets are staged, then loaded in one `reload_weights(weights_iterator=...)` call — the
   worker's in-place reload, which re-runs the backend's weight processing (the CPU backend
   repacks weights, so copying into `model.load_weights` directly does not work there).
@@ -65,6 +66,25 @@ class AlignflowWorkerExtension:
         staged = self.__dict__.setdefault("_alignflow_staged", [])
         staged.extend(unpack(names, dtypes, shapes, offsets, buffer))
         return len(staged)
+
+    def alignflow_join_group(self, host: str, port: int, first_rank: int, world: int,
+                             backend: str, timeout_s: float) -> int:
+        """Joins the trainer's weight-sync group as rank `first_rank` + this worker's rank."""
+        from alignflow.tasks.engines.vllm_broadcast import SyncGroup
+
+        rank = first_rank + int(getattr(self, "rank", 0))
+        self._alignflow_group = SyncGroup.join(backend, host, port, rank, world, timeout_s)
+        return rank
+
+    def alignflow_receive_bucket(self, names: list[str], dtypes: list[str],
+                                 shapes: list[list[int]], offsets: list[int], nbytes: int) -> int:
+        """Receives one bucket's buffer from the trainer's broadcast and stages its tensors."""
+        group = self.__dict__.get("_alignflow_group")
+        if group is None:
+            raise RuntimeError("alignflow_receive_bucket before alignflow_join_group")
+        buffer = torch.empty(nbytes, dtype=torch.uint8, device=group.device)
+        group.broadcast(buffer)
+        return self.alignflow_stage_bucket(names, dtypes, shapes, offsets, buffer)
 
     def alignflow_commit_weights(self) -> int:
         """Loads every staged tensor in one in-place reload; returns how many."""

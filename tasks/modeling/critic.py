@@ -12,6 +12,7 @@ from torch import nn
 from transformers import AutoModelForSequenceClassification
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.modeling.device import to_model
 from alignflow.tasks.modeling.loading import DTYPES, Dtype
 
 
@@ -37,6 +38,7 @@ class Critic(nn.Module):
 
     def token_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(B, T) value of every prefix; the last real token's value is the RM's score."""
+        input_ids, attention_mask = to_model(self.model, input_ids, attention_mask)
         positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
                                        position_ids=positions, use_cache=False).last_hidden_state

@@ -14,16 +14,18 @@ import torch
 from alignflow.artifacts.tensors import pack
 from alignflow.tasks.losses.tokens import entropy_from_logits
 from alignflow.tasks.modeling.batching import padded_pairs
+from alignflow.tasks.modeling.device import to_model
 from alignflow.tasks.modeling.logprobs import token_logprobs
 
 
 def response_logprobs(model, prompts: Sequence[list[int]], responses: Sequence[list[int]], *,
                       packed: bool, pad_id: int, temperature: float = 1.0,
                       with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(B, R) logprobs of each response token, right-padded with 0, and (B, R) entropy."""
+    """(B, R) logprobs of each response token, right-padded with 0, and (B, R) entropy, on
+    the model's device."""
     if packed:
         return _packed(model, prompts, responses, temperature, with_entropy)
-    ids, mask, action = padded_pairs(prompts, responses, pad_id)
+    ids, mask, action = to_model(model, *padded_pairs(prompts, responses, pad_id))
     width = action.shape[1]
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
@@ -41,6 +43,7 @@ def _entropy(logits: torch.Tensor) -> torch.Tensor:
 def _packed(model, prompts, responses, temperature: float, with_entropy: bool):
     seqs = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
     ids, positions, cu = pack(seqs)
+    ids, positions = to_model(model, ids, positions)
     logits = model(input_ids=ids, position_ids=positions, attention_mask=None,
                    use_cache=False).logits[0].float() / temperature
     width = max(len(r) for r in responses)

@@ -26,13 +26,13 @@ def offload(module: nn.Module, prefix: str = "alignflow-offload-") -> str:
     return path
 
 
-def reload(module: nn.Module, path: str) -> None:
-    """Restores what `offload` wrote (bitwise) onto the CPU and deletes the temp file.
+def reload(module: nn.Module, path: str, device: torch.device | str = "cpu") -> None:
+    """Restores what `offload` wrote (bitwise) onto `device` and deletes the temp file.
 
     Moving to meta and back unties shared weights (e.g. a tied LM head), which would leave
     the copy uninitialised: re-tie first, then insist that every tensor was restored.
     """
-    module.to_empty(device="cpu")
+    module.to_empty(device=device)
     if hasattr(module, "tie_weights"):
         module.tie_weights()
     params = dict(module.named_parameters())

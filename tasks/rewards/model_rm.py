@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.modeling.device import model_device, to_model
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.base import RewardOutput, check_batch
@@ -81,20 +82,21 @@ class ModelRewardModel:
     def _score_texts(self, texts: list[str]) -> Tensor:
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
                              max_length=self.max_length)
-        mask = enc["attention_mask"]
+        ids, mask = to_model(self.model, enc["input_ids"], enc["attention_mask"])
         head = getattr(self.model, "score", None)
         if not isinstance(head, nn.Module):
-            return self.model(**enc).logits[:, 0].float()
+            inputs = dict(zip(enc.keys(), to_model(self.model, *enc.values()), strict=True))
+            return self.model(**inputs).logits[:, 0].float().cpu()
         captured: list[Tensor] = []
         hook = head.register_forward_hook(lambda _m, _i, out: captured.append(out))
         try:
             position_ids = (mask.long().cumsum(-1) - 1).clamp(min=0)
-            self.model(input_ids=enc["input_ids"], attention_mask=mask,
-                       position_ids=position_ids)
+            self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids)
         finally:
             hook.remove()
         per_token = captured[0][..., 0]  # (B, T)
-        return per_token[torch.arange(len(texts)), last_token_index(mask)].float()
+        rows = torch.arange(len(texts), device=mask.device)
+        return per_token[rows, last_token_index(mask)].float().cpu()
 
     @property
     def offloaded(self) -> bool:
@@ -103,10 +105,11 @@ class ModelRewardModel:
     def offload(self) -> None:
         """Write parameters and buffers to a safetensors temp file and drop them (meta)."""
         if self._offload_file is None:
+            self._device = model_device(self.model)
             self._offload_file = offload_module(self.model, prefix="alignflow-rm-")
 
     def reload(self) -> None:
         """Bring the weights back from the temp file (bitwise the same) and delete it."""
         if self._offload_file is not None:
-            reload_module(self.model, self._offload_file)
+            reload_module(self.model, self._offload_file, getattr(self, "_device", "cpu"))
             self._offload_file = None

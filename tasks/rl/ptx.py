@@ -15,6 +15,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import require_keys
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, ptx_loss
+from alignflow.tasks.modeling.device import to_model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +61,7 @@ def ptx_batch(ids: list[list[int]], step: int, batch_size: int) -> list[list[int
 
 def ptx_term(model, seqs: list[list[int]], pad_id: int) -> Tensor:
     """Token-mean CE of the next token over `seqs` (padding ignored)."""
-    ids, mask = pad_right(seqs, pad_id)
+    ids, mask = to_model(model, *pad_right(seqs, pad_id))
     labels = ids.masked_fill(mask == 0, IGNORE_INDEX)[:, 1:]
     logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, :-1]
     return ptx_loss(logits.float(), labels.contiguous())

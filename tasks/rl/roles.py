@@ -8,11 +8,13 @@ import math
 from dataclasses import dataclass, field
 
 from alignflow.errors import require
+from alignflow.tasks.modeling.model_config import RefConfig
+from alignflow.tasks.steps.placement import RoleResources
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
 
 
 @dataclass(frozen=True, kw_only=True)
-class ActorConfig(Optimizer):
+class ActorConfig(Optimizer, RoleResources):
     """The policy.
 
     model_name_or_path: HF name, local folder or offline name of the policy to train
@@ -34,6 +36,7 @@ class ActorConfig(Optimizer):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        RoleResources.__post_init__(self)
         require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
                 "a finite float > 0", self.eps_clip)
         if self.eps_clip_low_high is not None:
@@ -63,7 +66,7 @@ def _critic_adam() -> AdamConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CriticConfig(Optimizer):
+class CriticConfig(Optimizer, RoleResources):
     """The value model (PPO with GAE only).
 
     model_name_or_path: its initial weights (e.g. the reward model); null: the actor's model
@@ -78,7 +81,13 @@ class CriticConfig(Optimizer):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        RoleResources.__post_init__(self)
         require(math.isfinite(self.value_clip) and self.value_clip > 0, "value_clip",
                 "a finite float > 0", self.value_clip)
         require(self.freezing_steps >= -1, "freezing_steps", "an integer >= -1",
                 self.freezing_steps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLRefConfig(RefConfig, RoleResources):
+    """The frozen reference model of an RL run, and its GPUs."""

@@ -11,6 +11,7 @@ from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import require
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.steps import gpu_memory, rollout_engine
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
@@ -25,6 +26,7 @@ class RolloutConfig:
     top_k: sample from the k most likely tokens (0: off)
     stop: strings that end a response
     micro_batch_size: prompts per generation forward batch
+    engine: hf, vllm, or auto (vLLM where installed and GPUs are placed or vllm.num_engines > 0)
     """
 
     batch_size: int = 8
@@ -35,6 +37,7 @@ class RolloutConfig:
     top_k: int = 0
     stop: tuple[str, ...] = ()
     micro_batch_size: int = 16
+    engine: rollout_engine.EngineName = "auto"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "n_samples_per_prompt", "max_new_tokens", "micro_batch_size"):
@@ -43,6 +46,8 @@ class RolloutConfig:
                 "a finite float >= 0", self.temperature)
         require(0.0 < self.top_p <= 1.0, "top_p", "a float in (0, 1]", self.top_p)
         require(self.top_k >= 0, "top_k", "an integer >= 0", self.top_k)
+        require(self.engine in ("auto", "hf", "vllm"), "engine", "one of auto, hf, vllm",
+                self.engine)
         object.__setattr__(self, "stop", tuple(self.stop))
 
     @property
@@ -68,8 +73,10 @@ def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
     scope = current_scope()
     batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
     tok = host.tokenizer
-    samples = host.engine.generate(batch.column("prompt_ids").to_pylist(),
-                                   cfg.sampling(scope.seed, eos_ids(tok)))
+    gpu_memory.start(host)
+    samples = rollout_engine.generate(host, batch.column("prompt_ids").to_pylist(),
+                                      cfg.sampling(scope.seed, eos_ids(tok)))
+    host.engine_idle()
     table = rollout_table(scope, iteration, batch, samples, tok)
     if round_ is not None:
         table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))
@@ -79,7 +86,7 @@ def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
         "response_len_mean": sum(lengths) / len(lengths),
         "truncated_frac": sum(s.finish_reason == "length" for s in samples) / len(samples),
         "tokens": float(sum(lengths)),
-    })
+    } | gpu_memory.record(scope, host, "actor", iteration))
 
 
 def rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],

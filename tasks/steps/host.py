@@ -4,7 +4,10 @@ The flow engine runs a host as a stateful worker (a Ray actor, or inline in the 
 Models load on first use and stay. After every learn task the host checkpoints the roles
 it trains into the task's checkpoint folder and writes `host.json` there, naming the newest
 checkpoint of *each* trained role; `restore` reads it, so a resumed run continues from
-exactly the state an uninterrupted run would have had.
+exactly the state an uninterrupted run would have had, its engine synced to that policy.
+
+Models live on the host's device: CUDA when placement gave the host GPUs (`num_gpus`),
+else the CPU. The generation engine is HF or vLLM (`tasks/steps/rollout_engine.py`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.critic import Critic
+from alignflow.tasks.modeling.device import Attention, check_attention, host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.placement import Role
+from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
@@ -49,6 +54,9 @@ class HostSpec:
     num_threads: int | None = None
     keep_checkpoints: int = 2
     offload: tuple[Role, ...] = ()  # roles parked on disk between uses (ref, reward)
+    engine: EngineSpec = EngineSpec()  # rollout.engine and the vllm section
+    num_gpus: float = 0.0  # what placement gave this host: > 0 puts its models on CUDA
+    attn_implementation: Attention = "sdpa"
 
 
 class ModelHost(Memo):
@@ -77,14 +85,21 @@ class ModelHost(Memo):
         return role in self.spec.roles
 
     @functools.cached_property
+    def device(self) -> torch.device:
+        return host_device(self.spec.num_gpus)
+
+    def _load_lm(self, name: str, dtype: str):
+        attn = check_attention(self.spec.attn_implementation, self.device)
+        return load_causal_lm(resolve_model(name), dtype=dtype,
+                              attn_implementation=attn).to(self.device)
+
+    @functools.cached_property
     def tokenizer(self):
         return load_tokenizer(resolve_model(self.spec.pretrain), padding_side="left")
 
     @functools.cached_property
     def actor(self) -> TorchTrainer:
-        path = resolve_model(self.spec.pretrain)
-        model = load_causal_lm(path, dtype="fp32")
-        return TorchTrainer(model, self.spec.actor_trainer)
+        return TorchTrainer(self._load_lm(self.spec.pretrain, "fp32"), self.spec.actor_trainer)
 
     @property
     def trainer(self) -> TorchTrainer:
@@ -92,27 +107,29 @@ class ModelHost(Memo):
         return self.actor
 
     @functools.cached_property
-    def engine(self) -> HFEngine:
+    def engine(self):
         """The generation engine: its own copy of the policy, synced after each learn."""
-        path = resolve_model(self.spec.pretrain)
-        model = load_causal_lm(path, dtype=self.spec.dtype)
-        engine = HFEngine(model, self.tokenizer,
-                          micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
+        on_gpu = self.device.type == "cuda"
+        if choose_engine(self.spec.engine, on_gpu=on_gpu) == "vllm":
+            engine = build_vllm(self.spec.engine, resolve_model(self.spec.pretrain),
+                                dtype=self.spec.dtype, on_gpu=on_gpu, policy_version=0)
+        else:
+            engine = HFEngine(self._load_lm(self.spec.pretrain, self.spec.dtype), self.tokenizer,
+                              micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
         if "actor" in self.__dict__:  # restored or trained before the engine was built
             engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
         return engine
 
     @functools.cached_property
     def ref(self):
-        path = resolve_model(self.spec.ref_pretrain or self.spec.pretrain)
-        model = load_causal_lm(path, dtype=self.spec.dtype)
+        model = self._load_lm(self.spec.ref_pretrain or self.spec.pretrain, self.spec.dtype)
         model.requires_grad_(False)
         return model
 
     def use_ref(self):
         """The reference model, brought back first if it was offloaded."""
         if self._ref_file is not None:
-            reload_module(self.ref, self._ref_file)
+            reload_module(self.ref, self._ref_file, self.device)
             self._ref_file = None
         return self.ref
 
@@ -130,12 +147,17 @@ class ModelHost(Memo):
         assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
         critic = Critic.from_pretrained(
             resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        return TorchTrainer(critic, self.spec.critic_trainer)
+        return TorchTrainer(critic.to(self.device), self.spec.critic_trainer)
 
     @functools.cached_property
     def reward(self):
         assert self.spec.rewards is not None, "reward role without a reward config"
-        return build_reward(self.spec.rewards)
+        reward = build_reward(self.spec.rewards)
+        for source in reward.sources.values():  # reward models go where the host computes
+            model = getattr(source, "model", None)
+            if isinstance(model, torch.nn.Module):
+                model.to(self.device)
+        return reward
 
     # -- checkpoints -------------------------------------------------------------------
     def save(self, store, folder: str, role: Role = "actor", *, extra: dict | None = None) -> str:
@@ -183,5 +205,17 @@ class ModelHost(Memo):
             self.sync_engine()
 
     def sync_engine(self) -> None:
-        """In-process weight sync: copy the trainer's weights into the engine's model."""
+        """Weight sync from the trainer: in place (HF, or vLLM in this process), else sent to
+        the engine actors in packed buckets."""
         self.engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
+
+    def ensure_engine_synced(self) -> None:
+        """An engine restarted after a fault serves an older policy: sync it again."""
+        if "actor" in self.__dict__ and self.engine.policy_version != self.policy_version:
+            self.sync_engine()
+
+    def engine_idle(self) -> None:
+        """Generation is done for this iteration: let a vLLM engine free its GPU memory."""
+        sleep = getattr(self.engine, "sleep", None)
+        if self.spec.engine.vllm.enable_sleep and sleep is not None:
+            sleep()

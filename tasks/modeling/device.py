@@ -1,0 +1,71 @@
+"""Where a host's models live: CUDA when placement gave the host GPUs, else the CPU.
+
+Ray sets `CUDA_VISIBLE_DEVICES` for an actor that asked for GPUs, so the host uses its
+current CUDA device. Inputs built on the CPU (token ids from the store) move to the model's
+device at the forward call (`to_model`). Importing this module needs no CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import torch
+from torch import nn
+
+from alignflow.errors import ConfigError
+
+Attention = Literal["sdpa", "eager", "flash_attention_2"]
+ATTENTIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
+
+
+def host_device(num_gpus: float) -> torch.device:
+    """The device of a host given `num_gpus` by placement (fractions share one GPU)."""
+    if num_gpus <= 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        raise ConfigError(f"placement gave this host {num_gpus:g} GPU(s) but torch sees none "
+                          f"(CUDA_VISIBLE_DEVICES={visible}); expected a CUDA build of torch "
+                          "on a GPU node, or GPU counts of 0 to run on CPU")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def model_device(model: nn.Module) -> torch.device:
+    param = next(model.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def to_model(model: nn.Module, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """`tensors` on `model`'s device (no copy when they are there already)."""
+    device = model_device(model)
+    return tuple(t.to(device, non_blocking=True) for t in tensors)
+
+
+def check_attention(name: str, device: torch.device) -> str:
+    """`name` if this process can use it: flash_attention_2 needs CUDA and `flash_attn`."""
+    if name not in ATTENTIONS:
+        raise ConfigError(f"ds.attn_implementation={name!r}: expected one of {ATTENTIONS}")
+    if name != "flash_attention_2":
+        return name
+    if device.type != "cuda":
+        raise ConfigError("ds.attn_implementation=flash_attention_2 needs a GPU; this host "
+                          "runs on CPU (use sdpa)")
+    import importlib.util
+
+    if importlib.util.find_spec("flash_attn") is None:
+        raise ConfigError("ds.attn_implementation=flash_attention_2: the flash_attn package "
+                          "is not installed here; expected `pip install flash-attn` or sdpa")
+    return name
+
+
+def peak_gib(device: torch.device) -> float | None:
+    """Peak memory allocated on `device` since the last `reset_peak`, in GiB (CUDA only)."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(device) / (1 << 30)
+
+
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
