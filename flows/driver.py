@@ -279,7 +279,8 @@ class Driver(Timers):
             self.latest_ckpt[manifest["worker"]] = manifest["checkpoint"]
         if self.progress is not None:
             self.progress.task_finished(key, (manifest["ended"] or 0) - (manifest["started"] or 0),
-                                        bool(fields.get("cached_from")), status=manifest["status"])
+                                        bool(fields.get("cached_from")), status=manifest["status"],
+                                        output=manifest.get("output"))
         return manifest
 
     def finish(self) -> None:

@@ -40,6 +40,18 @@ def iteration_of(task_key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def gpu_note(output: Any) -> str:
+    """`, gpu 3.1 GiB` from a step record's `gpu/<role>/peak_allocated_gib` metrics."""
+    if isinstance(output, dict) and isinstance(output.get("fields"), dict):
+        output = output["fields"]
+    metrics = output.get("metrics") if isinstance(output, dict) else None
+    if not isinstance(metrics, dict):
+        return ""
+    peaks = [v for k, v in metrics.items() if k.startswith("gpu/") and k.endswith("_gib")
+             and isinstance(v, int | float)]
+    return f", gpu {max(peaks):.1f} GiB" if peaks else ""
+
+
 class Progress:
     """Progress of one flow run; `live=None` means "live if `stream` is a terminal"."""
 
@@ -75,15 +87,16 @@ class Progress:
         self._refresh()
 
     def task_finished(self, task_key: str, duration: float, cached: bool = False, *,
-                      status: str = "SUCCESSFUL") -> None:
-        """Record a finished task; `cached` means replayed from its manifest, not run."""
+                      status: str = "SUCCESSFUL", output: Any = None) -> None:
+        """Record a finished task; `cached` means replayed from its manifest, not run.
+        `output` (the task's JSON record) may carry its GPU peak memory, shown too."""
         self._enter_iteration(iteration_of(task_key))
         self.iter_ran = self.iter_ran or not cached
         name = task_key.rsplit("/", 1)[-1]
         if cached:
             what, kind = "cached", "cached"
         elif status == "SUCCESSFUL":
-            what, kind = f"done in {_task_seconds(duration)}", "done"
+            what, kind = f"done in {_task_seconds(duration)}{gpu_note(output)}", "done"
         else:
             what, kind = f"{status.lower()} after {_task_seconds(duration)}", "failed"
         self.counts[kind] += 1

@@ -47,6 +47,7 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload, num_gpus=gpus[host],
                         attn_implementation=cfg.ds.attn_implementation,
+                        trainer_sleep=cfg.ds.enable_sleep,
                         engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm,
                                           colocated=cfg.train.colocate_all))
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,

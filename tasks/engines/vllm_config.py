@@ -76,5 +76,8 @@ class VLLMEngineConfig:
             enable_prefix_caching=self.enable_prefix_caching, enforce_eager=self.enforce_eager,
             enable_sleep_mode=self.enable_sleep_mode and on_gpu,
             logprobs_mode="processed_logprobs", disable_log_stats=True,
+            # a prompt split over steps makes vLLM rewind the request's generator, which CPU
+            # generators cannot do ("CPU Generator does not use offset"): whole prompts only
+            enable_chunked_prefill=None if on_gpu else False,
             worker_extension_cls="alignflow.tasks.engines.vllm_worker.AlignflowWorkerExtension",
         )

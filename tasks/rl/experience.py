@@ -3,6 +3,7 @@ turned into the advantages the learn step trains on. Commits: rollout_advantages
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -89,6 +90,19 @@ def action_masks(responses: list[list[int]], masks: list[list[int] | None]) -> l
     """Each row's loss mask: its `action_mask` (multi-turn episodes), else every token."""
     return [[1.0] * len(r) if m is None else [float(x) for x in m]
             for r, m in zip(responses, masks, strict=True)]
+
+
+def to_device(exp: Experience, adv: Advantages, device: torch.device
+              ) -> tuple[Experience, Advantages]:
+    """The batch's tensors where the trainer computes (no copy on the CPU)."""
+    def move(t):
+        return None if t is None else t.to(device)
+    exp = dataclasses.replace(exp, old_logp=move(exp.old_logp), ref_logp=move(exp.ref_logp),
+                              mask=move(exp.mask), reward=move(exp.reward),
+                              values=move(exp.values))
+    adv = dataclasses.replace(adv, advantages=move(adv.advantages), returns=move(adv.returns),
+                              kept=move(adv.kept), seq_kl=move(adv.seq_kl))
+    return exp, adv
 
 
 def compute(exp: Experience, settings: LearnSettings, kl_coef: float,

@@ -19,14 +19,16 @@ from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.is_correction import corrected_policy_loss
 from alignflow.tasks.losses.policy import policy_loss, value_loss
 from alignflow.tasks.modeling.batching import padded_pairs, to_padded
+from alignflow.tasks.modeling.device import model_device
 from alignflow.tasks.modeling.forward import response_logprobs
-from alignflow.tasks.rl import experience, ptx
+from alignflow.tasks.rl import experience, mismatch, ptx
 from alignflow.tasks.rl.consumption import consumption_table, staleness_metrics
 from alignflow.tasks.rl.correction import proximal_logprobs
 from alignflow.tasks.rl.experience import Advantages, Experience
 from alignflow.tasks.rl.finite import check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
 from alignflow.tasks.rl.learn_config import LearnSettings
+from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import LearnOutput, LearnState, StepOutput
 from alignflow.tasks.trainers.plan import Plan, micro_batches
@@ -128,6 +130,7 @@ def _proximal(host, exp: Experience, settings: LearnSettings):
 def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettings,
                    penalty: KLPenalty, seed: int, iteration: int) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
+    exp, adv = experience.to_device(exp, adv, model_device(host.actor.model))
     kept = exp.mask * adv.kept[:, None]
     proximal = _proximal(host, exp, settings)
 
@@ -153,6 +156,8 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
     if reference is None and settings.algo.kl.used:
         raise ConfigError("learn: algo.kl needs reference log-probs, but the flow ran no "
                           "reference step (declare the 'ref' role: RLConfig.roles())")
+    host.wake("actor")
+    gpu_memory.start(host)
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
@@ -162,12 +167,15 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
                                                          host.policy_version),
                 partition={"iter": iteration})
     metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
+    metrics |= mismatch.measure(host, exp, settings)
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
         metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration)
         host.policy_version += 1
     if "kl" in metrics:  # no reference ran when no KL term uses one
         penalty.update(metrics["kl"], len(exp.responses))
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "actor")
+    metrics |= gpu_memory.peak_metrics(host, "actor")
+    host.idle("actor")
     metrics["learn_seconds"] = time.perf_counter() - start
     write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     next_state = LearnState(penalty.beta, moments.state() if moments else {})
@@ -195,6 +203,8 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
                  settings: LearnSettings, actor: LearnOutput) -> LearnOutput:
     """Clipped value regression onto the returns the actor's learn step committed."""
     scope = current_scope()
+    host.wake("critic")
+    gpu_memory.start(host)
     roll = read_table(scope.store, rollouts.refs, columns=["prompt_ids", "response_ids"])
     prompts, responses = roll.column("prompt_ids").to_pylist(), roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
@@ -203,6 +213,8 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
     ret = to_padded(read_table(scope.store, actor.advantages, columns=["returns"])
                     .column("returns").to_pylist(), width)
     mask = to_padded([[1.0] * len(r) for r in responses], width)
+    device = model_device(host.critic.model)
+    old, ret, mask = old.to(device), ret.to(device), mask.to(device)
     pad, clip = host.tokenizer.pad_token_id, settings.critic.value_clip
 
     def make_loss(mb):
@@ -213,6 +225,8 @@ def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
                      make_loss)
     metrics = {f"critic/{k}": v for k, v in metrics.items()}
     folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "critic")
+    metrics |= gpu_memory.peak_metrics(host, "critic")
+    host.idle("critic")
     write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     return LearnOutput(folder, host.policy_version, metrics)
 

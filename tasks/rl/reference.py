@@ -14,6 +14,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.modeling.batching import chunks, padded_pairs
 from alignflow.tasks.modeling.forward import response_logprobs
+from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import REFERENCE, VALUES
 
@@ -43,6 +44,7 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
     responses = table.column("response_ids").to_pylist()
     pad = host.tokenizer.pad_token_id
     out: list[list[float]] = []
+    gpu_memory.start(host)
     for idx in chunks(len(prompts), micro_batch):
         lp, _ = response_logprobs(host.use_ref(), [prompts[i] for i in idx],
                                   [responses[i] for i in idx], packed=False, pad_id=pad,
@@ -51,7 +53,7 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
     host.idle("ref")
     ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
                       partition={"iter": iteration})
-    return StepOutput((ref,), table.num_rows)
+    return StepOutput((ref,), table.num_rows, gpu_memory.record(scope, host, "ref", iteration))
 
 
 @torch.no_grad()
@@ -64,10 +66,12 @@ def values(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> 
     pad = host.tokenizer.pad_token_id
     out: list[list[float]] = []
     critic = host.critic.model
+    gpu_memory.start(host)
     for idx in chunks(len(prompts), micro_batch):
         ids, mask, action = padded_pairs([prompts[i] for i in idx], [responses[i] for i in idx],
                                          pad)
         v = critic(ids, mask, action.shape[1])
         out.extend(v[j, : int(action[j].sum())].tolist() for j in range(len(idx)))
     ref = scope.write(VALUES, _keyed(table, scope, "values", out), partition={"iter": iteration})
-    return StepOutput((ref,), table.num_rows)
+    return StepOutput((ref,), table.num_rows,
+                      gpu_memory.record(scope, host, "critic", iteration))

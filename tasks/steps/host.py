@@ -32,6 +32,7 @@ from alignflow.tasks.steps.placement import Role
 from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, TrainerConfig
+from alignflow.tasks.trainers.sleep import move_trainer
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -57,6 +58,7 @@ class HostSpec:
     engine: EngineSpec = EngineSpec()  # rollout.engine and the vllm section
     num_gpus: float = 0.0  # what placement gave this host: > 0 puts its models on CUDA
     attn_implementation: Attention = "sdpa"
+    trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
 
 
 class ModelHost(Memo):
@@ -135,12 +137,22 @@ class ModelHost(Memo):
 
     def idle(self, role: Role) -> None:
         """A step is done with `role` for this iteration: offload it if configured."""
+        if role in ("actor", "critic") and self._sleeps(role):
+            move_trainer(self.actor if role == "actor" else self.critic, "cpu")
         if role not in self.spec.offload:
             return
         if role == "ref" and self._ref_file is None:
             self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
         elif role == "reward":
             self.reward.offload()
+
+    def wake(self, role: Role) -> None:
+        """A learn step is about to train `role`: bring a sleeping trainer back."""
+        if self._sleeps(role):
+            move_trainer(self.actor if role == "actor" else self.critic, self.device)
+
+    def _sleeps(self, role: str) -> bool:
+        return self.spec.trainer_sleep and self.device.type == "cuda" and role in self.__dict__
 
     @functools.cached_property
     def critic(self) -> TorchTrainer:
@@ -208,6 +220,12 @@ class ModelHost(Memo):
         """Weight sync from the trainer: in place (HF, or vLLM in this process), else sent to
         the engine actors in packed buckets."""
         self.engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
+
+    @property
+    def engine_kind(self) -> str | None:
+        """"hf" or "vllm" once the engine is built, else None."""
+        engine = self.__dict__.get("engine")
+        return None if engine is None else ("hf" if isinstance(engine, HFEngine) else "vllm")
 
     def ensure_engine_synced(self) -> None:
         """An engine restarted after a fault serves an older policy: sync it again."""

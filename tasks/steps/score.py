@@ -6,6 +6,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import SCORES
 
@@ -19,6 +20,7 @@ def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
     prompts = table.column("prompt").to_pylist()
     responses = table.column("response").to_pylist()
     labels = table.column("label").to_pylist()
+    gpu_memory.start(host)
     out = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
                             prompts, labels)
     host.idle("reward")
@@ -37,4 +39,5 @@ def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
                if len(rewards) > 1 else 0.0}
     metrics |= {f"score/{k}": float(v.float().mean()) for k, v in out.scores.items()}
     metrics |= {f"log/{k}": float(v.float().mean()) for k, v in out.extra_logs.items()}
+    metrics |= gpu_memory.record(scope, host, "reward", iteration)
     return StepOutput((ref,), table.num_rows, metrics)

@@ -130,3 +130,15 @@ def test_only_a_successful_run_is_reported_finished(status, start):
     assert last[-2].startswith("[run x] train failed after")
     if status in ("FAILED", "RESUMABLE", None):
         assert last[-1].endswith("`alignflow resume x`")
+
+
+def test_gpu_peak_memory_of_a_step_is_shown():
+    p, out, clock = _progress()
+    p.start_run("abc", "grpo", total_iterations=2)
+    record = {"__type__": "alignflow.tasks.steps.records:LearnOutput",
+              "fields": {"metrics": {"kl": 0.1, "gpu/actor/peak_allocated_gib": 3.14}}}
+    p.task_finished("iter-0000/learn", 2.0, output=record)
+    p.task_finished("iter-0000/score", 1.0, output={"metrics": {"reward_mean": 0.5}})
+    assert out.getvalue().splitlines()[1:] == [
+        "[run abc] iter 1/2 learn done in 2.0s, gpu 3.1 GiB (elapsed 0s)",
+        "[run abc] iter 1/2 score done in 1.0s (elapsed 0s)"]
