@@ -59,7 +59,9 @@ def declare_generator(cfg: RLConfig, name: str) -> str:
     """The generator worker of an asynchronous run (or of agent episodes): an engine only."""
     spec = RolloutSpec(pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,
-                       num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
+                       num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path,
+                       engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm),
+                       num_gpus=cfg.placement.num_gpus)
     return worker_group(name, functools.partial(RolloutHost, spec),
                         num_cpus=cfg.placement.num_cpus, num_gpus=cfg.placement.num_gpus)
 

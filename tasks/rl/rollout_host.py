@@ -10,14 +10,16 @@ worker needs nothing restored.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from alignflow.artifacts.checkpoints import load_model_state
 from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.rl.async_records import PolicyRef
+from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
 from alignflow.tasks.zoo.registry import resolve_model
 
 
@@ -30,6 +32,8 @@ class RolloutSpec:
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
     agent_func_path: str | None = None
+    engine: EngineSpec = field(default_factory=EngineSpec)  # rollout.engine, vllm.*
+    num_gpus: float = 0.0  # what placement gave this worker: > 0 puts the engine on CUDA
 
 
 class RolloutHost:
@@ -47,8 +51,15 @@ class RolloutHost:
         return load_tokenizer(resolve_model(self.spec.pretrain), padding_side="left")
 
     @functools.cached_property
-    def engine(self) -> HFEngine:
-        model = load_causal_lm(resolve_model(self.spec.pretrain), dtype=self.spec.dtype)
+    def engine(self):
+        """HF or vLLM (`rollout.engine`), on this worker's GPU where placement gave one."""
+        device = host_device(self.spec.num_gpus)
+        on_gpu = device.type == "cuda"
+        path = resolve_model(self.spec.pretrain)
+        if choose_engine(self.spec.engine, on_gpu=on_gpu) == "vllm":
+            return build_vllm(self.spec.engine, str(path), dtype=self.spec.dtype, on_gpu=on_gpu,
+                              policy_version=0)
+        model = load_causal_lm(path, dtype=self.spec.dtype).to(device)
         return HFEngine(model, self.tokenizer,
                         micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
 

@@ -102,3 +102,22 @@ def test_gpu_requests_on_a_cpu_machine_fail_fast():
     with pytest.raises(ConfigError, match=r"flash_attention_2 needs a GPU"):
         check_attention("flash_attention_2", torch.device("cpu"))
     assert check_attention("sdpa", torch.device("cpu")) == "sdpa"
+
+
+def test_the_async_generator_worker_takes_the_flows_engine_choice(monkeypatch):
+    """`declare_generator` hands `rollout.engine` / `vllm.*` / placement GPUs to the worker."""
+    from alignflow.flows.rl import steps
+    from alignflow.tasks.rl.rollout_host import RolloutHost
+
+    made = {}
+    monkeypatch.setattr(steps, "worker_group", lambda name, factory, **kw: made.update(
+        factory=factory, **kw) or name)
+    cfg = load_config(RLConfig, sets=["actor.model_name_or_path=tiny-llama",
+                                      "rollout.engine=vllm", "vllm.num_engines=2"])
+    steps.declare_generator(cfg, "generator")
+    spec = made["factory"].args[0]  # functools.partial(RolloutHost, spec)
+    assert spec.engine.name == "vllm" and spec.engine.vllm.num_engines == 2
+    assert spec.num_gpus == made["num_gpus"] == 0
+    monkeypatch.setattr(rollout_engine, "vllm_installed", lambda: False)
+    with pytest.raises(ConfigError, match=r"rollout.engine=vllm: vLLM is not installed"):
+        _ = RolloutHost(spec).engine
