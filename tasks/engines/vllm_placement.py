@@ -20,8 +20,12 @@ from alignflow.errors import ConfigError
 
 
 def cpu_core_groups(num_engines: int) -> list[list[int]]:
-    """This process's cores split into `num_engines` equal groups, one per CPU engine."""
+    """This process's cores split into `num_engines` equal groups, one per CPU engine.
+    (A process that ran OpenMP code may have its affinity narrowed to its own threads'
+    cores; then the machine's cores are split.)"""
     cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < num_engines:
+        cores = list(range(os.cpu_count() or 1))
     if len(cores) < num_engines:
         raise ConfigError(f"num_engines={num_engines}: this machine lets us use {len(cores)} "
                           "cores; expected at least one core per CPU engine")

@@ -88,5 +88,19 @@ def test_engines_in_ray_actors(ray_local, vllm_model_dir, local_store):
         assert {s.policy_version for s in mixed[:6]} == {3} and {s.policy_version for s in mixed[6:]} == {4}
         assert_logprobs_match(ckpt_model.model, mixed[:6], 0.9)
         assert_logprobs_match(hf.model, mixed[6:], 0.9)
+        # 6. sync by broadcast over a gloo group made for it; a dead engine fails the sync
+        # naming it, and the next sync forms the group again with its replacement
+        engines.transport = "gloo"
+        hf.update_weights(_perturbed(hf.model, 0.05, 3).items())
+        engines.update_weights(hf.model.state_dict().items(), version=5)
+        assert engines.policy_version == 5
+        assert_logprobs_match(hf.model, engines.generate(prompts, sampled), 0.9)
+        ray.kill(engines._actors[0], no_restart=True)
+        with pytest.raises(EngineError, match=r"engine 0: actor died"):
+            engines.update_weights(hf.model.state_dict().items(), version=6)
+        hf.update_weights(_perturbed(hf.model, 0.05, 4).items())
+        engines.update_weights(hf.model.state_dict().items(), version=6)
+        assert engines.policy_version == 6
+        assert_logprobs_match(hf.model, engines.generate(prompts, sampled), 0.9)
     finally:
         engines.shutdown()
