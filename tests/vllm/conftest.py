@@ -38,9 +38,14 @@ def _build(tiny_dir: Path, folder: Path) -> None:
     model.save_pretrained(folder, safe_serialization=True)
 
 
+def build_tiny_hd32(tiny_dir: Path) -> Path:
+    """The head-size-32 sibling of the tiny Llama in the models cache (also bench/vllm_grpo.py)."""
+    key = hashlib.sha256(f"{build_key('lm')}:{sorted(HEADS.items())}".encode()).hexdigest()
+    return build_once(models_dir() / "tiny-llama-hd32", key,
+                      lambda folder: _build(Path(tiny_dir), folder))
+
+
 @pytest.fixture(scope="session")
 def vllm_model_dir(tiny_model_dir) -> Path:
     """Tiny Llama (head size 32) + the tiny tokenizer; eos `<|im_end|>` = 2, pad = 3."""
-    key = hashlib.sha256(f"{build_key('lm')}:{sorted(HEADS.items())}".encode()).hexdigest()
-    return build_once(models_dir() / "tiny-llama-hd32", key,
-                      lambda folder: _build(Path(tiny_model_dir), folder))
+    return build_tiny_hd32(Path(tiny_model_dir))
