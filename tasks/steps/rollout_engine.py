@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Literal
@@ -90,13 +91,22 @@ def build_vllm(spec: EngineSpec, model_path: str, *, dtype: str, on_gpu: bool,
                                  transport=sync_transport(spec.vllm, on_gpu=on_gpu))
     weakref.finalize(engine, engine.shutdown)
     where = "in the host's process" if in_host else f"{spec.vllm.engines} Ray actor(s)"
-    log.warning("generation engine: vLLM, %s (%s)", where, "GPU" if on_gpu else "CPU")
+    _ANNOUNCE[id(engine)] = f"generation engine: vLLM, {where} ({'GPU' if on_gpu else 'CPU'})"
+    weakref.finalize(engine, _ANNOUNCE.pop, id(engine), None)
     return engine
+
+
+# engine -> the line the first generate task logs about it (a host builds its engine before
+# any task runs, where nothing is logged to the run)
+_ANNOUNCE: dict[int, str] = {}
 
 
 def generate(host, prompts: list[list[int]], params: SamplingParams) -> list[GeneratedSample]:
     """`host.engine.generate`, with the engine first brought to the host's policy; an engine
     that died or hung (EngineError) has been restarted by its wrapper: re-sync and retry."""
+    said = _ANNOUNCE.pop(id(host.engine), None)
+    if said:
+        print(said, file=sys.stderr)  # into the task's log
     for attempt in range(1, GENERATE_ATTEMPTS + 1):
         try:
             host.ensure_engine_synced()
