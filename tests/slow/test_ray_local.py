@@ -19,7 +19,12 @@ from alignflow.flows import api, ray_local, ray_pool
 from tests import pool_flows as F
 ray_local.start_early(lambda: ray_pool.create(("tests.pool_flows",)))
 out = api.run(F.pids, {}, store=sys.argv[1], run_id="p")
-names = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+def cmdline(p):
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # ended while we looked (e.g. a short-lived helper process)
+        return ""
+names = [c for c in map(cmdline, psutil.Process().children(recursive=True)) if c]
 print(json.dumps({"out": out, "procs": names}))
 """
 
