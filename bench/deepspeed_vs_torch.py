@@ -101,7 +101,7 @@ def _dpo_work(args, trainer):
     mine = slice(rank * args.pairs // world, (rank + 1) * args.pairs // world)
     chosen, rejected = chosen[mine], rejected[mine]
     ref = torch.zeros(len(chosen))  # the reference forward is not the trainer's cost
-    scale = reduce.grad_average_factor() / args.pairs
+    scale = 1.0 / args.pairs  # the trainer sums gradients over ranks
 
     def logp(model, ids):
         return sequence_logprobs(model, ids, torch.ones_like(ids), RESPONSE).sum(-1)

@@ -3,8 +3,10 @@
 With the batch sharded over ranks, every per-batch denominator (valid tokens, sequences)
 and every batch statistic (advantage mean and variance) must be taken over all ranks, or
 the result depends on the number of workers. DeepSpeed (like DDP) *averages* gradients
-over ranks, so a rank's loss is `Σ_local ℓ / N_global · world_size`: the average of those
-gradients is the gradient of `Σ_all ℓ / N_global`, the one-worker loss.
+over ranks; alignflow's trainers scale each backward by the world size, so gradients are
+*summed* and a rank's loss is just `Σ_local ℓ / N_global`: the sum of those gradients is
+the gradient of `Σ_all ℓ / N_global`, the one-worker loss. Step statistics that are such
+shares add up over ranks the same way (`global_shares`).
 Outside a process group every function is the plain local computation.
 """
 
@@ -35,9 +37,26 @@ def global_count(mask: Tensor) -> float:
     return global_sum(float(mask.bool().sum()))
 
 
-def grad_average_factor() -> int:
-    """What a rank's globally normalised loss is multiplied by before an averaging all-reduce."""
-    return rank_and_size()[1]
+def global_shares(stats: dict[str, float], *, same: tuple[str, ...] = ("grad_norm", "lr", "step")
+                  ) -> dict[str, float]:
+    """`stats` with every value summed over ranks (one all-reduce) except the keys in `same`,
+    which every rank already holds (the global gradient norm, the LR, the step count).
+    Every rank must pass the same keys."""
+    keys = sorted(k for k in stats if k not in same)
+    if rank_and_size()[1] == 1 or not keys:
+        return dict(stats)
+    total = all_reduce_sum(torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64))
+    return {**stats, **{k: float(v) for k, v in zip(keys, total.tolist(), strict=True)}}
+
+
+def gather_lists(values: dict[str, list]) -> dict[str, list]:
+    """Each key's lists of every rank concatenated in rank order (per-example values of a
+    sharded step, for the rows rank 0 commits)."""
+    if rank_and_size()[1] == 1:
+        return values
+    parts: list[dict[str, list] | None] = [None] * rank_and_size()[1]
+    dist.all_gather_object(parts, values)
+    return {k: [v for part in parts for v in part[k]] for k in values}
 
 
 def global_masked_moments(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, float]:

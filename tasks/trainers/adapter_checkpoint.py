@@ -14,14 +14,16 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.modeling import lora
 
 
-def save(trainer: Any, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
-    """Writes the adapter checkpoint; returns bytes written."""
+def save(trainer: Any, store: Any, rel_dir: str, *, extra: dict | None = None,
+         rng: bool | dict = True) -> int:
+    """Writes the adapter checkpoint; returns bytes written. `rng`: a state captured
+    earlier (a background write), or True for now."""
     _check(trainer, rel_dir)
     meta = {"global_step": trainer.global_step, "trainer": "torch", "adapter": "lora",
             **(extra or {})}
     return checkpoints.save(store, rel_dir, lora.adapter_state(trainer.model),
                             optimizer=trainer.optimizer, scheduler=trainer.scheduler,
-                            rng=True, extra=meta)
+                            rng=rng, extra=meta)
 
 
 def restore(trainer: Any, store: Any, rel_dir: str) -> dict:

@@ -6,6 +6,9 @@ sub-folder per rank, `ranks/rank-NNNNN/`, holds that rank's optimizer: the fp32 
 it steps (ZeRO 1-3), the AdamW moments of that shard, and the rank's RNG. Rank folders are
 written first and the top-level `meta.json` last, so a folder is complete once `load` opens it.
 
+A LoRA model's folder holds the adapter tensors only (the frozen base comes back from its
+own folder), like `adapter_checkpoint` does for the PyTorch trainer.
+
 Restoring on the same world size and ZeRO stage puts back every tensor the next step reads,
 so training continues bitwise on CPU. The master shards are cut by DeepSpeed's flat-buffer
 layout, which depends on the world size and stage: other values raise `ConfigError`, unless
@@ -14,7 +17,7 @@ layout, which depends on the world size and stage: other values raise `ConfigErr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -23,6 +26,7 @@ import torch.distributed as dist
 from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import rank_and_size
+from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers.deepspeed_config import import_deepspeed
 
 zero = import_deepspeed().zero
@@ -34,14 +38,22 @@ def _is_partitioned(t: torch.Tensor) -> bool:
     return hasattr(t, "ds_id")
 
 
-def full_state(engine: Any, *, keep: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
+def adapter_names(name: str) -> bool:
+    """The entries of a LoRA model's state_dict that its checkpoints hold."""
+    return "lora_" in name
+
+
+def full_state(engine: Any, *, keep: bool = True, only: Callable[[str], bool] | None = None
+               ) -> Iterator[tuple[str, torch.Tensor]]:
     """The module's state_dict with ZeRO-3 shards gathered one parameter at a time.
 
     Collective under ZeRO-3: every rank must iterate it. `keep=False` still takes part in
-    the gathers but yields nothing (ranks that do not write).
+    the gathers but yields nothing (ranks that do not write); `only(name)` picks entries.
     """
     gathered: dict[int, torch.Tensor] = {}
     for name, t in engine.module.state_dict(keep_vars=True).items():
+        if only is not None and not only(name):
+            continue
         if _is_partitioned(t):
             if id(t) not in gathered:  # tied weights appear under several names
                 with zero.GatheredParameters([t], modifier_rank=None):
@@ -54,9 +66,12 @@ def full_state(engine: Any, *, keep: bool = True) -> Iterator[tuple[str, torch.T
 
 
 def load_full_state(engine: Any, state: dict[str, torch.Tensor]) -> None:
-    """Copies full weights into the module; ZeRO-3 shards are re-cut from rank 0's copy."""
+    """Copies full weights (a LoRA model's adapters) into the module; ZeRO-3 shards are
+    re-cut from rank 0's copy."""
     module = engine.module
     own = module.state_dict(keep_vars=True)
+    if lora.is_lora(module):
+        own = {k: v for k, v in own.items() if adapter_names(k)}
     missing = sorted(set(own) - set(state))
     if missing:
         raise ConfigError(f"checkpoint lacks {len(missing)} weights of this model "
@@ -132,7 +147,8 @@ def save(engine: Any, scheduler: Any, store: Any, rel_dir: str, extra: dict[str,
     nbytes = checkpoints.save(store, _rank_dir(rel_dir, rank), masters, rng=True,
                               extra={"rank": rank, **layout(engine),
                                      "optimizer": _optimizer_tree(engine)})
-    weights = dict(full_state(engine, keep=rank == 0))
+    only = adapter_names if lora.is_lora(engine.module) else None
+    weights = dict(full_state(engine, keep=rank == 0, only=only))
     if world > 1:
         dist.barrier()
     if rank == 0:

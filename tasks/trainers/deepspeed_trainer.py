@@ -14,8 +14,11 @@ the bare module; under ZeRO-3 its parameters are shards, so read weights through
 
 Processes: the trainer joins the existing torch.distributed group (torchrun's, or one formed
 among Ray actors by `tasks.distributed`) and otherwise makes a world of one on loopback.
-Under data parallelism DeepSpeed averages gradients over ranks: normalise each rank's loss
-by the global count and multiply by the world size (`tasks.distributed.reduce`).
+As with `TorchTrainer`, gradients are *summed* over ranks (DeepSpeed averages, so each
+backward is scaled by the world size): normalise each rank's loss by the global count
+(`tasks.distributed.reduce`) and the step equals one worker on the whole batch.
+A LoRA model (`modeling.lora.wrap`) keeps adapter-only checkpoints, syncs merged weights
+and exports peft's adapter folder, also under ZeRO-3 (gathered first).
 On CPU set `DS_ACCELERATOR=cpu` (done here when CUDA is absent); DeepSpeedCPUAdam compiles on
 first use (about a minute), cached under `TORCH_EXTENSIONS_DIR`.
 
@@ -40,10 +43,11 @@ from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import group
+from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
 from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig, ds_config, import_deepspeed
-from alignflow.tasks.trainers.torch_trainer import _enable_checkpointing
+from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
 deepspeed = import_deepspeed()
 
@@ -59,7 +63,7 @@ class DeepSpeedTrainer:
         deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
         self.global_step = 0
         if cfg.gradient_checkpointing:
-            _enable_checkpointing(model)
+            enable_checkpointing(model)
         optimizer = self._optimizer(model.train())
         scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
             optimizer, num_warmup_steps=cfg.warmup_steps,
@@ -108,6 +112,7 @@ class DeepSpeedTrainer:
         if not micro_batches:
             raise ConfigError("DeepSpeedTrainer.step: got no micro-batches; expected at least one")
         weights = _weights(len(micro_batches), weights)
+        world = group.rank_and_size()[1]  # DeepSpeed averages over ranks; we sum
         self.engine.train()
         lr = self.lr
         totals: dict[str, float] = {}
@@ -117,7 +122,7 @@ class DeepSpeedTrainer:
                 self.engine.optimizer.clear_backward_seen_flag()  # as engine.forward does
             with self._autocast():
                 loss, metrics = loss_fn(self.engine, batch)
-            self.engine.backward(loss.float() * w, scale_wrt_gas=False)
+            self.engine.backward(loss.float() * (w * world), scale_wrt_gas=False)
             for key, value in {"loss": loss.item(), **metrics}.items():
                 totals[key] = totals.get(key, 0.0) + w * float(value)
         grad_norm = self._clip_stage0() if self.zero_stage == 0 else None
@@ -134,8 +139,12 @@ class DeepSpeedTrainer:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
     def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Full named tensors (ZeRO-3 shards gathered); collective: every rank iterates it."""
-        yield from ds_ckpt.full_state(self.engine)
+        """Full named tensors (ZeRO-3 shards gathered; a LoRA model's merged weights under
+        plain HF names); collective: every rank iterates it."""
+        if lora.is_lora(self.model):
+            yield from lora.merged_state(self.model, dict(ds_ckpt.full_state(self.engine)))
+        else:
+            yield from ds_ckpt.full_state(self.engine)
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""
@@ -149,9 +158,11 @@ class DeepSpeedTrainer:
         return extra
 
     def save_pretrained(self, folder: str, tokenizer: Any = None) -> None:
-        """A plain HF folder from the gathered weights, written by rank 0 (collective)."""
+        """A plain HF folder from the gathered weights (peft's adapter folder for a LoRA
+        model), written by rank 0 (collective)."""
         rank, world = group.rank_and_size()
-        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0))
+        only = ds_ckpt.adapter_names if lora.is_lora(self.model) else None
+        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0, only=only))
         if rank == 0:
             self.model.save_pretrained(folder, state_dict=state)
             if tokenizer is not None:

@@ -1,8 +1,14 @@
 """The plain PyTorch trainer: AdamW, warmup-cosine LR, accumulation, clipping, bf16 autocast.
 
-One process, one device. Everything it owns (weights, AdamW moments, scheduler position,
+One device per process. Everything it owns (weights, AdamW moments, scheduler position,
 RNG, step count) goes into the checkpoint, so on CPU a restored trainer continues bitwise
-as if it had never stopped.
+as if it had never stopped. A LoRA model (`modeling.lora.wrap`) checkpoints its adapters
+only (`adapter_checkpoint`), syncs merged weights and exports the adapter folder.
+
+In a torch.distributed group (a data-parallel worker group) every rank holds the whole
+model; gradients are summed over ranks before clipping (one flat all-reduce), so a loss
+normalised by the global count gives the one-worker gradient; rank 0 alone writes
+checkpoints and exports (the ranks' weights are equal).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
 
 from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
+from alignflow.tasks.distributed.group import rank_and_size
+from alignflow.tasks.modeling import lora
+from alignflow.tasks.trainers import adapter_checkpoint
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
 
 
@@ -30,7 +39,7 @@ class TorchTrainer:
         self.global_step = 0
         self._held: Future | None = None
         if cfg.gradient_checkpointing:
-            _enable_checkpointing(model)
+            enable_checkpointing(model)
         self.optimizer = torch.optim.AdamW(
             self._param_groups(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=False)
         self.scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
@@ -77,6 +86,7 @@ class TorchTrainer:
             (loss.float() * w).backward()
             for key, value in {"loss": loss.item(), **metrics}.items():
                 totals[key] = totals.get(key, 0.0) + w * float(value)
+        sum_gradients_over_ranks(self.model)
         grad_norm = self._clip()
         self.optimizer.step()
         self.scheduler.step()
@@ -90,19 +100,31 @@ class TorchTrainer:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
     def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Named tensors for `GenerationEngine.update_weights` (views, no copies)."""
-        yield from self.model.state_dict().items()
+        """Named tensors for `GenerationEngine.update_weights` (views, no copies); a LoRA
+        model's base with the adapters folded in, under plain HF names."""
+        if lora.is_lora(self.model):
+            yield from lora.merged_state(self.model)
+        else:
+            yield from self.model.state_dict().items()
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
-        """Checkpoint everything needed to continue bitwise; returns bytes written."""
+        """Checkpoint everything needed to continue bitwise; returns bytes written (rank 0
+        writes, other ranks of a group return 0)."""
         return self.snapshot(extra=extra)(store, rel_dir)
 
     def snapshot(self, *, extra: dict | None = None) -> Callable[[Any, str], int]:
         """Capture now what changes outside training (RNG, step count) and return the
         writer of the checkpoint. The writer reads the live weights and AdamW moments, so it
         may run on another thread while other tasks run, as long as the trainer does not
-        train meanwhile: `hold(future)` makes `step`/`restore` wait for it."""
+        train meanwhile: `hold(future)` makes `step`/`restore` wait for it. A LoRA model's
+        checkpoint holds the adapters only; ranks other than 0 write nothing."""
         self.settle()
+        if rank_and_size()[0] != 0:
+            return lambda store, rel_dir: 0
+        if lora.is_lora(self.model):
+            rng, extra = checkpoints.rng_state(), dict(extra or {})
+            return lambda store, rel_dir: adapter_checkpoint.save(self, store, rel_dir,
+                                                                  extra=extra, rng=rng)
         meta = {"global_step": self.global_step, "trainer": "torch", **(extra or {})}
         rng, state = checkpoints.rng_state(), self.model.state_dict()
 
@@ -124,6 +146,8 @@ class TorchTrainer:
     def restore(self, store: Any, rel_dir: str) -> dict:
         """Loads a `save`d checkpoint into this trainer (same model class and config)."""
         self.settle()
+        if lora.is_lora(self.model):
+            return adapter_checkpoint.restore(self, store, rel_dir)
         ckpt = checkpoints.load(store, rel_dir)
         self.model.load_state_dict(ckpt.model_state)
         if ckpt.optimizer_state is not None:
@@ -135,19 +159,36 @@ class TorchTrainer:
         return ckpt.extra
 
     def save_pretrained(self, folder: str, tokenizer: Any = None) -> None:
-        """A plain HF folder (safetensors) that `from_pretrained` and the engines load."""
+        """A plain HF folder (safetensors) that `from_pretrained` and the engines load; for
+        a LoRA model peft's adapter folder (`alignflow export --merge-lora` merges it)."""
         self.model.save_pretrained(folder)
         if tokenizer is not None:
             tokenizer.save_pretrained(folder)
 
 
-def _enable_checkpointing(model: nn.Module) -> None:
+def enable_checkpointing(model: nn.Module) -> None:
     """Recompute activations in backward (non-reentrant); the API was renamed in transformers 5."""
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def sum_gradients_over_ranks(model: nn.Module) -> None:
+    """In a group of N > 1 ranks every gradient becomes its sum over the ranks (one flat
+    all-reduce); alone, nothing happens."""
+    if rank_and_size()[1] == 1:
+        return
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset: offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def _weights(m: int, weights: Sequence[float] | None) -> list[float]:

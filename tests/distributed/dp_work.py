@@ -50,19 +50,18 @@ def _micro(n: int) -> list[dict[str, list[int]]]:
 
 def grpo_step(trainer, seed: int) -> dict[str, float]:
     """Group-normalised advantages (groups stay on one rank), token-mean PPO-clip loss over
-    the *global* token count, times the world size (DeepSpeed averages gradients)."""
+    the *global* token count (the trainer sums gradients over ranks)."""
     data = _local(grpo_batch(seed), GROUP)
     adv = group_normalize(data["reward"], GROUP)[:, None].expand_as(data["mask"])
     with torch.no_grad():
         old = _logp(trainer.engine, data["input_ids"])
     num_tokens = reduce.global_count(data["mask"])
-    scale = reduce.grad_average_factor()
 
     def loss_fn(model, batch):
         i = batch["idx"]
         loss, _ = policy_loss(_logp(model, data["input_ids"][i]), old[i], adv[i],
                               data["mask"][i], agg="token-mean", num_tokens=num_tokens)
-        return loss * scale, {}
+        return loss, {}
 
     micro = _micro(len(data["reward"]))
     return trainer.step(micro, loss_fn, weights=[1.0] * len(micro))
@@ -72,13 +71,12 @@ def dpo_step(trainer, seed: int, ref: dict[str, torch.Tensor]) -> dict[str, floa
     """Sigmoid DPO on summed response logprobs, mean over the global number of pairs."""
     data = _local(dpo_batch(seed) | ref, 1)
     pairs = reduce.global_sum(len(data["chosen"]))
-    scale = reduce.grad_average_factor()
 
     def loss_fn(model, batch):
         i = batch["idx"]
         pi = _logp(model, torch.cat([data["chosen"][i], data["rejected"][i]])).sum(-1)
         out = dpo_loss(*pi.split(len(i)), data["ref_c"][i], data["ref_r"][i], beta=0.1)
-        return out.loss.sum() / pairs * scale, {}
+        return out.loss.sum() / pairs, {}
 
     micro = _micro(len(data["chosen"]))
     return trainer.step(micro, loss_fn, weights=[1.0] * len(micro))
