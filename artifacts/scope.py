@@ -3,6 +3,10 @@
 The engine enters a `TaskScope` around a task body; the body writes tables through
 `current_scope().write(...)`, and the engine lists `scope.staged` in the manifest it
 commits. Nothing written here is visible before that commit.
+
+On a worker group of N ranks the same task runs on every rank; only rank 0's result is
+committed, so `write` on another rank (a follower) stages nothing and returns a ref with an
+empty path: followers compute what they must (collectives) and leave the writing to rank 0.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from alignflow.artifacts import schemas
 from alignflow.artifacts.parquet_io import ArtifactRef, write_table
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.artifacts.store import Store
@@ -34,6 +39,13 @@ class TaskScope:
     attempt: int = 1
     staged: list[ArtifactRef] = field(default_factory=list)
     pending: list[Future] = field(default_factory=list)
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_lead(self) -> bool:
+        """Whether this attempt's output is the one committed (rank 0 of its worker group)."""
+        return self.rank == 0
 
     @property
     def task(self) -> str:
@@ -42,7 +54,8 @@ class TaskScope:
 
     def write(self, table_name: str | TableSchema, table: Any, *,
               partition: dict[str, int | str] | None = None) -> ArtifactRef:
-        """Stage one data file; it becomes visible when the engine commits this task."""
+        """Stage one data file; it becomes visible when the engine commits this task.
+        A follower rank writes nothing (see the module docstring)."""
         ref = self.stage(table_name, table, partition=partition)
         self.staged.append(ref)
         return ref
@@ -50,7 +63,11 @@ class TaskScope:
     def stage(self, table_name: str | TableSchema, table: Any, *,
               partition: dict[str, int | str] | None = None) -> ArtifactRef:
         """Write one data file of this task without listing it: for background work
-        (`defer`) whose future returns the refs to list."""
+        (`defer`) whose future returns the refs to list. A follower rank writes nothing."""
+        if not self.is_lead:
+            schema = table_name if isinstance(table_name, TableSchema) else schemas.get(table_name)
+            return ArtifactRef(table=schema.name, path="", rows=0, schema=schema.name,
+                               schema_version=schema.version, bytes=0)
         return write_table(self.store, table_name, table, run_id=self.run_id,
                            task=self.task_key.replace("/", "-"), partition=partition or {},
                            task_key=self.task_key)

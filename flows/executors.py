@@ -15,6 +15,7 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import wrapper
+from alignflow.flows.groups import RayWorkerGroup, group_size
 from alignflow.flows.worker_host import build, host_actor_class
 
 _REMOTES: dict[str, Any] = {}
@@ -45,6 +46,11 @@ class InlineExecutor:
         self.workers: dict[str, Any] = {}
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
+        if group_size(options) > 1:
+            from alignflow.errors import FlowError
+
+            raise FlowError(f"worker group {name!r} has {group_size(options)} workers; "
+                            "data-parallel groups need the ray executor (--executor ray)")
         if name not in self.workers:
             self.workers[name] = build(factory)
 
@@ -201,7 +207,8 @@ class RayExecutor:
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
         if name in self.workers:
             return
-        actor = self.pool.take() if self.pool and not options.get("num_gpus") else None
+        plain = not options.get("num_gpus") and group_size(options) == 1
+        actor = self.pool.take() if self.pool and plain else None
         if actor is None:
             self.restart_worker(name, factory, options, run_id)
             return
@@ -212,8 +219,13 @@ class RayExecutor:
         import ray
 
         old = self.workers.pop(name, None)
-        if old is not None:
+        if isinstance(old, RayWorkerGroup):
+            old.kill()
+        elif old is not None:
             ray.kill(old, no_restart=True)
+        if group_size(options) > 1:
+            self.workers[name] = RayWorkerGroup(name, factory, options, run_id).start()
+            return
         actor_name = f"alignflow:{run_id}:{name}"
         self.workers[name] = self._actor_cls.options(
             name=actor_name, get_if_exists=True, **_remote_options(options)).remote(factory)
@@ -221,10 +233,16 @@ class RayExecutor:
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         import ray
 
-        ray.get(self.workers[name].restore.remote(store, checkpoint))
+        worker = self.workers[name]
+        if isinstance(worker, RayWorkerGroup):
+            worker.restore(store, checkpoint)
+        else:
+            ray.get(worker.restore.remote(store, checkpoint))
 
-    def submit(self, call: dict, options: dict) -> _RayHandle:
+    def submit(self, call: dict, options: dict) -> Any:
         actor = self.workers[call["worker"]] if call.get("worker") else None
+        if isinstance(actor, RayWorkerGroup):
+            return actor.submit(call)
         if actor is None and self.pool and not options.get("num_gpus"):
             actor = self.pool.idle()  # a plain task: on a warm, idle pool process
         if actor is not None:
@@ -241,13 +259,18 @@ class RayExecutor:
     def durable(self, worker: str, token: str) -> _RayHandle:
         """Waits on the worker's side thread, beside the tasks that run meanwhile."""
         actor = self.workers[worker]
+        if isinstance(actor, RayWorkerGroup):
+            return _RayHandle(actor.durable(token))
         return _RayHandle(actor.durable.options(concurrency_group="durable").remote(token))
 
     def shutdown(self) -> None:
         import ray
 
         for actor in self.workers.values():
-            ray.kill(actor, no_restart=True)
+            if isinstance(actor, RayWorkerGroup):
+                actor.kill()
+            else:
+                ray.kill(actor, no_restart=True)
         self.workers.clear()
         if self.pool:
             self.pool.close()

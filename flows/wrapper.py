@@ -137,7 +137,8 @@ def execute(call: dict, obj: Any = None) -> dict:
     from alignflow.artifacts.scope import TaskScope, use_scope
 
     scope = TaskScope(store=call["store"], run_id=call["run_id"], task_key=call["task_key"],
-                      seed=call["seed"], attempt=call["attempt"])
+                      seed=call["seed"], attempt=call["attempt"], rank=call.get("rank", 0),
+                      world_size=call.get("world_size", 1))
     seed_everything(call["seed"])
     args = ((obj,) if call.get("worker") else ()) + tuple(call["args"])
     log = io.StringIO()
@@ -152,14 +153,15 @@ def execute(call: dict, obj: Any = None) -> dict:
     finally:
         disarm()
     ended = time.time()
-    _write_log(call, log.getvalue(), error)
+    if scope.is_lead or error is not None:
+        _write_log(call, log.getvalue(), error)
     staged = [_ref_json(r) for r in getattr(scope, "staged", None) or []]
     token = None
     if scope.pending and error is None:
-        if call.get("worker"):  # the worker lives on: the driver asks for it later
+        if call.get("worker") and scope.is_lead:  # the worker lives on: the driver asks later
             token = f"{call['run_id']}:{call['task_key']}:{call['attempt']}"
             _PENDING[token] = list(scope.pending)
-        else:  # a plain task's process may not outlive it: wait here
+        else:  # a plain task's process may not outlive it; a follower is not asked: wait here
             staged += _settle(scope.pending)
     return {"output": output, "artifacts": staged, "durable": token,
             "checkpoint": _checkpoint_of(result, scope), "error": error,
@@ -197,7 +199,8 @@ def _write_log(call: dict, text: str, error: dict | None) -> None:
         text += error["traceback"]
     if not text:
         return
-    store, rel = call["store"], f"runs/{call['run_id']}/logs/{call['task_key']}.log"
+    rank = f".rank{call['rank']}" if call.get("rank") else ""  # a follower's own failure
+    store, rel = call["store"], f"runs/{call['run_id']}/logs/{call['task_key']}{rank}.log"
     header = f"--- attempt {call['attempt']} ---\n"
     with contextlib.suppress(Exception):
         old = store.read_bytes(rel).decode() if call["attempt"] > 1 and store.exists(rel) else ""
