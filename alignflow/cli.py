@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("alignflow.catalog.cli", "write a run's HTML report: curves, samples, step times"),
     "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),
     "models": ("alignflow.tasks.zoo.cli", "prepare offline models (e.g. smollm2-135m) and list them"),
+    "export": ("alignflow.tasks.steps.export_cli", "copy a run's final model to a folder; --merge-lora folds a LoRA adapter into its base"),
     "demo": ("alignflow.flows.cli.demo", "the main job: a short GRPO run on the embedded defaults"),
 }
 
@@ -54,7 +55,15 @@ def _command_module(name: str):
 QUICK_EXIT = {"run", "resume", "tick", "demo"}
 
 
+def _cpu_deepspeed() -> None:
+    """DeepSpeed picks its accelerator once, at import, and without a GPU must be told
+    "cpu" (else it warns on every model load); Ray workers started here inherit it."""
+    if not os.path.exists("/proc/driver/nvidia") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _cpu_deepspeed()
     from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if a in COMMANDS), None)

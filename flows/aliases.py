@@ -60,7 +60,19 @@ VLLM: dict[str, Target] = {
     "enable_prefix_caching": "vllm.enable_prefix_caching", "enforce_eager": "vllm.enforce_eager",
     "vllm_enable_sleep": "vllm.enable_sleep", "vllm_sync_backend": "vllm.sync_backend",
     "vllm_sync_with_ray": "vllm.sync_with_ray",
-    "deepspeed_enable_sleep": "ds.enable_sleep", "attn_implementation": "ds.attn_implementation",
+    "attn_implementation": "ds.attn_implementation",
+}
+
+# -- the training backend: OpenRLHF 0.9's DeepSpeed and LoRA flags (0.11: `ds.*`) ----------
+DS: dict[str, Target] = {
+    "trainer": "ds.trainer", "zero_stage": "ds.zero_stage", "adam_offload": "ds.adam_offload",
+    "overlap_comm": "ds.overlap_comm", "grad_accum_dtype": "ds.grad_accum_dtype",
+    "zpg": "ds.zpg", "deepcompile": "ds.deepcompile",
+    "ds_tensor_parallel_size": "ds.tensor_parallel_size", "ring_attn_size": "ds.ring_attn_size",
+    "ring_head_stride": "ds.ring_attn_head_stride",
+    "use_ds_universal_ckpt": "ds.use_universal_ckpt", "deepspeed_enable_sleep": "ds.enable_sleep",
+    "load_in_4bit": "ds.load_in_4bit", "lora_rank": "ds.lora.rank", "lora_alpha": "ds.lora.alpha",
+    "lora_dropout": "ds.lora.dropout", "target_modules": "ds.lora.target_modules",
 }
 
 # -- RL flows (OpenRLHF's train_ppo_ray) ----------------------------------------------------
@@ -72,10 +84,10 @@ def _roles(key: str) -> tuple[str, ...]:
 
 
 RL: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **VLLM,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **VLLM, **DS,
+    # models and placement
     **{f"{role}_{key}": f"{role}.{key}" for role in ("actor", "critic", "ref", "reward")
        for key in ("num_nodes", "num_gpus_per_node")},
-    # models and placement
     "pretrain": "actor.model_name_or_path", "ref_pretrain": "ref.model_name_or_path",
     "critic_pretrain": "critic.model_name_or_path",
     "gradient_checkpointing": "actor.gradient_checkpointing_enable",
@@ -159,7 +171,7 @@ OPTIM: dict[str, Target] = {
     "optim.max_epochs": "train.max_epochs",
 }
 OFFLINE: dict[str, Target] = {
-    **CKPT, **OPTIM, "attn_implementation": "ds.attn_implementation",
+    **CKPT, **OPTIM, **DS, "attn_implementation": "ds.attn_implementation",
     "ref_pretrain": "ref.model_name_or_path", "ref_offload": "ref.offload",
     "teacher_model": "teacher.model_name_or_path", "pretrain_mode": "model.pretrain_mode_enable",
     "dataset": "data.dataset", "dataset_probs": "data.dataset_probs",
@@ -200,7 +212,7 @@ KD_MODEL: dict[str, Target] = {"kd_alpha": "model.kd_alpha", "loss.kd_alpha": "m
 
 # -- durable loops (no OpenRLHF counterpart: RL's data/rollout/reward, offline training) ----
 LOOPS: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM, **VLLM,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM, **VLLM, **DS,
     "train.learning_rate": "adam.lr", "train.train_batch_size": "train.batch_size",
     "train.micro_train_batch_size": "train.micro_batch_size", "train.adam_betas": "adam.betas",
     "train.l2": "adam.weight_decay", "train.lr_warmup_ratio": "lr_warmup_ratio",

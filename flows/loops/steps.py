@@ -37,7 +37,8 @@ def declare_host(cfg: LoopConfig) -> str:
                     num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
                     offload=("reward",) if cfg.reward.offload else (),
                     engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm),
-                    num_gpus=cfg.num_gpus, attn_implementation=cfg.ds.attn_implementation)
+                    num_gpus=cfg.num_gpus, attn_implementation=cfg.ds.attn_implementation,
+                    ds=cfg.ds)
     check_gpus(cfg.num_gpus, "num_gpus")
     worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=cfg.num_cpus,
                  num_gpus=cfg.num_gpus)

@@ -29,6 +29,7 @@ from alignflow.tasks.offline.loss_config import (
     RMModelConfig,
 )
 from alignflow.tasks.steps.ckpt import CkptConfig
+from alignflow.tasks.steps.placement import GroupPlacement
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer, TrainConfig
 from alignflow.tasks.trainers.plan import Plan
@@ -64,6 +65,7 @@ class OfflineConfig(Optimizer):
     train: OfflineTrainConfig = field(default_factory=OfflineTrainConfig)
     ckpt: CkptConfig = field(default_factory=CkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
+    placement: GroupPlacement = field(default_factory=GroupPlacement)
     adam: AdamConfig = field(default_factory=_adam(5e-7))
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
 
@@ -72,6 +74,13 @@ class OfflineConfig(Optimizer):
         if self.num_threads is not None:
             require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
                     self.num_threads)
+        workers = self.placement.workers
+        require(self.train.batch_size % workers == 0, "train.batch_size",
+                f"a multiple of the {workers} training workers (placement.num_nodes × "
+                "placement.num_gpus_per_node)", self.train.batch_size)
+        require(not (self.ds.lora.enabled and objective(self.KIND).value_head), "ds.lora.rank",
+                f"0 for {self.KIND} (LoRA on a value-head model is not available)",
+                self.ds.lora.rank)
 
     @property
     def loss_config(self):

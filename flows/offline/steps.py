@@ -66,8 +66,12 @@ def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
                                  gradient_checkpointing=cfg.model.gradient_checkpointing_enable)
     spec = OfflineHostSpec(pretrain=cfg.model.model_name_or_path,
                            value_head=objective(cfg.KIND).value_head, trainer=trainer,
-                           num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
-    worker_group(POLICY, functools.partial(OfflineHost, spec))
+                           num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
+                           ds=cfg.ds)
+    place = cfg.placement
+    worker_group(POLICY, functools.partial(OfflineHost, spec), num_cpus=place.num_cpus,
+                 num_gpus=place.num_gpus, num_nodes=place.num_nodes,
+                 workers_per_node=place.num_gpus_per_node)
     if objective(cfg.KIND).teacher:
         worker_group(TEACHER, functools.partial(TeacherHost, cfg.teacher.model_name_or_path,
                                                 dtype=cfg.ds.param_dtype,

@@ -80,12 +80,23 @@ class RLConfig:
         if self.num_threads is not None:
             require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
                     self.num_threads)
+        self._check_data_parallel()
         estimator = self.algo.advantage.estimator
         if estimator in ("group_norm", "rloo", "dr_grpo"):
             require(self.rollout.n_samples_per_prompt >= 2, "rollout.n_samples_per_prompt",
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
         async_config.check(self.train, self.async_)
+
+    def _check_data_parallel(self) -> None:
+        """Every rank of a trained role gets an equal share of each minibatch."""
+        for role in ("actor", "critic"):
+            n = getattr(self, role).workers
+            for key, value in (("train.batch_size", self.train.batch_size),
+                               ("rollout.batch_size × rollout.n_samples_per_prompt",
+                                self.rollout.samples_per_iteration)):
+                require(value % n == 0, key, f"a multiple of the {n} workers of {role} "
+                        f"({role}.num_nodes × {role}.num_gpus_per_node)", value)
 
     def iterations(self, num_prompts: int) -> int:
         """Iterations over `num_episodes` passes through the prompts, capped by max_iterations."""

@@ -14,7 +14,7 @@ from alignflow.flows.workers import worker_group
 from alignflow.tasks.rl import learn, reference
 from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
 from alignflow.tasks.steps.host import HostSpec, ModelHost
-from alignflow.tasks.steps.placement import Role, check_gpus, host_gpus
+from alignflow.tasks.steps.placement import Role, check_gpus, host_workers, worker_gpus
 from alignflow.tasks.steps.rollout_engine import EngineSpec
 
 reference_logprobs = task(version=1)(reference.reference)
@@ -33,9 +33,11 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
     offload = tuple(r for r, on_ in (("ref", cfg.ref.offload), ("reward", cfg.reward.offload))
                     if on_)
     hosts = cfg.train.hosts(roles)
-    gpus = {host: host_gpus({r: _section(cfg, r).gpus for r in rs}, cfg.placement)
-            for host, rs in hosts.items()}
-    check_gpus(sum(gpus.values()), "the placement of " + ", ".join(roles))
+    layouts = {host: host_workers(rs, {r: getattr(cfg, r) for r in rs})
+               for host, rs in hosts.items()}
+    per_worker = worker_gpus(cfg.placement)
+    check_gpus(per_worker * sum(w.workers for w in layouts.values()),
+               "the placement of " + ", ".join(roles))
     for host, host_roles in hosts.items():
         spec = HostSpec(roles=host_roles, pretrain=cfg.actor.model_name_or_path,
                         ref_pretrain=cfg.ref.model_name_or_path,
@@ -45,13 +47,15 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         rewards=cfg.reward if "reward" in host_roles else None,
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
-                        offload=offload, num_gpus=gpus[host],
+                        offload=offload, num_gpus=per_worker,
                         attn_implementation=cfg.ds.attn_implementation,
-                        trainer_sleep=cfg.ds.enable_sleep,
+                        trainer_sleep=cfg.ds.enable_sleep, ds=cfg.ds,
                         engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm,
                                           colocated=cfg.train.colocate_all))
+        workers = layouts[host]
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
-                     num_gpus=gpus[host], label=_label(host_roles, roles))
+                     num_gpus=per_worker, label=_label(host_roles, roles),
+                     num_nodes=workers.num_nodes, workers_per_node=workers.num_gpus_per_node)
     return {role: cfg.train.host_of(role) for role in roles}
 
 
@@ -80,10 +84,6 @@ def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, ite
     return on(reference_logprobs, host["ref"], key).submit(
         rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature)
 
-
-def _section(cfg: RLConfig, role: Role):
-    """The config section of `role` (each has `num_nodes` and `num_gpus_per_node`)."""
-    return getattr(cfg, role)
 
 
 def on(step, host: str, key: str):

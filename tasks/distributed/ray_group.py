@@ -14,7 +14,13 @@ from alignflow.tasks.distributed.group import Backend, GroupSpec
 
 
 class GroupMember:
-    """Mixin for Ray actor classes: the two calls `form_group` makes on each member."""
+    """Mixin for Ray actor classes: the two calls `form_group` makes on each member, and
+    `join_group`, the call alignflow's engine makes on each worker of a worker group."""
+
+    def join_group(self, rank: int, world_size: int, master_addr: str, master_port: int) -> None:
+        """Become rank `rank` of `world_size` (gloo on CPU, NCCL on GPU); blocks until all join."""
+        group.join(GroupSpec(rank=rank, world_size=world_size, master_addr=master_addr,
+                             master_port=master_port, backend=group.default_backend()))
 
     def group_rendezvous(self, world_size: int, backend: Backend | None = None) -> GroupSpec:
         """On the would-be rank 0: its node address and a free port."""

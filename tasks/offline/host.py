@@ -1,24 +1,30 @@
-"""The offline training host: one process holding the trained model, its TorchTrainer and
-the prepared examples between `train` tasks; and the teacher host for distillation.
+"""The offline training host: one process holding the trained model, its trainer (PyTorch
+or DeepSpeed, by the `ds` section; LoRA adapters with `ds.lora.rank`) and the prepared
+examples between `train` tasks; and the teacher host for distillation.
 
-After each train task the host checkpoints the trainer (weights, AdamW, scheduler, RNG,
-step) into the task's checkpoint folder; the engine calls `restore` with the newest
-committed one before the host's first live task of a resumed run.
+After each train task the host checkpoints the trainer (weights or adapters, optimizer,
+scheduler, RNG, step) into the task's checkpoint folder; the engine calls `restore` with
+the newest committed one before the host's first live task of a resumed run. A host may
+be one rank of a data-parallel worker group (`join_group`); rank 0 prunes old checkpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 import torch
 
+from alignflow.tasks.distributed import group
+from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
-from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+from alignflow.tasks.trainers.base import Trainer, TrainerConfig
+from alignflow.tasks.trainers.build import build_trainer, trainable_lm
+from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.zoo.registry import resolve_model
 
 
@@ -29,9 +35,10 @@ class OfflineHostSpec:
     trainer: TrainerConfig
     num_threads: int | None = None
     keep_checkpoints: int = 2
+    ds: DSConfig = dataclasses.field(default_factory=DSConfig)
 
 
-class OfflineHost(Memo):
+class OfflineHost(Memo, GroupMember):
     """Holds the trainer; `save` / `restore` are the engine's checkpoint protocol."""
 
     def __init__(self, spec: OfflineHostSpec) -> None:
@@ -54,20 +61,22 @@ class OfflineHost(Memo):
         return load_tokenizer(self.path, padding_side="right")
 
     @functools.cached_property
-    def trainer(self) -> TorchTrainer:
-        """A value-head model for reward models, else the causal LM."""
+    def trainer(self) -> Trainer:
+        """A value-head model for reward models, else the causal LM (or its adapters)."""
         if self.spec.value_head:
             model = Critic.from_pretrained(self.path)
             model.model.config.pad_token_id = self.tokenizer.pad_token_id
         else:
-            model = load_causal_lm(self.path, dtype="fp32")
-        return TorchTrainer(model, self.spec.trainer)
+            model = trainable_lm(self.path, self.spec.ds)
+        return build_trainer(model, self.spec.trainer, self.spec.ds)
 
     def save(self, store, folder: str) -> str:
         """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`); keeps
         the last `keep_checkpoints` (>= 2: the one before the newest is the last committed
-        one until this task commits)."""
+        one until this task commits). Rank 0 of a group prunes; every rank writes its part."""
         def after(_nbytes: int) -> list:
+            if group.rank_and_size()[0] != 0:
+                return []
             self.saved.append(folder)
             while len(self.saved) > max(self.spec.keep_checkpoints, 2):
                 store.delete(self.saved.pop(0), recursive=True)

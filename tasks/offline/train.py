@@ -3,6 +3,10 @@ offline flows and of the durable loops. Reads: `offline_examples` (+ reference l
 teacher logits). Commits: a checkpoint (the host's `save`), `metrics` (`train/*` every
 step, `eval/*` every `eval_steps`), and every consumed example with its loss (`preferences`
 for pair objectives, `sft_samples` otherwise) keyed by run, step and task.
+
+On a data-parallel host each rank trains on its equal share of every step's examples,
+normalised by the whole step's denominator (the trainer sums gradients over ranks); step
+statistics and per-example values are gathered, so rank 0 commits what one worker would.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from safetensors.torch import load as load_tensors
 
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import FlowError
+from alignflow.tasks.distributed import reduce, sharding
 from alignflow.tasks.offline.batches import host_examples
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.kinds import Objective, objective
@@ -42,7 +47,8 @@ def make_context(host, spec: TrainSpec, examples: dict, reference: dict | None,
 
 
 def run_step(trainer, obj: Objective, ctx: Context, idx: list[int], micro: int):
-    """One optimizer step over `idx`; returns (trainer stats, per-example values)."""
+    """One optimizer step over `idx` (this rank's share of it); returns (trainer stats,
+    per-example values in `idx` order), both over all ranks."""
     denom = step_denominator(obj.token_level, ctx, idx)
     per: dict[str, list] = {}
 
@@ -51,9 +57,10 @@ def run_step(trainer, obj: Objective, ctx: Context, idx: list[int], micro: int):
         for key, values in out.per_example.items():
             per.setdefault(key, []).extend(values)
         return out.loss, out.metrics
-    batches = micro_batches(idx, micro)
+    rank, world = reduce.rank_and_size()
+    batches = micro_batches(sharding.shard(idx, rank, world), micro)
     stats = trainer.step(batches, loss_fn, weights=[1.0] * len(batches))
-    return stats, per
+    return reduce.global_shares(stats), reduce.gather_lists(per)
 
 
 @torch.no_grad()

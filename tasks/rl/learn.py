@@ -5,6 +5,11 @@ rollout_advantages, metrics and a checkpoint of the trained role.
 named estimator), then runs `max_epochs` passes of PPO-clip over the batch in seeded
 `train_batch_size` minibatches, one optimizer step each. `learn_critic` fits the value
 model to the returns with a clipped loss.
+
+On a data-parallel host every rank loads the whole batch and computes the same advantages
+(so their normalisation is global by construction); each rank trains on its equal share of
+every minibatch, with the loss normalised by the whole minibatch's counts, and the trainer
+sums gradients over ranks: N workers step exactly as one would on the whole minibatch.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
+from alignflow.tasks.distributed import reduce, sharding
 from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.is_correction import corrected_policy_loss
 from alignflow.tasks.losses.policy import policy_loss, value_loss
@@ -58,6 +64,7 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
     num_seqs, max_len), so accumulating micro-batches equals one big batch. A non-finite
     loss stops the step before its backward (`finite.py`)."""
     algo, actor = settings.algo, settings.actor
+    world = reduce.rank_and_size()[1]
 
     def loss_fn(model, batch):
         idx = batch["idx"]
@@ -75,7 +82,8 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
                  "log-probs": logp, "old log-probs": exp.old_logp[idx, :width],
                  "advantages": adv.advantages[idx, :width]}
         loss = loss if kl_term is None else loss + kl_term
-        loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef, pad_id)
+        # every rank adds the step's ptx batch; gradients are summed over the ranks
+        loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef / world, pad_id)
         if actor.entropy_coef:
             loss = loss - actor.entropy_coef * masked_mean(ent, mask)
         check_finite(loss, iteration=iteration, what="policy", samples=[int(i) for i in idx],
@@ -88,15 +96,18 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
 
 
 def _train(trainer, plan: Plan, settings: LearnSettings, make_loss, step_extra=None):
-    """Every step of `plan`: one optimizer step per minibatch; returns the mean stats.
-    `step_extra(global_step)` adds keys to each step's first micro-batch (the ptx texts)."""
+    """Every step of `plan`: one optimizer step per minibatch (this rank's share of it);
+    returns the mean stats over all ranks. `step_extra(global_step)` adds keys to each
+    step's first micro-batch (the ptx texts)."""
     sums: dict[str, float] = {}
+    rank, world = reduce.rank_and_size()
     for step in range(plan.total_steps):
         mb = plan.indices(step, settings.train.batch_size)
-        batches = micro_batches(mb, settings.train.micro_batch_size)
+        batches = micro_batches(sharding.shard(mb, rank, world), settings.train.micro_batch_size)
         if step_extra is not None:
             batches[0] |= step_extra(trainer.global_step)
         stats = trainer.step(batches, make_loss(mb), weights=[1.0] * len(batches))
+        stats = reduce.global_shares(stats)
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + float(v)
     steps = max(plan.total_steps, 1)

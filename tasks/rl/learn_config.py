@@ -17,7 +17,7 @@ from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.correction import check_is_correction
 from alignflow.tasks.rl.ptx import PtxConfig
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
-from alignflow.tasks.steps.placement import RoleResources
+from alignflow.tasks.steps.placement import Workers
 from alignflow.tasks.trainers.optim import TrainConfig
 
 
@@ -108,7 +108,7 @@ class AlgoConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLRewardConfig(RewardConfig, RoleResources):
+class RLRewardConfig(Workers, RewardConfig):
     """The reward sources, and how a reward is shaped before advantages.
 
     clip_range: rewards are clipped to [low, high] (one number c: [-c, c])
@@ -123,7 +123,6 @@ class RLRewardConfig(RewardConfig, RoleResources):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        RoleResources.__post_init__(self)
         clip = self.clip_range
         clip = (-abs(clip), abs(clip)) if isinstance(clip, int | float) else tuple(clip)
         object.__setattr__(self, "clip_range", clip)

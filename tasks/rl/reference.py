@@ -45,11 +45,12 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
     pad = host.tokenizer.pad_token_id
     out: list[list[float]] = []
     gpu_memory.start(host)
-    for idx in chunks(len(prompts), micro_batch):
-        lp, _ = response_logprobs(host.use_ref(), [prompts[i] for i in idx],
-                                  [responses[i] for i in idx], packed=False, pad_id=pad,
-                                  temperature=temperature)
-        out.extend(lp[j, : len(responses[i])].tolist() for j, i in enumerate(idx))
+    with host.reference_model() as model:
+        for idx in chunks(len(prompts), micro_batch):
+            lp, _ = response_logprobs(model, [prompts[i] for i in idx],
+                                      [responses[i] for i in idx], packed=False, pad_id=pad,
+                                      temperature=temperature)
+            out.extend(lp[j, : len(responses[i])].tolist() for j, i in enumerate(idx))
     host.idle("ref")
     ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
                       partition={"iter": iteration})

@@ -1,6 +1,7 @@
 """The trained roles of an RL run, under OpenRLHF 0.11's names: `actor.*` (the policy:
 model, PPO clipping, extra loss terms, its own optimiser) and `critic.*` (the value model
-of PPO: model, value clipping, its optimiser)."""
+of PPO: model, value clipping, its optimiser) and `ref.*`; each role with its worker count
+(`num_nodes` × `num_gpus_per_node`, `steps.placement.Workers`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from dataclasses import dataclass, field
 
 from alignflow.errors import require
 from alignflow.tasks.modeling.model_config import RefConfig
-from alignflow.tasks.steps.placement import RoleResources
+from alignflow.tasks.steps.placement import Workers
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
 
 
 @dataclass(frozen=True, kw_only=True)
-class ActorConfig(Optimizer, RoleResources):
+class ActorConfig(Workers, Optimizer):
     """The policy.
 
     model_name_or_path: HF name, local folder or offline name of the policy to train
@@ -36,7 +37,6 @@ class ActorConfig(Optimizer, RoleResources):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        RoleResources.__post_init__(self)
         require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
                 "a finite float > 0", self.eps_clip)
         if self.eps_clip_low_high is not None:
@@ -66,7 +66,7 @@ def _critic_adam() -> AdamConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CriticConfig(Optimizer, RoleResources):
+class CriticConfig(Workers, Optimizer):
     """The value model (PPO with GAE only).
 
     model_name_or_path: its initial weights (e.g. the reward model); null: the actor's model
@@ -81,7 +81,6 @@ class CriticConfig(Optimizer, RoleResources):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        RoleResources.__post_init__(self)
         require(math.isfinite(self.value_clip) and self.value_clip > 0, "value_clip",
                 "a finite float > 0", self.value_clip)
         require(self.freezing_steps >= -1, "freezing_steps", "an integer >= -1",
@@ -89,5 +88,5 @@ class CriticConfig(Optimizer, RoleResources):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLRefConfig(RefConfig, RoleResources):
-    """The frozen reference model of an RL run, and its GPUs."""
+class RLRefConfig(Workers, RefConfig):
+    """The frozen reference model of an RL run and its workers (when on its own host)."""

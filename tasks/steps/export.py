@@ -1,7 +1,8 @@
 """The trained model as a plain HF folder (safetensors + tokenizer) under the run, so it
 loads with `from_pretrained` and serves as the next stage's model: a causal LM, or for
 reward models an `AutoModelForSequenceClassification` folder that the RL flows take as
-`reward.sources=<folder>` or `reward.model_name_or_path`."""
+`reward.sources=<folder>` or `reward.model_name_or_path`. A LoRA run exports peft's adapter
+folder (`alignflow export RUN --merge-lora --out DIR` merges it into a plain HF folder)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def export_model(host, folder: str = "actor") -> dict[str, str | int]:
     trainer = host.trainer
     rel = f"runs/{scope.run_id}/final/{folder}"
     with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp:
-        trainer.save_pretrained(tmp, host.tokenizer)
+        trainer.save_pretrained(tmp, host.tokenizer)  # collective under ZeRO-3
         files = sorted(p for p in Path(tmp).iterdir() if p.is_file())
-        for path in files:
+        for path in files if scope.is_lead else ():
             scope.store.fs.put_file(str(path), scope.store.path(f"{rel}/{path.name}"))
     return {"path": rel, "files": len(files), "step": trainer.global_step,
             "policy_version": getattr(host, "policy_version", trainer.global_step)}

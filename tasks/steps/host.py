@@ -8,11 +8,20 @@ exactly the state an uninterrupted run would have had, its engine synced to that
 
 Models live on the host's device: CUDA when placement gave the host GPUs (`num_gpus`),
 else the CPU. The generation engine is HF or vLLM (`tasks/steps/rollout_engine.py`).
+
+A host may be one rank of a data-parallel worker group (`join_group`): every rank holds
+the same roles and runs every task; trainers sum gradients over the ranks, and rank 0
+alone writes what the task commits (`TaskScope.write` is a no-op on the other ranks).
+With LoRA (`ds.lora.rank`) the reference, when it is the actor's own starting point and
+lives on the actor's host, is the actor with its adapters switched off: no second copy.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +29,10 @@ import torch
 from alignflow.artifacts.checkpoints import index_table
 from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.distributed import group
+from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.device import Attention, check_attention, host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
@@ -31,9 +43,10 @@ from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.placement import Role
 from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
 from alignflow.tasks.steps.saver import BackgroundSaves
-from alignflow.tasks.trainers.base import Precision, TrainerConfig
+from alignflow.tasks.trainers.base import Precision, Trainer, TrainerConfig
+from alignflow.tasks.trainers.build import build_trainer, trainable_lm
+from alignflow.tasks.trainers.ds_section import DSConfig, LoraSection
 from alignflow.tasks.trainers.sleep import move_trainer
-from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 from alignflow.tasks.zoo.registry import resolve_model
 
 HOST_FILE = "host.json"
@@ -59,9 +72,10 @@ class HostSpec:
     num_gpus: float = 0.0  # what placement gave this host: > 0 puts its models on CUDA
     attn_implementation: Attention = "sdpa"
     trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
+    ds: DSConfig = dataclasses.field(default_factory=DSConfig)  # trainer backend, LoRA
 
 
-class ModelHost(Memo):
+class ModelHost(Memo, GroupMember):
     """Holds roles' models; `restore` brings them back to a committed checkpoint."""
 
     def __init__(self, spec: HostSpec) -> None:
@@ -100,11 +114,16 @@ class ModelHost(Memo):
         return load_tokenizer(resolve_model(self.spec.pretrain), padding_side="left")
 
     @functools.cached_property
-    def actor(self) -> TorchTrainer:
-        return TorchTrainer(self._load_lm(self.spec.pretrain, "fp32"), self.spec.actor_trainer)
+    def actor(self) -> Trainer:
+        attn = check_attention(self.spec.attn_implementation, self.device)
+        model = trainable_lm(resolve_model(self.spec.pretrain), self.spec.ds,
+                             attn_implementation=attn)
+        if not self.spec.ds.load_in_4bit:  # a 4-bit base is placed by bitsandbytes
+            model = model.to(self.device)
+        return build_trainer(model, self.spec.actor_trainer, self.spec.ds)
 
     @property
-    def trainer(self) -> TorchTrainer:
+    def trainer(self) -> Trainer:
         """The trained model's trainer (the policy), as every training step names it."""
         return self.actor
 
@@ -128,6 +147,27 @@ class ModelHost(Memo):
         model.requires_grad_(False)
         return model
 
+    @property
+    def ref_is_base_of_actor(self) -> bool:
+        """LoRA with the reference = the actor's starting point on this host."""
+        same = self.spec.ref_pretrain in (None, self.spec.pretrain)
+        return self.spec.ds.lora.enabled and same and self.has("actor")
+
+    @contextlib.contextmanager
+    def reference_model(self) -> Iterator[torch.nn.Module]:
+        """The reference policy for the enclosed forward passes (eval mode)."""
+        if not self.ref_is_base_of_actor:
+            yield self.use_ref()
+            return
+        model = self.actor.model
+        was_training = model.training
+        model.eval()
+        try:
+            with lora.adapter_disabled(model) as base:
+                yield base
+        finally:
+            model.train(was_training)
+
     def use_ref(self):
         """The reference model, brought back first if it was offloaded."""
         if self._ref_file is not None:
@@ -139,7 +179,7 @@ class ModelHost(Memo):
         """A step is done with `role` for this iteration: offload it if configured."""
         if role in ("actor", "critic") and self._sleeps(role):
             move_trainer(self.actor if role == "actor" else self.critic, "cpu")
-        if role not in self.spec.offload:
+        if role not in self.spec.offload or (role == "ref" and self.ref_is_base_of_actor):
             return
         if role == "ref" and self._ref_file is None:
             self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
@@ -155,11 +195,13 @@ class ModelHost(Memo):
         return self.spec.trainer_sleep and self.device.type == "cuda" and role in self.__dict__
 
     @functools.cached_property
-    def critic(self) -> TorchTrainer:
+    def critic(self) -> Trainer:
+        """The value model: fully trained (no adapters) on the actor's backend."""
         assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
         critic = Critic.from_pretrained(
             resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        return TorchTrainer(critic.to(self.device), self.spec.critic_trainer)
+        ds = dataclasses.replace(self.spec.ds, lora=LoraSection(), load_in_4bit=False)
+        return build_trainer(critic.to(self.device), self.spec.critic_trainer, ds)
 
     @functools.cached_property
     def reward(self):
@@ -184,9 +226,10 @@ class ModelHost(Memo):
                 run_id=scope.run_id, task_key=scope.task_key, step=step, path=rel, kind=role,
                 policy_version=version, nbytes=nbytes))
             self.latest[role] = rel
-            store.write_json(f"{folder}/{HOST_FILE}",
-                             {"latest": dict(self.latest), "policy_version": version})
-            self._prune(store, role, rel)
+            if group.rank_and_size()[0] == 0:  # the other ranks of a group wrote their shards
+                store.write_json(f"{folder}/{HOST_FILE}",
+                                 {"latest": dict(self.latest), "policy_version": version})
+                self._prune(store, role, rel)
             return [ref]
         self.saves.save(trainer, store, rel, {"policy_version": version, **(extra or {})}, after)
         return folder

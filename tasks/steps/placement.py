@@ -1,13 +1,15 @@
-"""Which models an RL run uses, and where they live (OpenRLHF's colocation keys).
+"""Which models an RL run uses, and where they live (OpenRLHF's colocation and role keys).
 
 Roles: `actor` (policy: trainer + generation engine), `ref` (frozen reference), `critic`
-(value model, PPO only) and `reward` (reward sources). A host is one process — a Ray actor,
-or the driver inline — holding one or more roles; colocating roles saves memory and copies.
+(value model, PPO only) and `reward` (reward sources). A host is one worker group — Ray
+actors, or the driver inline — holding one or more roles; colocating roles saves memory
+and copies. A host of several workers is a data-parallel group (`Workers`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 from alignflow.errors import ConfigError, require
@@ -17,20 +19,27 @@ Role = Literal["actor", "ref", "critic", "reward"]
 
 @dataclass(frozen=True, kw_only=True)
 class Colocation:
-    """Roles → hosts (OpenRLHF 0.11's `train.colocate_*`; alignflow colocates by default).
+    """Roles → hosts, as OpenRLHF's `train.colocate_*`.
 
-    colocate_all: every role shares one host (the CPU default)
-    colocate_actor_ref: without colocate_all, the reference lives with the actor
-    colocate_critic_reward: without colocate_all, the reward sources live with the critic
+    colocate_all: every role shares one host (null: yes, unless colocate_actor_ref or colocate_critic_reward asks for a split; the CPU default)
+    colocate_actor_ref: the reference lives with the actor, the other roles on their own hosts
+    colocate_critic_reward: the reward sources live with the critic, the other roles on their own hosts
     """
 
-    colocate_all: bool = True
-    colocate_actor_ref: bool = True
-    colocate_critic_reward: bool = True
+    colocate_all: bool | None = None
+    colocate_actor_ref: bool = False
+    colocate_critic_reward: bool = False
+
+    @property
+    def all_in_one(self) -> bool:
+        """colocate_all as given; unset, one host unless a pair flag asks for separate hosts."""
+        if self.colocate_all is not None:
+            return self.colocate_all
+        return not (self.colocate_actor_ref or self.colocate_critic_reward)
 
     def hosts(self, roles: tuple[Role, ...]) -> dict[str, tuple[Role, ...]]:
         """Host name → the roles it holds, for the roles a flow uses."""
-        if self.colocate_all:
+        if self.all_in_one:
             return {"models": roles}
         groups: dict[str, list[Role]] = {}
         for role in roles:
@@ -38,7 +47,7 @@ class Colocation:
         return {name: tuple(rs) for name, rs in groups.items()}
 
     def host_of(self, role: Role) -> str:
-        return "models" if self.colocate_all else self._host_name(role)
+        return "models" if self.all_in_one else self._host_name(role)
 
     def _host_name(self, role: Role) -> str:
         if role == "ref" and self.colocate_actor_ref:
@@ -49,11 +58,43 @@ class Colocation:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlacementConfig:
-    """Ray resources of each host (alignflow; OpenRLHF sets GPUs per role instead).
+class Workers:
+    """How many workers a role runs on (OpenRLHF's `<role>.num_nodes`, `num_gpus_per_node`).
 
-    num_cpus: CPUs reserved per host
-    num_gpus: GPUs reserved per host
+    num_nodes: nodes the role's workers spread over (one placement bundle per node)
+    num_gpus_per_node: workers per node, one per GPU; on CPU the number of worker processes per node (each reserves placement.num_cpus CPUs and placement.num_gpus GPUs)
+    """
+
+    num_nodes: int = 1
+    num_gpus_per_node: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("num_nodes", "num_gpus_per_node"):
+            require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+
+    @property
+    def workers(self) -> int:
+        return self.num_nodes * self.num_gpus_per_node
+
+
+def host_workers(roles: tuple[Role, ...], sections: Mapping[str, Workers]) -> Workers:
+    """The layout of a host holding `roles`: its trained role's (actor, else critic), else the
+    largest of its roles'; colocated frozen roles run on every worker of the host."""
+    for trained in ("actor", "critic"):
+        if trained in roles:
+            return sections[trained]
+    return max((sections[r] for r in roles), key=lambda w: w.workers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementConfig:
+    """Ray resources of each worker of a host (alignflow; OpenRLHF sets GPUs per role instead).
+
+    num_cpus: CPUs reserved per worker
+    num_gpus: GPUs reserved per worker
     """
 
     num_cpus: float = 1.0
@@ -65,37 +106,28 @@ class PlacementConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RoleResources:
-    """GPUs of one role (OpenRLHF's `<role>.num_nodes`, `<role>.num_gpus_per_node`)."""
-
-    num_nodes: int = field(default=1, metadata={"help": "nodes of the role's group"})
-    num_gpus_per_node: int = field(default=0, metadata={
-        "help": "GPUs per node for the role (0: CPU; OpenRLHF's default is 8)"})
-
-    def __post_init__(self) -> None:
-        require(self.num_nodes >= 1, "num_nodes", "an integer >= 1", self.num_nodes)
-        require(self.num_gpus_per_node >= 0, "num_gpus_per_node", "an integer >= 0",
-                self.num_gpus_per_node)
-
-    @property
-    def gpus(self) -> int:
-        return self.num_nodes * self.num_gpus_per_node
+class GroupPlacement(Workers, PlacementConfig):
+    """The training host of a flow without roles (offline training): its workers and the
+    resources each reserves."""
 
 
-def host_gpus(role_gpus: dict[str, int], placement: PlacementConfig) -> float:
-    """GPUs of a host holding roles with these GPU counts; `placement.num_gpus` if none ask.
-
-    A host is one process driving one device; roles colocated on it share that GPU."""
-    asked = {role: n for role, n in role_gpus.items() if n > 0}
-    if not asked:
+def worker_gpus(placement: PlacementConfig) -> float:
+    """GPUs each worker reserves: `placement.num_gpus` when set, else one per worker where
+    the cluster (or, without Ray, this machine) has GPUs — OpenRLHF's num_gpus_per_node
+    counts GPU workers — and none on a CPU machine."""
+    if placement.num_gpus > 0:
         return placement.num_gpus
-    many = {role: n for role, n in asked.items() if n > 1}
-    if many:
-        role, n = next(iter(many.items()))
-        raise ConfigError(f"{role}.num_nodes x {role}.num_gpus_per_node = {n}: a role runs in "
-                          "one process on one GPU until data-parallel roles land (issue 11); "
-                          "expected 1 GPU per role (or 0 for CPU)")
-    return 1.0
+    return 1.0 if _gpus_available() > 0 else 0.0
+
+
+def _gpus_available() -> float:
+    import ray
+
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("GPU", 0))
+    import torch
+
+    return float(torch.cuda.device_count())
 
 
 def check_gpus(needed: float, what: str) -> None:
@@ -103,14 +135,7 @@ def check_gpus(needed: float, what: str) -> None:
     would otherwise wait forever for resources that never come."""
     if needed <= 0:
         return
-    import ray
-
-    if ray.is_initialized():
-        have = float(ray.cluster_resources().get("GPU", 0))
-    else:
-        import torch
-
-        have = float(torch.cuda.device_count())
+    have = _gpus_available()
     if have < needed:
         raise ConfigError(f"{what} asks for {needed:g} GPU(s); this cluster has {have:g}. "
                           "Expected GPU counts of 0 (CPU) or a cluster with GPUs")

@@ -35,13 +35,14 @@ def build_trainer(model: nn.Module, cfg: TrainerConfig, ds: DSConfig | None = No
         overrides=overrides))
 
 
-def trainable_lm(path: str, ds: DSConfig | None = None) -> nn.Module:
+def trainable_lm(path: str, ds: DSConfig | None = None, *,
+                 attn_implementation: str = "sdpa") -> nn.Module:
     """The causal LM at `path` (fp32 weights), wrapped with LoRA adapters when
     `ds.lora.rank > 0`: the base frozen (in 4-bit NF4 with `ds.load_in_4bit`), the adapters
     initialised from a fixed seed so every rank and every resumed process agrees."""
     cfg = (ds or DSConfig()).lora_config
     if cfg is None:
-        return load_causal_lm(path, dtype="fp32")
+        return load_causal_lm(path, dtype="fp32", attn_implementation=attn_implementation)
     base = lora.load_base(path, cfg)
     with torch.random.fork_rng():
         torch.manual_seed(LORA_INIT_SEED)

@@ -10,7 +10,7 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.tasks.engines.vllm_section import VLLMSection
 from alignflow.tasks.modeling.device import check_attention, host_device
 from alignflow.tasks.steps import rollout_engine
-from alignflow.tasks.steps.placement import PlacementConfig, check_gpus, host_gpus
+from alignflow.tasks.steps.placement import PlacementConfig, check_gpus, worker_gpus
 from alignflow.tasks.steps.rollout_engine import EngineSpec, choose_engine, runs_in_host
 
 
@@ -61,7 +61,7 @@ def test_openrlhf_vllm_flags_in_both_spellings():
                                  enforce_eager=True, enable_sleep=True, sync_backend="gloo",
                                  sync_with_ray=True)
     assert a.ds.enable_sleep and a.ds.attn_implementation == "eager"
-    assert a.actor.gpus == a.ref.gpus == 1 and a.critic.gpus == a.reward.gpus == 0
+    assert a.actor.workers == a.ref.workers == a.critic.workers == a.reward.workers == 1
     loops = load_config(RejectionSamplingConfig, sets=["generate.engine=vllm",
                                                        "vllm.num_engines=2"])
     assert loops.rollout.engine == "vllm" and loops.vllm.num_engines == 2
@@ -83,12 +83,10 @@ def test_vllm_section_checks_and_engine_settings():
                                  colocated=True).gpu_memory_utilization == 0.4
 
 
-def test_host_gpus_from_role_counts():
-    placement = PlacementConfig(num_gpus=0.5)
-    assert host_gpus({"actor": 0, "ref": 0}, placement) == 0.5  # no role asks: placement's
-    assert host_gpus({"actor": 1, "ref": 1}, placement) == 1.0  # colocated roles share one
-    with pytest.raises(ConfigError, match=r"actor.num_nodes x actor.num_gpus_per_node = 8"):
-        host_gpus({"actor": 8}, placement)
+def test_gpus_per_worker():
+    assert worker_gpus(PlacementConfig(num_gpus=0.5)) == 0.5  # set: as given
+    expected = 1.0 if torch.cuda.is_available() else 0.0  # else one per worker where GPUs are
+    assert worker_gpus(PlacementConfig()) == expected
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusals")
