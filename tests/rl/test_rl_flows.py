@@ -32,7 +32,8 @@ KL = ["algo.kl.init_coef=0.01"]
 
 
 @pytest.mark.parametrize("name,executor,extra", [
-    ("ppo", "ray", ["train.colocate_all=false", *KL]),
+    ("ppo", "ray", ["train.colocate_actor_ref=true", "train.colocate_critic_reward=true",
+                    *KL]),
     ("reinforce_pp", "inline", ["ref.offload=true", "reward.offload=true", *KL,
                                 "algo.kl.use_loss=true"]),
     ("rloo", "inline", ["algo.ptx.ptx_coef=0.1", "algo.ptx.pretrain_data=alignflow:gsm8k-sft",
