@@ -52,6 +52,8 @@ def _consumed(store: Path, run_id: str, table: str, id_col: str) -> list[tuple]:
     ("sft", "sft_samples", "sample_id", ["adam.lr=1e-2"]),
     ("dpo", "preferences", "pair_id", ["data.apply_chat_template=false",
                                        "adam.lr=1e-3"]),
+    ("dpo", "preferences", "pair_id", ["data.apply_chat_template=false", "adam.lr=1e-2",
+                                       "ds.lora.rank=4", "ds.lora.alpha=16"]),  # LoRA
 ])
 def test_resume_after_kill_mid_epoch_is_bitwise_equal(name, table, id_col, extra, base_sets,
                                                        pairs_file, tmp_path):
@@ -69,8 +71,9 @@ def test_resume_after_kill_mid_epoch_is_bitwise_equal(name, table, id_col, extra
 
     straight = run_flow(name, sets, store, run_id="straight", seed=3)
     assert resumed["steps"] == straight["steps"] == 18
-    a = load_file(store / resumed["model"] / "model.safetensors")
-    b = load_file(store / straight["model"] / "model.safetensors")
+    weights = "adapter_model.safetensors" if "ds.lora.rank=4" in extra else "model.safetensors"
+    a = load_file(store / resumed["model"] / weights)
+    b = load_file(store / straight["model"] / weights)
     assert a.keys() == b.keys()
     for key, tensor in b.items():
         assert a[key].dtype == tensor.dtype and bool((a[key] == tensor).all()), key
