@@ -30,6 +30,7 @@ def restore(trainer: Any, store: Any, rel_dir: str) -> dict:
     """Loads an adapter checkpoint into a trainer built on the same base and LoRA config."""
     _check(trainer, rel_dir)
     ckpt = checkpoints.load(store, rel_dir)
+    require_written_by_torch(ckpt.extra, rel_dir)
     if ckpt.extra.get("adapter") != "lora":
         raise ConfigError(f"{rel_dir}: not an adapter checkpoint (full weights); expected one "
                           "written by adapter_checkpoint.save")
@@ -39,6 +40,14 @@ def restore(trainer: Any, store: Any, rel_dir: str) -> dict:
     ckpt.restore_rng()
     trainer.global_step = int(ckpt.extra.get("global_step", 0))
     return ckpt.extra
+
+
+def require_written_by_torch(extra: dict, rel_dir: str) -> None:
+    """A DeepSpeed checkpoint's optimizer is sharded per rank: the PyTorch trainer refuses it
+    rather than silently starting fresh AdamW moments."""
+    if extra.get("trainer", "torch") != "torch":
+        raise ConfigError(f"{rel_dir}: written by the {extra['trainer']!r} trainer; expected "
+                          "ds.trainer / ds.zero_stage as in the run that wrote it")
 
 
 def _check(trainer: Any, rel_dir: str) -> None:

@@ -149,9 +149,10 @@ class TorchTrainer:
         if lora.is_lora(self.model):
             return adapter_checkpoint.restore(self, store, rel_dir)
         ckpt = checkpoints.load(store, rel_dir)
-        if ckpt.extra.get("trainer", "torch") != "torch":  # its optimizer is sharded per rank
-            raise ConfigError(f"{rel_dir}: written by the {ckpt.extra['trainer']!r} trainer; "
-                              "expected ds.trainer / zero_stage as in the run that wrote it")
+        adapter_checkpoint.require_written_by_torch(ckpt.extra, rel_dir)
+        if ckpt.extra.get("adapter"):
+            raise ConfigError(f"{rel_dir}: holds LoRA adapters only; expected ds.lora.rank as "
+                              "in the run that wrote it")
         self.model.load_state_dict(ckpt.model_state)
         if ckpt.optimizer_state is not None:
             self.optimizer.load_state_dict(ckpt.optimizer_state)

@@ -179,3 +179,24 @@ def test_deepspeed_lora_checkpoint_holds_the_adapter_and_resumes_bitwise(tiny_mo
     for (name, p), (_, q) in zip(straight.state_dict_for_sync(), resumed.state_dict_for_sync(),
                                  strict=True):
         assert torch.equal(p, q), name
+
+
+def test_a_checkpoint_from_another_backend_or_lora_setting_is_refused(tiny_model_dir,
+                                                                       memory_store):
+    """Resuming with another trainer or LoRA setting stops in one line, not with fresh AdamW
+    moments or a strict-load traceback."""
+    from alignflow.artifacts import checkpoints
+
+    plain = TorchTrainer(load_causal_lm(str(tiny_model_dir)), TrainerConfig())
+    adapted = _trainer(tiny_model_dir)
+    adapted.save(memory_store, "adapter")
+    plain.save(memory_store, "full")
+    checkpoints.save(memory_store, "ds", dict(plain.model.state_dict()),
+                     extra={"trainer": "deepspeed", "world_size": 2, "zero_stage": 3})
+    with pytest.raises(ConfigError, match="adapter: holds LoRA adapters only"):
+        plain.restore(memory_store, "adapter")
+    with pytest.raises(ConfigError, match="full: not an adapter checkpoint"):
+        adapted.restore(memory_store, "full")
+    for trainer in (plain, adapted):
+        with pytest.raises(ConfigError, match="ds: written by the 'deepspeed' trainer"):
+            trainer.restore(memory_store, "ds")
