@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=N)
     parser.add_argument("--resume-tasks", type=int, default=1000)
     args = parser.parse_args()
-    from alignflow.flows.executors import ensure_ray
+    from alignflow.flows.ray_connect import ensure_ray
 
     t0 = time.perf_counter()
     ensure_ray(None)

@@ -17,9 +17,9 @@ from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
-from alignflow.flows.executors import connect
 from alignflow.flows.identity import file_hash, git_commit, new_run_id
 from alignflow.flows.loader import canonical_ref, config_class, load_flow, ref_of
+from alignflow.flows.ray_connect import connect
 from alignflow.flows.removal import delete_run
 from alignflow.flows.runner import check_executor, drive
 from alignflow.flows.timers import send_event

@@ -13,9 +13,10 @@ import sys
 from typing import Any
 
 from alignflow.artifacts.redact import redact
-from alignflow.errors import ConfigError, FlowError
+from alignflow.errors import ConfigError
 from alignflow.flows import wrapper
 from alignflow.flows.groups import RayWorkerGroup, group_size
+from alignflow.flows.ray_connect import ensure_ray
 from alignflow.flows.worker_host import build, host_actor_class
 
 _REMOTES: dict[str, Any] = {}
@@ -70,84 +71,6 @@ class InlineExecutor:
 
     def shutdown(self) -> None:
         self.workers.clear()
-
-
-def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
-    """Start Ray in-process, lean (`flows/ray_local.py`; never attaching to another local
-    instance), or join `address`."""
-    import ray
-
-    if address is None:
-        from alignflow.flows import ray_local
-
-        ray_local.start(quiet=quiet)
-        return
-    if ray.is_initialized():
-        return
-    _join_cluster(address)
-    if not quiet:
-        print(f"alignflow: running on Ray cluster at {address}", file=sys.stderr)
-
-
-def _join_cluster(address: str) -> None:
-    """`ray.init(address)`, with the cluster's auth token when one is at hand, or one line
-    saying why the cluster cannot be joined (a closed port fails at once: Ray itself would
-    wait minutes for a GCS that is not there)."""
-    import logging
-
-    import ray
-
-    try:
-        _probe(address)
-        use_local_auth_token()
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    except Exception as exc:
-        err = FlowError(f"cannot connect to the Ray cluster at {address!r}: "
-                        f"{wrapper.first_line(exc)}; expected a running cluster (`ray start "
-                        "--head`) and, if it uses token auth, its token in $RAY_AUTH_TOKEN, "
-                        "$RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
-        err.kind = "system"
-        raise err from exc
-
-
-def _probe(address: str, timeout: float = 5.0) -> None:
-    """Open (and close) a TCP connection to `host:port` / `ray://host:port`; "auto" and
-    addresses without a port are left to Ray."""
-    import socket
-
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        return
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-        pass
-
-
-def use_local_auth_token() -> None:
-    """Ray >= 2.59 turns token auth on for clusters started on a machine that has a token
-    (`ray start --head` with ~/.ray/auth_token), but a client given an explicit address only
-    uses a token when RAY_AUTH_MODE=token. Do what Ray does for `address="auto"`: with
-    RAY_AUTH_MODE unset and a token in the environment or at the default path, send it.
-    (A cluster without auth ignores it; RAY_AUTH_MODE=disabled opts out.)"""
-    import logging
-
-    try:
-        from ray._private.authentication import authentication_token_setup as auth
-    except ImportError:  # Ray < 2.52: no token auth
-        return
-    quiet = logging.getLogger(auth.__name__)
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # Ray's own notice is meant for its CLI
-    try:
-        auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    finally:
-        quiet.setLevel(level)
-
-
-def connect(executor: str, address: str | None) -> None:
-    """Join (or start) Ray now for the "ray" executor, so that a cluster that cannot be
-    reached fails before any run metadata is written."""
-    if executor == "ray":
-        ensure_ray(address)
 
 
 def _remote_options(options: dict) -> dict:

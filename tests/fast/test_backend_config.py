@@ -76,7 +76,7 @@ def test_backend_errors_name_the_key(cls, sets, message):
     ("--deepcompile", "deepcompile"), ("--ds_tensor_parallel_size=2", "tensor_parallel_size"),
     ("--ring_attn_size=2", "ring_attn_size"), ("--ring_head_stride=2", "ring_attn_head_stride"),
     ("--use_ds_universal_ckpt", "use_universal_ckpt"),
-    ("--deepspeed_enable_sleep", "enable_sleep"), ("--zpg=2", "zpg"),
+    ("--zpg=2", "zpg"),
 ])
 def test_unavailable_deepspeed_knobs_are_refused_with_the_reason(flag, key):
     with pytest.raises(ConfigError) as err:
