@@ -14,11 +14,17 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
 from alignflow.errors import AlignflowError, FlowError
-from alignflow.flows import codec, runs
+from alignflow.flows import codec, registry, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import file_hash, git_commit, new_run_id
-from alignflow.flows.loader import canonical_ref, config_class, load_flow, ref_of
+from alignflow.flows.loader import (
+    builtin_name,
+    canonical_ref,
+    config_class,
+    load_flow,
+    ref_of,
+)
 from alignflow.flows.ray_connect import connect
 from alignflow.flows.removal import delete_run
 from alignflow.flows.runner import check_executor, drive
@@ -50,13 +56,16 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     else:
         ref = ref_of(flow)
     store = open_store(store)
-    run_id = run_id or new_run_id(flow.name)
+    ref = builtin_name(ref, config) or ref
+    name = ref if ref in registry.BUILTIN else flow.name
+    run_id = run_id or new_run_id(name)
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
-    meta = {"format": 1, "run_id": run_id, "flow": flow.name, "flow_ref": ref,
+    meta = {"format": 1, "run_id": run_id, "flow": name, "flow_ref": ref,
             "config": codec.encode(config), "code": _code_version(flow), "seed": seed,
             "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
-            "ended": None, "error": None, "executor": executor, "store": store.url}
+            "ended": None, "error": None, "executor": executor, "address": address,
+            "store": store.url}
     try:
         store.create_json(runs.run_json(run_id), meta)
     except FileExistsError:
@@ -154,7 +163,10 @@ def error_line(exc: BaseException) -> str:
 
 def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
          now: float | None = None, trust: Iterable[str] = ()) -> dict[str, str]:
-    """Advance due runs without blocking on sleeps; run id -> its status afterwards."""
+    """Advance the SLEEPING runs that are due (wake time passed, or the awaited event sent),
+    each on the Ray address it was started with unless `address` is given, without blocking
+    on their next sleep; run id -> its status afterwards. An interrupted (RESUMABLE) run is
+    not touched: it resumes only with `alignflow resume`."""
     store = open_store(store)
     now = time.time() if now is None else now
     out: dict[str, str] = {}
@@ -162,8 +174,8 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
         if not _due(store, meta, now):
             continue
         try:
-            resume(meta["run_id"], store=store, executor=executor, address=address, block=False,
-                   trust=trust)
+            resume(meta["run_id"], store=store, executor=executor, block=False, trust=trust,
+                   address=address if address is not None else meta.get("address"))
         except FlowError as exc:
             out[meta["run_id"]] = f"error: {exc}"
             continue
@@ -172,8 +184,6 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
 
 
 def _due(store: Any, meta: dict, now: float) -> bool:
-    if meta["status"] == runs.RESUMABLE:
-        return True
     if meta["status"] != runs.SLEEPING:
         return False
     if meta.get("waiting_for"):

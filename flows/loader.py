@@ -99,6 +99,19 @@ def ref_of(flow: Flow) -> str:
     return f"{flow.fn.__module__}:{flow.fn.__qualname__}"
 
 
+def builtin_name(ref: str, config: Any) -> str | None:
+    """The registered name of a built-in run: `dr_grpo`, `rloo`, ... share `grpo`'s function,
+    so the config's class tells them apart (None for flows that are not built in)."""
+    if ref not in registry.BUILTIN:
+        return None
+    target, own = registry.BUILTIN[ref]
+    cls = f"{type(config).__module__}:{type(config).__qualname__}"
+    if own == cls:
+        return ref
+    same = [n for n, (t, c) in registry.BUILTIN.items() if t == target and c == cls]
+    return same[0] if same else ref
+
+
 def config_class(flow: Flow) -> type | None:
     """The class annotated on the flow's first parameter (None: plain dict config)."""
     params = list(inspect.signature(flow.fn).parameters.values())

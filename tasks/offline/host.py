@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from alignflow.artifacts.checkpoints import index_table
+from alignflow.artifacts.schemas import CHECKPOINTS
+from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling.critic import Critic
@@ -71,16 +74,23 @@ class OfflineHost(Memo, GroupMember):
         return build_trainer(model, self.spec.trainer, self.spec.ds)
 
     def save(self, store, folder: str) -> str:
-        """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`); keeps
-        the last `keep_checkpoints` (>= 2: the one before the newest is the last committed
-        one until this task commits). Rank 0 of a group prunes; every rank writes its part."""
-        def after(_nbytes: int) -> list:
+        """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`) and
+        stages its `checkpoints` row, as RL hosts do; keeps the last `keep_checkpoints`
+        (>= 2: the one before the newest is the last committed one until this task commits).
+        Rank 0 of a group prunes and lists; every rank writes its part."""
+        scope, step = current_scope(), self.trainer.global_step
+        kind = "reward_model" if self.spec.value_head else "model"
+
+        def after(nbytes: int) -> list:
+            ref = scope.stage(CHECKPOINTS, index_table(
+                run_id=scope.run_id, task_key=scope.task_key, step=step, path=folder,
+                kind=kind, nbytes=nbytes))
             if group.rank_and_size()[0] != 0:
                 return []
             self.saved.append(folder)
             while len(self.saved) > max(self.spec.keep_checkpoints, 2):
                 store.delete(self.saved.pop(0), recursive=True)
-            return []
+            return [ref]
         self.saves.save(self.trainer, store, folder, {}, after)
         return folder
 

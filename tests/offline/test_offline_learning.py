@@ -126,6 +126,12 @@ def test_sft_loss_falls_on_assistant_tokens(base_sets, pairs_file, tmp_path):
                       "WHERE s.run_id = 'sft' LIMIT 1").to_pylist()[0]
     # loss on the assistant reply only: reply tokens + <|im_end|>, minus none (mask[0] = 0)
     assert row["n_tokens"] == sum(row["loss_mask"]) < len(row["loss_mask"])
+    with Catalog(str(tmp_path)) as cat:  # every train chunk's checkpoint is a row
+        ckpts = cat.sql("SELECT task_key, step, kind, path FROM checkpoints WHERE run_id = 'sft' "
+                        "ORDER BY step").to_pylist()
+    assert [(c["task_key"], c["step"], c["kind"]) for c in ckpts] == [
+        (f"train-{i:04d}", 8 * (i + 1), "model") for i in range(3)]
+    assert ckpts[-1]["path"] == "runs/sft/checkpoints/train-0002"
 
 
 def test_kto_moves_log_ratios_the_right_way(base_sets, pairs_file, tmp_path):
