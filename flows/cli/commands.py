@@ -27,6 +27,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="ray (default) or inline (no Ray; for debugging)")
     parser.add_argument("--help-config", action="store_true",
                         help="list the flow's config keys (type, default, OpenRLHF flag) and exit")
+    parser.add_argument("--detach", action="store_true",
+                        help="run in a background process; print the run id and return")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +103,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if known.executor == "ray" and not known.address and getattr(args, "from_shell", False):
         _start_ray_early(known.flow)  # Ray and a warm worker start while the config loads
     config = build_config(known.flow, known.config, known.sets, flags)
+    if known.detach:
+        from alignflow.flows.cli.detach import detach
+
+        detach(known, flags, config, api.open_store(known.store))
+        return 0
     output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
                      address=known.address, executor=known.executor, progress=_progress())
     _print_output(output)
