@@ -20,14 +20,15 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-from alignflow.artifacts import schemas
+from alignflow.artifacts import lineage, schemas
 from alignflow.artifacts.store import Store
 from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
 
-DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints")
+DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
+               lineage.INPUTS.name, lineage.ROUNDS.name)
 
 
 def sql_text(name: str) -> str:
@@ -77,6 +78,8 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
         _load_table(con, "_af_tasks", snap.tasks)
         con.execute(sql_text("runs"))
         con.execute(sql_text("tasks"))
+        for statement in duckdb.extract_statements(sql_text("campaigns")):
+            con.execute(statement)
         _lock(con, allowed)
     except BaseException:
         con.close()

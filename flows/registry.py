@@ -26,6 +26,8 @@ BUILTIN: dict[str, tuple[str, str | None]] = {
                            "alignflow.flows.loops.config:RejectionSamplingConfig"),
     "iterative_dpo": ("alignflow.flows.loops.iterative_dpo:iterative_dpo",
                       "alignflow.flows.loops.config:IterativeDPOConfig"),
+    "campaign": ("alignflow.flows.campaign.campaign:campaign",
+                 "alignflow.flows.campaign.config:CampaignConfig"),
 }
 
 

@@ -83,13 +83,19 @@ def stored_flow(run_id: str, ref: str, *, given: str | None = None,
 
 
 def code_files(data: Any) -> list[str]:
-    """Local `.py` files a config names (e.g. a reward function `name=path.py`)."""
+    """Local `.py` files a config names (a reward function `name=path.py`, or a flow
+    `path.py:function` that a campaign runs)."""
     if isinstance(data, dict):
         return [f for v in data.values() for f in code_files(v)]
     if isinstance(data, list | tuple):
         return [f for v in data for f in code_files(v)]
-    if isinstance(data, str) and data.endswith(".py") and "://" not in data:
-        return [data.partition("=")[2] or data if "=" in data else data]
+    if isinstance(data, str) and "://" not in data:
+        path = data.partition("=")[2] or data if "=" in data else data
+        if path.endswith(".py"):
+            return [path]
+        file, sep, attr = path.rpartition(":")  # a flow named as path/to/flow.py:function
+        if sep and file.endswith(".py") and attr.isidentifier():
+            return [file]
     return []
 
 

@@ -24,8 +24,9 @@ def catalog(fast_store):
 
 
 def test_views_list(catalog):
-    assert catalog.tables() == ["checkpoints", "metrics", "preferences", "rollouts", "runs",
-                                "sft_samples", "tasks"]
+    assert catalog.tables() == ["campaign_inputs", "campaign_rounds", "campaigns",
+                                "checkpoints", "metrics", "preferences", "rollouts", "rounds",
+                                "runs", "sft_samples", "tasks"]
 
 
 def test_only_committed_rows_are_visible(catalog):

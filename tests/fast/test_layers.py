@@ -47,9 +47,11 @@ ALLOWED: dict[str, set[str]] = {
     "flows.offline": {"flows", "flows.config", "flows.aliases", "tasks"} | BLOCKS,
     "flows.loops": {"flows", "flows.config", "flows.aliases", "flows.shared_steps",
                     "flows.offline", "tasks"} | BLOCKS,
+    "flows.campaign": {"flows", "flows.config", "tasks"} | BLOCKS,
     "flows.cli": {"flows", "flows.config", "flows.rl", "flows.offline", "flows.loops",
-                  "catalog", "tasks"} | BLOCKS,
-    "face": {"flows", "flows.config", "flows.cli", "catalog", "tasks"} | BLOCKS,
+                  "flows.campaign", "catalog", "tasks"} | BLOCKS,
+    "face": {"flows", "flows.config", "flows.cli", "flows.campaign", "catalog",
+             "tasks"} | BLOCKS,
 }
 
 

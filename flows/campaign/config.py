@@ -1,0 +1,147 @@
+"""A campaign's config (one YAML file): the round flow and its config, the growing input,
+the schedule, the promotion gate and the retention of round checkpoints.
+
+    name: gsm8k-nightly
+    flow: iterative_dpo            # built-in name or path/to/flow.py:function
+    config: {rounds: 1, ...}       # the round flow's config (as its --config YAML)
+    inputs: {source: ./incoming, pattern: "*.jsonl"}
+    schedule: {every: 6h}          # or {cron: "0 3 * * *", timezone: Europe/Paris}
+    gate: {prompts: alignflow:gsm8k, max_samples: 32, metric: reward_mean}
+    retention: {keep_rounds: 2}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from alignflow.errors import ConfigError
+from alignflow.flows.campaign.schedule import ScheduleConfig
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputsConfig:
+    """A folder or `s3://` prefix that grows; each new file feeds exactly one round.
+
+    source: local folder or s3://bucket/prefix (write files whole: temp name, then rename)
+    pattern: file-name glob of the files that count (e.g. *.jsonl)
+    key: the round config key that gets the round's new files (comma-separated paths)
+    min_files: a due round with fewer new files is skipped (status no_input)
+    """
+
+    source: str | None = None
+    pattern: str = "*"
+    key: str = "data.prompt_data"
+    min_files: int = 1
+
+    def __post_init__(self) -> None:
+        if self.min_files < 0:
+            raise ConfigError(f"inputs.min_files={self.min_files}: expected >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateConfig:
+    """Promotion gate: a round's policy replaces the current one only if it beats it on a
+    fixed eval prompt set by `metric` (generations and scores are committed to the store).
+
+    prompts: dataset spec of the fixed eval prompts (alignflow:gsm8k, a local file, ...)
+    metric: a score metric of the eval (reward_mean, score/correct, score/format, ...)
+    mode: max (higher is better) or min
+    min_improvement: the candidate must beat the current policy by more than this
+    """
+
+    prompts: str = "alignflow:gsm8k"
+    max_samples: int | None = 32
+    input_key: str = "question"
+    label_key: str | None = "label"
+    input_template: str | None = None
+    apply_chat_template: bool = True
+    rewards: tuple[str, ...] = ("rule:gsm8k",)
+    metric: str = "reward_mean"
+    mode: Literal["max", "min"] = "max"
+    min_improvement: float = 0.0
+    n_samples_per_prompt: int = 1
+    generate_max_len: int = 128
+    temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rewards", tuple(self.rewards))
+        if not self.rewards:
+            raise ConfigError("gate.rewards: expected at least one reward source")
+        if self.n_samples_per_prompt < 1 or self.generate_max_len < 1:
+            raise ConfigError("gate.n_samples_per_prompt and gate.generate_max_len: expected >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetentionConfig:
+    """keep_rounds: rounds whose checkpoints are kept (older ones are deleted; the current
+    policy's model folder is never deleted)"""
+
+    keep_rounds: int = 2
+
+    def __post_init__(self) -> None:
+        if self.keep_rounds < 1:
+            raise ConfigError(f"retention.keep_rounds={self.keep_rounds}: expected >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CampaignConfig:
+    """A scheduled, gated series of training rounds (see the module docstring).
+
+    name: the campaign's name; its run id is campaign-<name>
+    flow: the round flow: a built-in name or path/to/flow.py:function
+    config: the round flow's config, as a mapping (the keys of its --config YAML)
+    policy_key: the round config key that gets the current policy's folder
+    max_rounds: stop after this many due times (null: run until stopped)
+    executor: where round runs execute (ray, or inline for debugging)
+    """
+
+    name: str
+    flow: str
+    config: dict[str, Any] = field(default_factory=dict)
+    policy_key: str = "model.pretrain"
+    inputs: InputsConfig = field(default_factory=InputsConfig)
+    schedule: ScheduleConfig
+    gate: GateConfig = field(default_factory=GateConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    max_rounds: int | None = None
+    executor: Literal["ray", "inline"] = "ray"
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ConfigError(f"name={self.name!r}: expected lower-case letters, digits, '-' "
+                              "and '_' (at most 63), starting with a letter or digit")
+        if self.max_rounds is not None and self.max_rounds < 1:
+            raise ConfigError(f"max_rounds={self.max_rounds}: expected >= 1 or null")
+
+    @property
+    def run_id(self) -> str:
+        return campaign_run_id(self.name)
+
+    @property
+    def initial_policy(self) -> str:
+        """The policy round 0 starts from: the round config's `policy_key` value."""
+        value = lookup(self.config, self.policy_key)
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"config.{self.policy_key}: the campaign needs the round "
+                              "config's starting policy (a model name or folder)")
+        return value
+
+
+def campaign_run_id(name: str) -> str:
+    return f"campaign-{name}"
+
+
+def lookup(mapping: dict[str, Any], dotted: str) -> Any:
+    """`mapping["a"]["b"]` for "a.b", or a flat "a.b" key; None when absent."""
+    if dotted in mapping:
+        return mapping[dotted]
+    node: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node

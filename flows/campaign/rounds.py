@@ -1,0 +1,87 @@
+"""One campaign round = one run of the round flow, whose parent run is the campaign.
+
+Its id is the campaign's run id plus the round's due time, so a driver that died mid-round
+finds the run again and resumes it where it stopped (its committed tasks replay); a round
+run that already finished is only read. The round config is the campaign's `config`
+mapping with the current policy at `policy_key` and the round's new files at `inputs.key`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from typing import Any
+
+from alignflow.errors import ConfigError, FlowError
+from alignflow.flows import api, runs
+from alignflow.flows.campaign.config import CampaignConfig
+from alignflow.flows.campaign.inputs import local_paths
+from alignflow.flows.campaign.records import Inputs, RoundRun
+from alignflow.flows.config import from_dict
+from alignflow.flows.loader import canonical_ref, load_flow
+from alignflow.flows.trust import code_files
+
+# Set by the CLI: makes the progress display of a round run (None: no display).
+PROGRESS: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(
+    "alignflow_round_progress", default=None)
+
+
+def round_run_id(campaign_run: str, due: float) -> str:
+    """`<campaign run>-<due time, UTC>`: the round's identity is its scheduled time."""
+    return f"{campaign_run}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(due))}"
+
+
+def round_config(cfg: CampaignConfig, policy_path: str, inputs: Inputs) -> Any:
+    """The round flow's config: the campaign's mapping + this round's policy and files."""
+    data = dict(cfg.config)
+    data[cfg.policy_key] = policy_path
+    if cfg.inputs.source is not None:
+        data[cfg.inputs.key] = ",".join(local_paths(inputs.files))
+    _flow, cls = load_flow(canonical_ref(cfg.flow))
+    if cls is None:
+        return _nested(data)
+    return from_dict(cls, data)
+
+
+def _nested(data: dict) -> dict:
+    """Dotted keys of a plain-dict config as nested mappings ({"a.b": 1} → {"a": {"b": 1}})."""
+    out: dict = {}
+    for key, value in data.items():
+        node = out
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Any, seed: int,
+              parent: str, address: str | None) -> RoundRun:
+    """Start round run `run_id`, or resume it where a killed driver left it."""
+    make_progress = PROGRESS.get()
+    progress = make_progress() if make_progress else None
+    if not store.exists(runs.run_json(run_id)):
+        out = api.run(canonical_ref(cfg.flow), config, run_id=run_id, store=store, seed=seed,
+                      executor=cfg.executor, address=address, parent_run=parent,
+                      progress=progress)
+    elif api.get_status(run_id, store=store) == runs.SUCCESSFUL:
+        out = api.get_output(run_id, store=store)
+    else:
+        ref = canonical_ref(cfg.flow)
+        out = api.resume(run_id, store=store, force=True, address=address, progress=progress,
+                         flow=ref if ".py:" in ref else None, trust=code_files(cfg.config))
+    model = out.get("model") if isinstance(out, dict) else None
+    if not isinstance(model, str):
+        raise FlowError(f"round run {run_id!r} of flow {cfg.flow!r} returned no 'model' (the "
+                        "store path of its exported policy); a campaign's round flow must "
+                        "return {'model': ...} as the built-in flows do")
+    return RoundRun(run_id, model)
+
+
+def check_round_flow(cfg: CampaignConfig) -> None:
+    """Fail at start, not at the first due time: the flow loads, its config builds."""
+    try:
+        round_config(cfg, cfg.initial_policy, Inputs())
+    except FlowError as exc:
+        raise ConfigError(f"campaign {cfg.name!r}: flow {cfg.flow!r}: {exc}") from None

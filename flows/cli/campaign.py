@@ -1,0 +1,185 @@
+"""`alignflow campaign start|tick|status|pause|resume|stop`.
+
+`start CONFIG` drives the campaign in the foreground (durable sleep between rounds; kill it
+and start it again: it continues where it stopped). `tick CONFIG` runs the round that is
+due, if any, and exits — for cron, a Kubernetes CronJob, Airflow or Prefect; ticks that
+find no due round, or a driver at work, return at once. The CONFIG named on the command
+line is the user's input; the copy stored with the campaign is only compared with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from alignflow.errors import ConfigError, FlowError, LeaseHeld
+from alignflow.flows import api, codec, runs
+from alignflow.flows.campaign import control
+from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
+from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow
+from alignflow.flows.config import load_config
+from alignflow.flows.trust import code_files
+
+ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
+
+
+def configure(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=ACTIONS, help="what to do")
+    parser.add_argument("target", nargs="?", metavar="CONFIG|NAME",
+                        help="the campaign's YAML config (start, tick) or its name")
+    parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
+                        help="override one dotted key of CONFIG (repeatable)")
+    parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
+    parser.add_argument("--address", help="Ray address for the round runs (default: in-process)")
+    parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+
+
+def load_campaign(path: str, sets: list[str]) -> CampaignConfig:
+    """The config file, with relative paths (input folder, flow file) made absolute from
+    the file's folder, so cron can run it from anywhere."""
+    cfg = load_config(CampaignConfig, config_file=path, sets=sets)
+    base = Path(path).resolve().parent
+
+    def absolute(p: str) -> str:
+        return p if "://" in p or os.path.isabs(p) else str((base / p).resolve())
+    flow = cfg.flow
+    if ".py:" in flow:
+        file, _, attr = flow.rpartition(":")
+        flow = f"{absolute(file)}:{attr}"
+    source = cfg.inputs.source and absolute(cfg.inputs.source)
+    return dataclasses.replace(cfg, flow=flow,
+                               inputs=dataclasses.replace(cfg.inputs, source=source))
+
+
+def _trusted(cfg: CampaignConfig) -> list[str]:
+    """The code files the user's CONFIG names (the flow file, reward functions)."""
+    return code_files(cfg.config) + code_files(cfg.flow)
+
+
+def _check_same(store: Any, cfg: CampaignConfig) -> dict:
+    meta = runs.read_run(store, cfg.run_id)
+    if meta.get("config") != codec.encode(cfg):
+        raise ConfigError(f"campaign {cfg.name!r} in {store.url} was started with another "
+                          "config; stop it (`alignflow campaign stop`) and start one under a "
+                          "new name, or run it with the config it was started with")
+    return meta
+
+
+def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int:
+    from alignflow.flows.cli.progress import Progress
+
+    store = api.open_store(args.store)
+    check_round_flow(cfg)
+    token = PROGRESS.set(lambda: Progress(stream=sys.stderr, live=False))
+    try:
+        if not store.exists(runs.run_json(cfg.run_id)):
+            api.run("campaign", cfg, run_id=cfg.run_id, store=store, seed=args.seed,
+                    executor="inline", address=args.address, block=block,
+                    progress=Progress(stream=sys.stderr))
+        elif (why := _idle_reason(store, _check_same(store, cfg), block)) is not None:
+            print(f"campaign {cfg.name}: {why}")
+            return 0
+        else:
+            api.resume(cfg.run_id, store=store, force=True, block=block, trust=_trusted(cfg),
+                       address=args.address, progress=Progress(stream=sys.stderr))
+    except LeaseHeld as exc:
+        print(f"campaign {cfg.name}: a driver is at work on it ({exc}); nothing to do")
+        return 0
+    finally:
+        PROGRESS.reset(token)
+    print_status(store, cfg.run_id)
+    return 0
+
+
+def _idle_reason(store: Any, meta: dict, block: bool) -> str | None:
+    """Why this driver has nothing to do now (None: go on)."""
+    status = runs.effective_status(store, meta)
+    if status == runs.CANCELED:
+        raise FlowError(f"campaign run {meta['run_id']!r} was stopped; start a campaign under "
+                        "a new name (or `alignflow delete` this one first)")
+    if status == runs.SUCCESSFUL:
+        return "finished (max_rounds reached)"
+    if status == runs.RUNNING:
+        return "a driver is at work on it"
+    wake = meta.get("wake_at")
+    if not block and status == runs.SLEEPING and wake is not None and wake > time.time():
+        return f"next round due at {_when(wake)}; nothing to do"
+    return None
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
+
+
+def print_status(store: Any, run_id: str) -> None:
+    """Current policy, last round with its gate result, next round's wake time."""
+    meta = api.get_metadata(run_id, store=store)
+    done = control.records(store, run_id)
+    paused = " (paused)" if control.is_paused(store, run_id) else ""
+    print(f"{run_id}: {meta['status']}{paused}  rounds recorded: {len(done)}")
+    promoted = [r for r in done if r.get("promoted")]
+    if promoted:
+        p = promoted[-1]
+        print(f"  policy v{p['policy_out_version']}: {p['policy_out']} "
+              f"({p['metric']} {p['candidate_score']:.4g}, round {p['round']})")
+    else:
+        print("  policy v0: the initial policy")
+    if done:
+        last = done[-1]
+        gate = ""
+        if last.get("candidate_score") is not None:
+            gate = (f", {last['metric']} {last['candidate_score']:.4g} vs "
+                    f"{last['incumbent_score']:.4g}")
+        print(f"  last round {last['round']} due {_when(last['due'])}: {last['status']}{gate}"
+              f"{'  run ' + last['round_run'] if last.get('round_run') else ''}")
+    wake = control.next_due(store, run_id)
+    if wake is not None and meta["status"] not in (runs.CANCELED, runs.SUCCESSFUL):
+        print(f"  next round due {_when(wake)}")
+    if meta.get("error"):
+        print(f"  error: {meta['error']}")
+
+
+def _name(target: str | None, sets: list[str]) -> str:
+    if target is None:
+        raise ConfigError("campaign: give the campaign's CONFIG file or its name")
+    if target.endswith((".yaml", ".yml")) and os.path.isfile(target):
+        return load_campaign(target, sets).run_id
+    return target if target.startswith("campaign-") else campaign_run_id(target)
+
+
+def _list(store: Any) -> int:
+    found = [m for m in api.list_runs(store) if m.get("flow") == "campaign"]
+    for m in found:
+        print_status(store, m["run_id"])
+    if not found:
+        print(f"no campaigns in {store.url}")
+    return 0
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    if args.action in ("start", "tick"):
+        if args.target is None:
+            raise ConfigError(f"campaign {args.action}: give the campaign's CONFIG file")
+        cfg = load_campaign(args.target, args.sets)
+        if args.action == "start":
+            from alignflow.flows.cli.commands import _sigterm_as_interrupt
+
+            _sigterm_as_interrupt()
+        return _drive(cfg, args, block=args.action == "start")
+    store = api.open_store(args.store)
+    if args.action == "status" and args.target is None:
+        return _list(store)
+    run_id = _name(args.target, args.sets)
+    if args.action == "status":
+        print_status(store, run_id)
+    elif args.action in ("pause", "resume"):
+        control.set_paused(store, run_id, args.action == "pause")
+        print(f"{run_id}: {'paused: due rounds are skipped' if args.action == 'pause' else 'resumed'}")
+    else:
+        print("canceled: " + ", ".join(control.stop(store, run_id)))
+    return 0
