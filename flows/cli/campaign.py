@@ -104,8 +104,6 @@ def _idle_reason(store: Any, meta: dict, block: bool) -> str | None:
                         "a new name (or `alignflow delete` this one first)")
     if status == runs.SUCCESSFUL:
         return "finished (max_rounds reached)"
-    if status == runs.RUNNING:
-        return "a driver is at work on it"
     wake = meta.get("wake_at")
     if not block and status == runs.SLEEPING and wake is not None and wake > time.time():
         return f"next round due at {_when(wake)}; nothing to do"
