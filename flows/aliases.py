@@ -51,6 +51,13 @@ CKPT: dict[str, Target] = {
     "param_dtype": "ds.param_dtype", "model.dtype": "ds.param_dtype",
     "optim.packing_samples": "ds.packing_samples", "train.save_steps": "ckpt.save_steps",
 }
+# Live logging: OpenRLHF 0.9's flags for 0.11's `logger.*` keys (every family).
+LOGGER: dict[str, Target] = {
+    "use_tensorboard": "logger.tensorboard_dir", "logging_steps": "logger.logging_steps",
+    "use_wandb": "logger.wandb.key", "wandb_org": "logger.wandb.org",
+    "wandb_group": "logger.wandb.group", "wandb_project": "logger.wandb.project",
+    "wandb_run_name": "logger.wandb.run_name",
+}
 
 # -- generation engines and hardware (RL flows and loops) ---------------------------------
 VLLM: dict[str, Target] = {
@@ -84,7 +91,7 @@ def _roles(key: str) -> tuple[str, ...]:
 
 
 RL: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **VLLM, **DS,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **VLLM, **DS, **LOGGER,
     # models and placement
     **{f"{role}_{key}": f"{role}.{key}" for role in ("actor", "critic", "ref", "reward")
        for key in ("num_nodes", "num_gpus_per_node")},
@@ -171,7 +178,7 @@ OPTIM: dict[str, Target] = {
     "optim.max_epochs": "train.max_epochs",
 }
 OFFLINE: dict[str, Target] = {
-    **CKPT, **OPTIM, **DS, "attn_implementation": "ds.attn_implementation",
+    **CKPT, **OPTIM, **DS, **LOGGER, "attn_implementation": "ds.attn_implementation",
     "ref_pretrain": "ref.model_name_or_path", "ref_offload": "ref.offload",
     "teacher_model": "teacher.model_name_or_path", "pretrain_mode": "model.pretrain_mode_enable",
     "dataset": "data.dataset", "dataset_probs": "data.dataset_probs",
@@ -212,7 +219,7 @@ KD_MODEL: dict[str, Target] = {"kd_alpha": "model.kd_alpha", "loss.kd_alpha": "m
 
 # -- durable loops (no OpenRLHF counterpart: RL's data/rollout/reward, offline training) ----
 LOOPS: dict[str, Target] = {
-    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM, **VLLM, **DS,
+    **PROMPT_DATA, **ROLLOUT, **REWARD, **CKPT, **OPTIM, **VLLM, **DS, **LOGGER,
     "train.learning_rate": "adam.lr", "train.train_batch_size": "train.batch_size",
     "train.micro_train_batch_size": "train.micro_batch_size", "train.adam_betas": "adam.betas",
     "train.l2": "adam.weight_decay", "train.lr_warmup_ratio": "lr_warmup_ratio",

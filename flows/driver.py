@@ -76,6 +76,7 @@ class Driver(Timers):
         self.latest_ckpt: dict[str, str] = {}
         self.replayed = self.ran = 0
         self.outcome: str | None = None  # the run's status when this attempt ended
+        self.listeners: list[Any] = []  # called with each manifest this driver commits
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------
@@ -281,6 +282,8 @@ class Driver(Timers):
             self.progress.task_finished(key, (manifest["ended"] or 0) - (manifest["started"] or 0),
                                         bool(fields.get("cached_from")), status=manifest["status"],
                                         output=manifest.get("output"))
+        for listener in self.listeners:
+            listener(manifest)
         return manifest
 
     def finish(self) -> None:

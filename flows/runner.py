@@ -56,7 +56,7 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
     """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait."""
     check_executor(store, executor)
     lease = Lease(store, run_id).acquire(force=force)
-    driver, runner = None, None
+    driver = sink = runner = None
     try:
         runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
         if rerun_from is not None:
@@ -71,8 +71,11 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
                         lease=lease)
         if progress is not None:
             progress.start_run(run_id, flow.name)
+        sink = _live_log(store, run_id, config, driver)
         return _run_body(store, run_id, flow, config, driver)
     finally:
+        if sink is not None:
+            sink.close()
         if runner is not None:
             runner.shutdown()
         if progress is not None:
@@ -86,6 +89,17 @@ def check_executor(store: Any, executor: str) -> None:
     if executor == "ray" and getattr(store, "protocol", None) == "memory":
         raise ConfigError(f"store {store.url} is in this process's memory, which Ray workers "
                           "cannot see; use --executor inline, a local path or s3://")
+
+
+def _live_log(store: Any, run_id: str, config: Any, driver: Driver) -> Any:
+    """Live metrics (TensorBoard, W&B) from each commit, when the config's `logger` asks."""
+    from alignflow.flows.tracking.sink import open_sink
+
+    sink = open_sink(store, run_id, config)
+    if sink is not None:
+        sink.catch_up(driver.manifests)
+        driver.listeners.append(lambda manifest: sink.committed(manifest, driver.manifests))
+    return sink
 
 
 def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from alignflow.errors import require
 from alignflow.flows import aliases
+from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.engines.vllm_section import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
@@ -56,6 +57,7 @@ class LoopConfig(Optimizer):
     rounds: int = 2
     final_eval: bool = True
     num_threads: int | None = field(default=None, metadata={"help": "torch threads of the host"})
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     num_cpus: float = 1.0
     num_gpus: float = 0.0
 

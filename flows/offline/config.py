@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from alignflow.errors import require
 from alignflow.flows import aliases
+from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.modeling.model_config import (
     ModelConfig,
     RefConfig,
@@ -68,6 +69,7 @@ class OfflineConfig(Optimizer):
     placement: GroupPlacement = field(default_factory=GroupPlacement)
     adam: AdamConfig = field(default_factory=_adam(5e-7))
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -16,6 +16,7 @@ from alignflow.errors import ConfigError, require
 from alignflow.flows import aliases
 from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
+from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
 from alignflow.tasks.engines.vllm_section import VLLMSection
 from alignflow.tasks.rl.learn_config import (
@@ -75,6 +76,7 @@ class RLConfig:
     async_: AsyncConfig = field(default_factory=AsyncConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     num_threads: int | None = field(default=None, metadata={"help": "torch threads per host"})
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     def __post_init__(self) -> None:
         if self.num_threads is not None:

@@ -1,0 +1,65 @@
+"""The `logger` section: live metrics to TensorBoard and Weights & Biases (OpenRLHF 0.11's
+names: `logger.tensorboard_dir`, `logger.wandb.*`, `logger.logging_steps`; the v0.9 flags
+`--use_tensorboard`, `--use_wandb`, `--wandb_project`, ... are aliases)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from alignflow.errors import ConfigError
+
+_ON = ("true", "1", "yes", "on")
+_OFF = ("", "false", "0", "no", "off", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WandbConfig:
+    """key: W&B API key or 'true' (already logged in / WANDB_MODE=offline); setting it turns
+    W&B on. A key is moved to $WANDB_API_KEY and never stored with the run.
+    org: W&B entity
+    group: W&B group
+    project: W&B project
+    run_name: W&B run name (default: the run id)
+    """
+
+    key: str | None = None
+    org: str | None = None
+    group: str | None = None
+    project: str = "alignflow"
+    run_name: str | None = None
+
+    def __post_init__(self) -> None:
+        key = self.key
+        if key is not None and key.strip().lower() not in _ON + _OFF:
+            os.environ.setdefault("WANDB_API_KEY", key)  # a secret: keep it out of run.json
+            object.__setattr__(self, "key", "true")
+
+    @property
+    def enabled(self) -> bool:
+        return self.key is not None and self.key.strip().lower() not in _OFF
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggerConfig:
+    """tensorboard_dir: TensorBoard folder (the run logs to <dir>/<run id>); setting it turns
+    TensorBoard on
+    logging_steps: log metrics of every N-th step (and iteration) only
+    sample_rows: samples (prompt, response, reward) logged per iteration
+    """
+
+    tensorboard_dir: str | None = None
+    logging_steps: int = 1
+    sample_rows: int = 8
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+    def __post_init__(self) -> None:
+        if self.logging_steps < 1:
+            raise ConfigError(f"logger.logging_steps={self.logging_steps}: expected >= 1")
+        if self.sample_rows < 0:
+            raise ConfigError(f"logger.sample_rows={self.sample_rows}: expected >= 0")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tensorboard_dir) or self.wandb.enabled
+
