@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,61 @@ def test_local_cluster_script_is_executable_and_never_runs_ray_stop():
                      if not line.lstrip().startswith("#"))
     assert "ray stop" not in code and "pkill" not in code and "killall" not in code
     assert "worker_node" in code and "auth_token" in code
+
+
+# batch/v1 CronJobSpec / JobSpec / PodSpec fields the campaign CronJob may set
+CRONJOB_SPEC = {"schedule", "timeZone", "concurrencyPolicy", "startingDeadlineSeconds",
+                "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "suspend", "jobTemplate"}
+JOB_SPEC = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "template"}
+JOB_POD_SPEC = POD_SPEC | {"restartPolicy"}
+
+
+def _check_tick(argv: list[str], config_text: str, tmp_path: Path) -> None:
+    """`alignflow campaign tick CONFIG [...]`, with a campaign config the loader accepts."""
+    from alignflow.flows.campaign.rounds import check_round_flow
+    from alignflow.flows.cli.campaign import load_campaign
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert Path(argv[0]).name in scripts and argv[1:3] == ["campaign", "tick"]
+    path = tmp_path / "campaign.yaml"
+    path.write_text(config_text)
+    cfg = load_campaign(str(path), [])
+    check_round_flow(cfg)
+    assert cfg.inputs.source.startswith("s3://") and cfg.schedule.cron
+
+
+def test_campaign_cronjob_ticks_the_campaign_with_the_image_and_store(tmp_path):
+    from cronsim import CronSim
+
+    job, configmap = yaml.safe_load_all((INFRA / "campaign/cronjob.yaml").read_text())
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "CronJob")
+    _check_keys(job["spec"], CRONJOB_SPEC, "CronJob.spec")
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    CronSim(job["spec"]["schedule"], datetime.now())
+    _check_keys(job["spec"]["jobTemplate"]["spec"], JOB_SPEC, "CronJob job spec")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    _check_keys(pod, JOB_POD_SPEC, "CronJob pod spec")
+    (container,) = pod["containers"]
+    _check_keys(container, CONTAINER, "CronJob container")
+    assert container["image"] == _image()
+    assert {e["name"] for e in container["env"]} >= STORE_VARS
+    mount = container["volumeMounts"][0]["mountPath"]
+    argv = container["command"]
+    assert argv[3] == f"{mount}/campaign.yaml" and configmap["kind"] == "ConfigMap"
+    assert pod["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
+    _check_tick(argv, configmap["data"]["campaign.yaml"], tmp_path)
+    assert yaml.safe_load(configmap["data"]["campaign.yaml"]) == _load("campaign/campaign.yaml")
+
+
+def test_campaign_crontab_line_is_five_fields_and_a_tick(tmp_path):
+    from cronsim import CronSim
+
+    lines = [line for line in (INFRA / "campaign/crontab").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert len(lines) == 1
+    fields = lines[0].split()
+    CronSim(" ".join(fields[:5]), datetime.now())
+    command = shlex.split(" ".join(fields[5:]).split("&&", 1)[1].split(">>")[0])
+    command = [t for t in command if "=" not in t]  # drop VAR=value prefixes
+    config = ROOT / command[3]
+    _check_tick(command, config.read_text(), tmp_path)
