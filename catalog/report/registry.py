@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from alignflow.catalog.report import panels_async, panels_offline, panels_rl, panels_run
+from alignflow.catalog.report import (
+    panels_async,
+    panels_campaign,
+    panels_offline,
+    panels_rl,
+    panels_run,
+)
 from alignflow.catalog.report.data import RunData
 from alignflow.catalog.report.panel import Panel
 
@@ -18,6 +24,8 @@ PanelFn = Callable[[RunData], Panel | None]
 
 PANELS: list[PanelFn] = [
     panels_run.overview,
+    panels_campaign.campaign_parent,
+    panels_campaign.campaign_rounds,
     panels_rl.learning_curves,
     panels_offline.learning_curves,
     panels_rl.reward_histograms,

@@ -8,6 +8,7 @@ import pytest
 
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
+from alignflow.catalog.report import render_report
 from alignflow.flows import runs
 from alignflow.flows.campaign import control
 from alignflow.flows.cli.campaign import run as campaign_cli
@@ -61,6 +62,15 @@ def test_growing_folder_two_ticks_and_no_drift(campaign_files, tmp_path, clock, 
     assert rounds[0]["incumbent_score"] == pytest.approx(evals[0]["r"], abs=1e-6)
     assert rounds[0]["candidate_score"] == pytest.approx(evals[1]["r"], abs=1e-6)
     assert runs.read_run(store, RID)["status"] == runs.SUCCESSFUL
+    with Catalog(store) as cat:  # lineage on the reports of the campaign and of a round
+        page = render_report(cat, RID)
+        assert "Campaign rounds" in page and rounds[1]["round_run"] in page
+        assert "gate metric per round" in page
+        child = render_report(cat, rounds[1]["round_run"])
+        assert ">Campaign<" in child and "policy v" in child and RID in child
+        names = cat.sql("SELECT name, rounds, policy_version FROM campaigns").to_pylist()
+    assert names == [{"name": "tiny", "rounds": 2,
+                      "policy_version": rounds[1]["policy_out_version"]}]
 
 
 @pytest.mark.parametrize(("min_improvement", "promoted"), [(-1.0, True), (10.0, False)])
