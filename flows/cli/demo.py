@@ -82,5 +82,17 @@ def run(name: str, args: argparse.Namespace) -> int:
         print(f"\n-- {title}\n$ alignflow sql \"{' '.join(query.split()).replace('?', repr(run_id))}\"")
         print(render_table(catalog.sql(query, [run_id])))
     print(f"\nResume a run killed anywhere: alignflow resume {run_id}"
-          f"\nInspect it: alignflow status {run_id} | alignflow report {run_id} | alignflow sql")
+          f"\nInspect it: alignflow status {run_id} | alignflow sql")
+    print(f"\nThe report (learning curves, samples, step times): {_report(catalog, run_id)}")
     return 0
+
+
+def _report(catalog, run_id: str) -> str:
+    """Writes `report-<run id>.html` in the current folder; returns its path."""
+    from alignflow.catalog.output import check_out_path, write_file
+    from alignflow.catalog.report import render_report
+
+    out = check_out_path(f"report-{run_id}.html", catalog.store, force=True)
+    page = render_report(catalog, run_id).encode("utf-8")
+    write_file(out, lambda f: f.write(page), True)
+    return out
