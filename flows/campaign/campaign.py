@@ -21,6 +21,7 @@ import time
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.campaign.gate import beats, prompt_config
 from alignflow.flows.campaign.records import Due, Inputs, Policy
+from alignflow.flows.campaign.rounds import initial_policy
 from alignflow.flows.campaign.steps import (
     consume_inputs,
     evaluate_policy,
@@ -36,9 +37,9 @@ from alignflow.flows.engine import flow, sleep
 
 @flow(name="campaign")
 def campaign(cfg: CampaignConfig) -> dict:
-    prompts = gate_prompts.options(key="gate/prompts")(prompt_config(cfg.gate),
-                                                       cfg.initial_policy)
-    policy = Policy(0, cfg.initial_policy)
+    start = initial_policy(cfg)
+    prompts = gate_prompts.options(key="gate/prompts")(prompt_config(cfg.gate), start)
+    policy = Policy(0, start)
     base = evaluate_policy.options(key="gate/eval-initial")(policy, prompts, 0, cfg.gate)
     policy, consumed, history, due = dataclasses.replace(policy, score=base.value), [], [], None
     for r in range(cfg.max_rounds or sys.maxsize):

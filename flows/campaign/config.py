@@ -28,13 +28,13 @@ class InputsConfig:
 
     source: local folder or s3://bucket/prefix (write files whole: temp name, then rename)
     pattern: file-name glob of the files that count (e.g. *.jsonl)
-    key: the round config key that gets the round's new files (comma-separated paths)
+    key: the round config key (or flag name) that gets the round's new files, comma-separated
     min_files: a due round with fewer new files is skipped (status no_input)
     """
 
     source: str | None = None
     pattern: str = "*"
-    key: str = "data.prompt_data"
+    key: str = "prompt_data"
     min_files: int = 1
 
     def __post_init__(self) -> None:
@@ -64,15 +64,15 @@ class GateConfig:
     mode: Literal["max", "min"] = "max"
     min_improvement: float = 0.0
     n_samples_per_prompt: int = 1
-    generate_max_len: int = 128
+    max_new_tokens: int = 128
     temperature: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rewards", tuple(self.rewards))
         if not self.rewards:
             raise ConfigError("gate.rewards: expected at least one reward source")
-        if self.n_samples_per_prompt < 1 or self.generate_max_len < 1:
-            raise ConfigError("gate.n_samples_per_prompt and gate.generate_max_len: expected >= 1")
+        if self.n_samples_per_prompt < 1 or self.max_new_tokens < 1:
+            raise ConfigError("gate.n_samples_per_prompt and gate.max_new_tokens: expected >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +94,7 @@ class CampaignConfig:
     name: the campaign's name; its run id is campaign-<name>
     flow: the round flow: a built-in name or path/to/flow.py:function
     config: the round flow's config, as a mapping (the keys of its --config YAML)
-    policy_key: the round config key that gets the current policy's folder
+    policy_key: the round config key (or flag name) that gets the current policy's folder
     max_rounds: stop after this many due times (null: run until stopped)
     executor: where round runs execute (ray, or inline for debugging)
     """
@@ -102,7 +102,7 @@ class CampaignConfig:
     name: str
     flow: str
     config: dict[str, Any] = field(default_factory=dict)
-    policy_key: str = "model.pretrain"
+    policy_key: str = "pretrain"
     inputs: InputsConfig = field(default_factory=InputsConfig)
     schedule: ScheduleConfig
     gate: GateConfig = field(default_factory=GateConfig)
@@ -120,15 +120,6 @@ class CampaignConfig:
     @property
     def run_id(self) -> str:
         return campaign_run_id(self.name)
-
-    @property
-    def initial_policy(self) -> str:
-        """The policy round 0 starts from: the round config's `policy_key` value."""
-        value = lookup(self.config, self.policy_key)
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"config.{self.policy_key}: the campaign needs the round "
-                              "config's starting policy (a model name or folder)")
-        return value
 
 
 def campaign_run_id(name: str) -> str:

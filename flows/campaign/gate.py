@@ -19,7 +19,7 @@ from alignflow.flows.campaign.records import Policy, Score
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
-from alignflow.tasks.steps.generate import GenerateConfig, generate
+from alignflow.tasks.steps.generate import RolloutConfig, generate
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.score import score
@@ -28,7 +28,7 @@ from alignflow.tasks.zoo.registry import resolve_model
 
 def prompt_config(gate: GateConfig) -> DataConfig:
     """The fixed eval prompts, in a fixed order (never shuffled)."""
-    return DataConfig(prompt_data=gate.prompts, input_key=gate.input_key,
+    return DataConfig(prompt_dataset=gate.prompts, input_key=gate.input_key,
                       label_key=gate.label_key, input_template=gate.input_template,
                       apply_chat_template=gate.apply_chat_template,
                       max_samples=gate.max_samples, shuffle=False)
@@ -61,9 +61,8 @@ def evaluate(policy: Policy, prompts: StepOutput, iteration: int, gate: GateConf
     """Generate on the eval prompts with `policy`, score, and read the gate's metric."""
     folder = resolve_model(policy_folder(current_scope().store, policy))
     host = EvalHost(folder, gate)
-    cfg = GenerateConfig(rollout_batch_size=prompts.rows,
-                         n_samples_per_prompt=gate.n_samples_per_prompt,
-                         generate_max_len=gate.generate_max_len, temperature=gate.temperature)
+    cfg = RolloutConfig(batch_size=prompts.rows, n_samples_per_prompt=gate.n_samples_per_prompt,
+                        max_new_tokens=gate.max_new_tokens, temperature=gate.temperature)
     rollouts = generate(host, prompts, iteration, cfg)
     scores = score(host, rollouts, iteration)
     metrics = {**rollouts.metrics, **scores.metrics}

@@ -9,16 +9,18 @@ mapping with the current policy at `policy_key` and the round's new files at `in
 from __future__ import annotations
 
 import contextvars
+import operator
 import time
 from collections.abc import Callable
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api, runs
-from alignflow.flows.campaign.config import CampaignConfig
+from alignflow.flows.campaign.config import CampaignConfig, lookup
 from alignflow.flows.campaign.inputs import local_paths
 from alignflow.flows.campaign.records import Inputs, RoundRun
 from alignflow.flows.config import from_dict
+from alignflow.flows.config.sources import Keys
 from alignflow.flows.loader import canonical_ref, load_flow
 from alignflow.flows.trust import code_files
 
@@ -79,9 +81,24 @@ def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Any, seed
     return RoundRun(run_id, model)
 
 
+def initial_policy(cfg: CampaignConfig) -> str:
+    """The policy round 0 starts from: the round config's value at `policy_key` (a flag
+    name like `pretrain` or a dotted key; the flow's default when the config has none)."""
+    _flow, cls = load_flow(canonical_ref(cfg.flow))
+    if cls is None:
+        value = lookup(cfg.config, cfg.policy_key)
+    else:
+        (key, *more) = Keys.of(cls).canonical(cfg.policy_key)
+        value = operator.attrgetter(key)(from_dict(cls, cfg.config)) if not more else None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"policy_key={cfg.policy_key!r}: the round config names no starting "
+                          f"policy there (flow {cfg.flow!r}); expected a model name or folder")
+    return value
+
+
 def check_round_flow(cfg: CampaignConfig) -> None:
     """Fail at start, not at the first due time: the flow loads, its config builds."""
     try:
-        round_config(cfg, cfg.initial_policy, Inputs())
+        round_config(cfg, initial_policy(cfg), Inputs())
     except FlowError as exc:
         raise ConfigError(f"campaign {cfg.name!r}: flow {cfg.flow!r}: {exc}") from None

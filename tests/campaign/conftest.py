@@ -28,18 +28,17 @@ def campaign_files(tmp_path, tiny_model_dir):
     cfg = {
         "name": "tiny", "flow": "grpo", "executor": "inline", "max_rounds": 2,
         "config": {
-            "model": {"pretrain": str(tiny_model_dir)},
-            "generate": {"rollout_batch_size": 4, "n_samples_per_prompt": 4,
-                         "generate_max_len": 8},
-            "rewards": {"sources": ["rule:target:e"]},
-            "optim": {"train_batch_size": 16, "micro_train_batch_size": 8,
-                      "learning_rate": 1e-2, "lr_warmup_ratio": 0},
-            "max_iterations": 2, "num_threads": 1,
+            "actor": {"model_name_or_path": str(tiny_model_dir), "adam": {"lr": 1e-2},
+                      "lr_warmup_ratio": 0},
+            "rollout": {"batch_size": 4, "n_samples_per_prompt": 4, "max_new_tokens": 8},
+            "reward": {"sources": ["rule:target:e"]},
+            "train": {"batch_size": 16, "micro_batch_size": 8, "max_iterations": 2},
+            "num_threads": 1,
         },
         "inputs": {"source": "incoming", "pattern": "*.jsonl"},
         "schedule": {"every": "1h"},
         "gate": {"prompts": str(gate), "rewards": ["rule:target:e"], "max_samples": 8,
-                 "apply_chat_template": False, "generate_max_len": 8, "metric": "reward_mean"},
+                 "apply_chat_template": False, "max_new_tokens": 8, "metric": "reward_mean"},
         "retention": {"keep_rounds": 1},
     }
     path = tmp_path / "campaign.yaml"

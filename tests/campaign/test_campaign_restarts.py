@@ -72,7 +72,10 @@ def test_kill_during_the_durable_sleep_keeps_the_wake_time(campaign_files, tmp_p
 
 def test_kill_mid_round_resumes_the_round_run(campaign_files, tmp_path):
     path, inputs = campaign_files
-    _edit(path, max_rounds=1, config__max_iterations=4)
+    _edit(path, max_rounds=1)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["config"]["train"]["max_iterations"] = 4
+    path.write_text(yaml.safe_dump(cfg))
     store = Store.open(str(tmp_path / "store"))
     write_prompts(inputs / "a.jsonl", 0, 4)
     proc = _start(path, store.url)
