@@ -55,7 +55,7 @@ def campaign(cfg: CampaignConfig) -> dict:
             new = consume_inputs.options(key=f"{k}/inputs")(cfg, consumed, when) \
                 if cfg.inputs.source else Inputs()
             row["inputs"] = len(new.files)
-            if cfg.inputs.source and not new.files:
+            if cfg.inputs.source and cfg.inputs.min_files and not new.files:
                 row["status"] = "no_input"
             else:
                 policy = _train_and_gate(cfg, k, when, policy, new, prompts, row)

@@ -29,7 +29,8 @@ class InputsConfig:
     source: local folder or s3://bucket/prefix (write files whole: temp name, then rename)
     pattern: file-name glob of the files that count (e.g. *.jsonl)
     key: the round config key (or flag name) that gets the round's new files, comma-separated
-    min_files: a due round with fewer new files is skipped (status no_input)
+    min_files: a due round with fewer new files is skipped (status no_input); 0: it trains
+      on the round config's own data when no file is new
     """
 
     source: str | None = None

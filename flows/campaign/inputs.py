@@ -1,8 +1,9 @@
 """The growing prompt source of a campaign: a local folder or an `s3://` prefix.
 
-`consume` lists the source and returns the files no earlier round consumed (the flow
-passes the ones they did, from the journal), so each file feeds exactly one round, across
-restarts too: once `round-NNNN/inputs` is committed, a resumed driver replays its list.
+`new_files` lists the source less the files earlier rounds consumed (the flow passes
+those, from the journal), and `record` commits which round consumes them, so each file
+feeds exactly one round, across restarts too: once `round-NNNN/inputs` is committed, a
+resumed driver replays its list.
 Round runs read local paths: S3 files are copied once into a local cache folder.
 """
 
@@ -44,18 +45,20 @@ def list_source(source: str, pattern: str) -> list[InputFile]:
     return out
 
 
-def consume(source: str, pattern: str, consumed: list[str], round_: int, due: float,
-            round_run: str) -> Inputs:
-    """The files of `source` not in `consumed`; commits a `campaign_inputs` row for each."""
-    scope = current_scope()
+def new_files(source: str, pattern: str, consumed: list[str]) -> list[InputFile]:
+    """The source's files that no earlier round consumed, in path order."""
     seen = set(consumed)
-    files = tuple(f for f in list_source(source, pattern) if f.path not in seen)
-    n = len(files)
+    return [f for f in list_source(source, pattern) if f.path not in seen]
+
+
+def record(files: list[InputFile], round_: int, due: float, round_run: str) -> Inputs:
+    """Commit one `campaign_inputs` row per file: this round consumed it."""
+    scope, n = current_scope(), len(files)
     scope.write(INPUTS, pa.table({
         "run_id": [scope.run_id] * n, "task_key": [scope.task_key] * n, "round": [round_] * n,
         "due": [due] * n, "path": [f.path for f in files], "size": [f.size for f in files],
         "stamp": [f.stamp for f in files], "round_run": [round_run] * n}))
-    return Inputs(files)
+    return Inputs(tuple(files))
 
 
 def cache_dir() -> Path:

@@ -38,7 +38,7 @@ def round_config(cfg: CampaignConfig, policy_path: str, inputs: Inputs) -> Any:
     """The round flow's config: the campaign's mapping + this round's policy and files."""
     data = dict(cfg.config)
     data[cfg.policy_key] = policy_path
-    if cfg.inputs.source is not None:
+    if inputs.files:
         data[cfg.inputs.key] = ",".join(local_paths(inputs.files))
     _flow, cls = load_flow(canonical_ref(cfg.flow))
     if cls is None:

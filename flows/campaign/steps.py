@@ -45,13 +45,11 @@ def read_control() -> bool:
 @task(version=1)
 def consume_inputs(cfg: CampaignConfig, consumed: list[str], when: Due) -> Inputs:
     """The source's files no earlier round consumed (none if fewer than min_files)."""
-    scope = current_scope()
-    src = cfg.inputs
-    new = [f for f in inputs.list_source(src.source, src.pattern) if f.path not in set(consumed)]
-    if len(new) < src.min_files:
+    new = inputs.new_files(cfg.inputs.source, cfg.inputs.pattern, consumed)
+    if len(new) < cfg.inputs.min_files:
         return Inputs()
-    child = round_run_id(scope.run_id, when.due)
-    return inputs.consume(src.source, src.pattern, consumed, when.round, when.due, child)
+    return inputs.record(new, when.round, when.due,
+                         round_run_id(current_scope().run_id, when.due))
 
 
 @task(version=1)

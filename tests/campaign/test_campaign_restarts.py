@@ -51,7 +51,7 @@ def _edit(path, **changes):
 
 def test_kill_during_the_durable_sleep_keeps_the_wake_time(campaign_files, tmp_path):
     path, inputs = campaign_files
-    _edit(path, schedule__every="12s")
+    _edit(path, schedule__every="45s")  # round 0 must end well before round 1 is due
     store = Store.open(str(tmp_path / "store"))
     write_prompts(inputs / "a.jsonl", 0, 4)
     proc = _start(path, store.url)
