@@ -71,6 +71,8 @@ def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Any, seed
         out = api.get_output(run_id, store=store)
     else:
         ref = canonical_ref(cfg.flow)
+        # force: only the holder of the campaign's lease drives its round runs, so a live
+        # lease on the round is a killed driver's (possibly on another machine or pod)
         out = api.resume(run_id, store=store, force=True, address=address, progress=progress,
                          flow=ref if ".py:" in ref else None, trust=code_files(cfg.config))
     model = out.get("model") if isinstance(out, dict) else None

@@ -85,7 +85,7 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
             print(f"campaign {cfg.name}: {why}")
             return 0
         else:
-            api.resume(cfg.run_id, store=store, force=True, block=block, trust=_trusted(cfg),
+            api.resume(cfg.run_id, store=store, block=block, trust=_trusted(cfg),
                        address=args.address, progress=Progress(stream=sys.stderr))
     except LeaseHeld as exc:
         print(f"campaign {cfg.name}: a driver is at work on it ({exc}); nothing to do")

@@ -12,6 +12,7 @@ from alignflow.catalog.report import render_report
 from alignflow.flows import runs
 from alignflow.flows.campaign import control
 from alignflow.flows.cli.campaign import run as campaign_cli
+from alignflow.flows.lease import Lease
 from tests.campaign.conftest import write_prompts
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,13 @@ def test_growing_folder_two_ticks_and_no_drift(campaign_files, tmp_path, clock, 
     meta = runs.read_run(store, RID)
     assert (meta["status"], meta["wake_at"]) == (runs.SLEEPING, pytest.approx(due0 + 3600))
     clock.advance(1900)
+    held = Lease(store, RID).acquire()  # another driver (alive) is at work on the campaign
+    try:
+        assert cli("tick", path, store.url) == 0  # so this tick leaves it alone
+    finally:
+        held.release()
+    assert "a driver is at work on it" in capsys.readouterr().out
+    assert len(control.records(store, RID)) == 1
     assert cli("tick", path, store.url) == 0  # round 1: c only
     assert cli("tick", path, store.url) == 0  # finished: max_rounds = 2
     with Catalog(store) as cat:
