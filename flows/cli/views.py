@@ -15,6 +15,12 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
 
 
+def _state(meta: dict) -> str:
+    """The run's status; a sleeping run says when it wakes (what `tick` waits for)."""
+    wake = meta.get("wake_at") if meta["status"] == runs.SLEEPING else None
+    return f"{meta['status']} until {_when(wake)}" if wake else meta["status"]
+
+
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -26,7 +32,7 @@ def print_runs(store: Any) -> int:
     problems: list[runs.Problem] = []
     rows = [["RUN_ID", "FLOW", "STATUS", "START", "END", "TASKS"]]
     for m in api.list_runs(store, problems):
-        rows.append([m["run_id"], str(m.get("flow", "?")), m["status"], _when(m.get("created")),
+        rows.append([m["run_id"], str(m.get("flow", "?")), _state(m), _when(m.get("created")),
                      _when(m.get("ended")), str(m["tasks"])])
     print(_table(rows) if len(rows) > 1 else f"no runs in {store.url}")
     warn(problems)
@@ -122,7 +128,7 @@ def print_status(store: Any, run_id: str | None) -> int:
             raise FlowError(f"no runs in store {store.url}")
         run_id = ids[-1]
     meta = api.get_metadata(run_id, store=store)
-    print(f"{run_id}  flow={meta.get('flow')}  status={meta['status']}  seed={meta.get('seed')}")
+    print(f"{run_id}  flow={meta.get('flow')}  status={_state(meta)}  seed={meta.get('seed')}")
     if meta.get("error"):
         print(f"error: {meta['error']}")
     rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]

@@ -49,3 +49,17 @@ def test_builtin_variants_are_recorded_under_their_own_names(monkeypatch):
     assert builtin_name("rloo", RLOOConfig()) == "rloo"
     assert builtin_name("grpo", RLConfig()) == "grpo"
     assert builtin_name("tests.flows_for_tests:steps", {}) is None
+
+
+def test_ls_and_status_say_when_a_sleeping_run_wakes(store, tmp_path, capsys):
+    from alignflow.flows.cli import views
+
+    api.run(F.sleepy, {"dir": str(tmp_path), "seconds": 60}, store=store, run_id="s",
+            executor="inline", block=False)
+    wake = runs.read_run(store, "s")["wake_at"]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wake))
+    views.print_runs(store)
+    views.print_status(store, "s")
+    out = capsys.readouterr().out
+    assert f"SLEEPING until {when}" in out.splitlines()[1]
+    assert f"status=SLEEPING until {when}" in out
