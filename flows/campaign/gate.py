@@ -56,6 +56,12 @@ class EvalHost:
     def idle(self, role: str) -> None:
         """Nothing is offloaded: the host lives for one evaluation."""
 
+    def ensure_engine_synced(self) -> None:
+        """The engine serves the policy folder it was built from: nothing to sync."""
+
+    def engine_idle(self) -> None:
+        """An HF engine holds nothing to release between evaluations."""
+
 
 def evaluate(policy: Policy, prompts: StepOutput, iteration: int, gate: GateConfig) -> Score:
     """Generate on the eval prompts with `policy`, score, and read the gate's metric."""

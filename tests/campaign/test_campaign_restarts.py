@@ -74,7 +74,9 @@ def test_kill_mid_round_resumes_the_round_run(campaign_files, tmp_path):
     path, inputs = campaign_files
     _edit(path, max_rounds=1)
     cfg = yaml.safe_load(path.read_text())
-    cfg["config"]["train"]["max_iterations"] = 4
+    # 4 prompts, 4 per batch: 4 episodes give 4 iterations, so the kill after iteration 0's
+    # learn lands before the export (manifests of background checkpoints commit in bursts)
+    cfg["config"]["train"].update(max_iterations=4, num_episodes=4)
     path.write_text(yaml.safe_dump(cfg))
     store = Store.open(str(tmp_path / "store"))
     write_prompts(inputs / "a.jsonl", 0, 4)
