@@ -51,7 +51,7 @@ def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> di
                         attn_implementation=cfg.ds.attn_implementation,
                         trainer_sleep=cfg.ds.enable_sleep, ds=cfg.ds,
                         engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm,
-                                          colocated=cfg.train.colocate_all))
+                                          colocated=cfg.train.all_in_one))
         workers = layouts[host]
         worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
                      num_gpus=per_worker, label=_label(host_roles, roles),
