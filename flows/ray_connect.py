@@ -20,10 +20,39 @@ def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
         ray_local.start(quiet=quiet)
         return
     if ray.is_initialized():
+        _check_same_cluster(address)
         return
     _join_cluster(address)
     if not quiet:
         print(f"alignflow: running on Ray cluster at {address}", file=sys.stderr)
+
+
+def _check_same_cluster(address: str) -> None:
+    """This process already runs Ray: fine when it is the cluster asked for; otherwise one
+    line (an unreachable address as such), never a silent run on another cluster."""
+    import ray
+
+    current = ray.get_runtime_context().gcs_address
+    if address == "auto" or address.removeprefix("ray://") == current:
+        return
+    _fail(address, _reach_error(address) or f"this process is already joined to the Ray "
+          f"instance at {current!r} (call ray.shutdown() first, or use a new process)")
+
+
+def _reach_error(address: str) -> str | None:
+    try:
+        _probe(address)
+    except OSError as exc:
+        return wrapper.first_line(exc)
+    return None
+
+
+def _fail(address: str, why: str, cause: BaseException | None = None) -> None:
+    err = FlowError(f"cannot connect to the Ray cluster at {address!r}: {why}; expected a "
+                    "running cluster (`ray start --head`) and, if it uses token auth, its "
+                    "token in $RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+    err.kind = "system"
+    raise err from cause
 
 
 def _join_cluster(address: str) -> None:
@@ -39,12 +68,7 @@ def _join_cluster(address: str) -> None:
         use_local_auth_token()
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except Exception as exc:
-        err = FlowError(f"cannot connect to the Ray cluster at {address!r}: "
-                        f"{wrapper.first_line(exc)}; expected a running cluster (`ray start "
-                        "--head`) and, if it uses token auth, its token in $RAY_AUTH_TOKEN, "
-                        "$RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
-        err.kind = "system"
-        raise err from exc
+        _fail(address, wrapper.first_line(exc), exc)
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:

@@ -132,3 +132,27 @@ def test_an_unreachable_ray_cluster_fails_at_once_and_leaves_no_run(local_store,
                 address=f"127.0.0.1:{port}")
     assert time.monotonic() - start < 30
     assert api.list_runs(local_store) == []
+
+
+def test_an_address_is_checked_even_when_this_process_already_runs_ray(local_store, folder):
+    """A process that already runs Ray (an earlier run, or in-process tests) neither skips the
+    address nor runs on the wrong cluster."""
+    import socket
+
+    from alignflow.flows import ray_local
+
+    ray_local.start(quiet=True)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(FlowError, match=r"\[Errno 111\] Connection refused; expected"):
+        api.run(F.steps, {"dir": folder, "n": 1}, store=local_store, run_id="r",
+                address=f"127.0.0.1:{port}")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        there = f"127.0.0.1:{other.getsockname()[1]}"
+        with pytest.raises(FlowError, match=r"already joined to the Ray instance at"):
+            api.run(F.steps, {"dir": folder, "n": 1}, store=local_store, run_id="r",
+                    address=there)
+    assert api.list_runs(local_store) == []
