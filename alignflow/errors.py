@@ -7,6 +7,9 @@ expected, in one line. `kind` tells the flow engine whether retrying could help.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Literal
 
 Kind = Literal["user", "system"]
@@ -80,7 +83,40 @@ def invalid(field: str, message: str) -> ConfigError:
     return err
 
 
+class ConfigProblems(ConfigError):
+    """Several config problems found in one pass; `problems` holds one error per line."""
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        self.problems = list(problems)
+        lines = [str(p) for p in self.problems]
+        head = f"{len(lines)} problems in the config:\n" if len(lines) > 1 else ""
+        super().__init__(head + "\n".join(f"  {line}" if head else line for line in lines))
+
+
+_FOUND: ContextVar[list[ConfigError] | None] = ContextVar("alignflow_config_problems",
+                                                          default=None)
+
+
+@contextmanager
+def collecting() -> Iterator[list[ConfigError]]:
+    """Inside, `report` (and `require`) record problems in the yielded list instead of
+    raising, so a config is checked whole and every problem is reported at once."""
+    token = _FOUND.set([])
+    try:
+        yield _FOUND.get()
+    finally:
+        _FOUND.reset(token)
+
+
+def report(err: ConfigError) -> None:
+    """Raise `err`, or record it while `collecting()`."""
+    found = _FOUND.get()
+    if found is None:
+        raise err
+    found.append(err)
+
+
 def require(ok: bool, field: str, expected: str, value: object) -> None:
     """`invalid(field, "expected <expected>, got <value>")` unless `ok`."""
     if not ok:
-        raise invalid(field, f"expected {expected}, got {value!r}")
+        report(invalid(field, f"expected {expected}, got {value!r}"))

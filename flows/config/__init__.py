@@ -20,10 +20,12 @@ from alignflow.flows.config.build import (
     from_dict,
     known_part,
     load_config,
+    resolve_config,
     to_dict,
 )
 from alignflow.flows.config.help import ConfigField, config_fields, format_config_help
 from alignflow.flows.config.sources import load_plain
 
 __all__ = ["ConfigField", "config_fields", "dump_yaml", "format_config_help", "from_dict",
-           "invalid", "known_part", "load_config", "load_plain", "to_dict"]
+           "invalid", "known_part", "load_config", "load_plain", "resolve_config",
+           "to_dict"]

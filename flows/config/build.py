@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, ConfigProblems, collecting, report
 from alignflow.flows.config.sources import (
     Keys,
     Overrides,
@@ -40,58 +40,103 @@ T = TypeVar("T")
 
 def _section_value(sub: type, f: dataclasses.Field, base: Any, over: Overrides, key: str) -> Any:
     current = getattr(base, f.name) if base is not None else default_of(f)
-    return _build(sub, current if isinstance(current, sub) else None, over, key + ".")
+    built = _build(sub, current if isinstance(current, sub) else None, over, key + ".")
+    return current if built is None else built  # a bad section: its problems are reported
 
 
-def _build(cls: type[T], base: T | None, over: Overrides, prefix: str) -> T:
-    """Construct `cls` (or replace fields of `base`) from the overrides under `prefix`."""
+def _build(cls: type[T], base: T | None, over: Overrides, prefix: str) -> T | None:
+    """Construct `cls` (or replace fields of `base`) from the overrides under `prefix`;
+    None when a problem was reported (a bad value, a missing key, a failed check)."""
     kw: dict[str, Any] = {}
+    ok = True
     for f, tp in init_fields(cls):
         key, sub = prefix + key_of(f), section(tp)
         if key in over:
-            kw[f.name] = coerce(over[key][0], tp, key, over[key][1])
+            try:
+                kw[f.name] = coerce(over[key][0], tp, key, over[key][1])
+            except ConfigError as err:
+                report(err)
+                ok = False
         elif sub is not None and (any(k.startswith(key + ".") for k in over)
                                   or (base is None and not has_default(f))):
             kw[f.name] = _section_value(sub, f, base, over, key)
         elif base is None and not has_default(f):
-            raise ConfigError(f"missing required config key {key!r} ({type_name(tp)}): set it "
-                              f"in the config file or with --set {key}=...")
-    return _construct(cls, base, kw, prefix)
+            report(ConfigError(f"missing required config key {key!r} ({type_name(tp)}): set "
+                               f"it in the config file or with --set {key}=..."))
+            ok = False
+    return _construct(cls, base, kw, prefix) if ok else None
 
 
-def _construct(cls: type[T], base: T | None, kw: dict[str, Any], prefix: str) -> T:
-    """Run the class's own validation, turning its errors into located `ConfigError`s."""
-    try:
-        return dataclasses.replace(base, **kw) if base is not None else cls(**kw)
-    except (ValueError, TypeError) as exc:
-        if getattr(exc, "located", False):
-            raise
-        field = getattr(exc, "field", None)
-        if field:
-            msg = f"config key {prefix + field!r}: {exc.detail}"  # type: ignore[attr-defined]
-        else:
-            where = f" at {prefix.rstrip('.')!r}" if prefix else ""
-            msg = f"invalid {cls.__name__}{where}: {exc}"
-        err = ConfigError(msg)
-        err.located = True  # type: ignore[attr-defined]
-        raise err from exc
+def _located(exc: Exception, cls: type, prefix: str) -> ConfigError:
+    field = getattr(exc, "field", None)
+    if field:
+        return ConfigError(f"config key {prefix + field!r}: {exc.detail}")  # type: ignore[attr-defined]
+    if isinstance(exc, ConfigError) and str(exc).startswith("config key "):
+        return exc
+    where = f" at {prefix.rstrip('.')!r}" if prefix else ""
+    return ConfigError(f"invalid {cls.__name__}{where}: {exc}")
+
+
+def _construct(cls: type[T], base: T | None, kw: dict[str, Any], prefix: str) -> T | None:
+    """Run the class's own checks, reporting each of its problems located by `prefix`
+    (an exception after a reported problem is its consequence and is dropped)."""
+    with collecting() as found:
+        try:
+            obj = dataclasses.replace(base, **kw) if base is not None else cls(**kw)
+        except Exception as exc:
+            if not found and not isinstance(exc, ValueError | TypeError):
+                raise
+            if not found:
+                found.append(exc)
+            obj = None
+    for problem in found:
+        report(_located(problem, cls, prefix))
+    return None if found else obj
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """A config and where each value came from: `origins[key]` for every key a source set
+    (`config file 'f'`, `--set k`, `--flag`, or a base's own label); unset keys are defaults."""
+
+    config: Any
+    origins: dict[str, str]
+
+
+def resolve_config(cls: type[T], *, config_file: str | Path | None = None,
+                   sets: list[str] | tuple[str, ...] = (), flags: list[str] | None = None,
+                   aliases: Mapping[str, Any] | None = None,
+                   base: Mapping[str, tuple[Any, str]] | None = None) -> Resolved:
+    """`base` (key -> (value, origin), e.g. OpenRLHF's defaults) < YAML `config_file` <
+    `--set a.b=v` items < flags; every problem of every source is reported at once
+    (`ConfigProblems`, one line each; a single problem is raised as itself)."""
+    check_config_class(cls)
+    keys, over = Keys.of(cls, aliases), dict(base or {})
+    with collecting() as found:
+        if config_file is not None:
+            try:
+                flatten(keys, read_yaml(config_file), f"config file '{config_file}'", over)
+            except ConfigError as err:
+                report(err)
+        apply_sets(keys, sets, over)
+        apply_flags(keys, flags or [], over)
+        config = _build(cls, None, over, "")
+    if found:
+        raise found[0] if len(found) == 1 else ConfigProblems(found)
+    return Resolved(config, {k: origin for k, (_v, origin) in over.items()})
 
 
 def load_config(cls: type[T], *, config_file: str | Path | None = None,
                 sets: list[str] | tuple[str, ...] = (), flags: list[str] | None = None,
-                aliases: Mapping[str, str] | None = None) -> T:
+                aliases: Mapping[str, Any] | None = None) -> T:
     """Defaults < YAML `config_file` < `--set a.b=v` items < flags (later sources win).
 
     `flags` are raw argv tokens (`["--init_kl_coef", "0.01", "--use_kl_loss"]`) named by a
-    dotted key (`--optim.learning_rate`) or an alias (default: `cls.ALIASES`).
+    dotted key (`--algo.kl.init_coef`) or an alias (default: `cls.ALIASES`). All problems
+    are reported at once (`resolve_config`).
     """
-    check_config_class(cls)
-    keys, over = Keys.of(cls, aliases), {}
-    if config_file is not None:
-        flatten(keys, read_yaml(config_file), f"config file '{config_file}'", over)
-    apply_sets(keys, sets, over)
-    apply_flags(keys, flags or [], over)
-    return _build(cls, None, over, "")
+    return resolve_config(cls, config_file=config_file, sets=sets, flags=flags,
+                          aliases=aliases).config
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:

@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin
 
 import yaml
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, report
 from alignflow.flows.config.types import (
     AliasTarget,
     aliases,
@@ -73,11 +73,13 @@ class Keys:
         return (key,)
 
     def check(self, key: str, origin: str) -> tuple[str, ...]:
-        """The canonical key(s) of `key`; `ConfigError` naming the closest valid key."""
+        """The canonical key(s) of `key`; a `ConfigError` naming the closest valid key is
+        reported for an unknown one (which then has no keys)."""
         found = self.canonical(key)
         if any(k not in self.paths for k in found):
             pool = list(self.paths) + list(self.aliases)
-            raise ConfigError(f"unknown config key {key!r} in {origin}{suggest(key, pool)}")
+            report(ConfigError(f"unknown config key {key!r} in {origin}{suggest(key, pool)}"))
+            return ()
         return found
 
     def old_section(self, key: str) -> bool:
@@ -146,7 +148,11 @@ def _split_set(item: str) -> tuple[str, str]:
 def apply_sets(keys: Keys, items: list[str] | tuple[str, ...], over: Overrides) -> None:
     """Add each `a.b.c=value` item (value kept as text, parsed later by the field type)."""
     for item in items:
-        key, value = _split_set(item)
+        try:
+            key, value = _split_set(item)
+        except ConfigError as err:
+            report(err)
+            continue
         for found in keys.check(key, "--set"):
             put_override(over, found, value, f"--set {key}")
 
@@ -175,7 +181,8 @@ def _is_bool(tp: Any) -> bool:
 
 def _flag_key(keys: Keys, name: str, table: dict[str, tuple[str, ...]]
               ) -> tuple[tuple[str, ...], bool]:
-    """(dotted key(s), negated) for `--name`; `--no-name` / `--no_name` negates a bool."""
+    """(dotted key(s), negated) for `--name`; `--no-name` / `--no_name` negates a bool.
+    `ConfigError` naming the closest flag for an unknown one."""
     norm = name.replace("-", "_")
     if norm in table:
         return table[norm], False
@@ -203,20 +210,32 @@ def _flag_value(tp: Any, name: str, rest: list[str]) -> Any:
 
 
 def apply_flags(keys: Keys, flags: list[str], over: Overrides) -> None:
-    """Add `--flag value`, `--flag=value`, bare bool `--flag` and `--no-flag` tokens."""
+    """Add `--flag value`, `--flag=value`, bare bool `--flag` and `--no-flag` tokens. A bad
+    flag is reported with its value tokens skipped, so the next flag is still read."""
     table, rest = flag_table(keys), list(flags)
     while rest:
-        token = rest.pop(0)
-        if not token.startswith("--") or token == "--":
-            raise ConfigError(f"unexpected argument {token!r}: expected --flag [value]")
-        name, eq, value = token[2:].partition("=")
-        found, negated = _flag_key(keys, name, table)
-        if negated and eq:
-            raise ConfigError(f"flag '--{name}' takes no value")
-        if not eq:
-            value = False if negated else _flag_value(keys.paths[found[0]], name, rest)
-        for key in found:
-            put_override(over, key, value, f"--{name}")
+        try:
+            _apply_flag(keys, table, rest, over)
+        except ConfigError as err:
+            report(err)
+            while rest and not rest[0].startswith("--"):
+                rest.pop(0)
+
+
+def _apply_flag(keys: Keys, table: dict[str, tuple[str, ...]], rest: list[str],
+                over: Overrides) -> None:
+    """Read the next flag (and its values) off `rest`."""
+    token = rest.pop(0)
+    if not token.startswith("--") or token == "--":
+        raise ConfigError(f"unexpected argument {token!r}: expected --flag [value]")
+    name, eq, value = token[2:].partition("=")
+    found, negated = _flag_key(keys, name, table)
+    if negated and eq:
+        raise ConfigError(f"flag '--{name}' takes no value")
+    if not eq:
+        value = False if negated else _flag_value(keys.paths[found[0]], name, rest)
+    for key in found:
+        put_override(over, key, value, f"--{name}")
 
 
 def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]) -> dict | None:

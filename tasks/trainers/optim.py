@@ -93,5 +93,6 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("batch_size", "micro_batch_size", "max_epochs"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
-        require(self.batch_size % self.micro_batch_size == 0, "batch_size",
+        require(self.micro_batch_size < 1 or self.batch_size % self.micro_batch_size == 0,
+                "batch_size",
                 f"a multiple of micro_batch_size={self.micro_batch_size}", self.batch_size)

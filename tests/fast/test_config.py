@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, ConfigProblems
 from alignflow.flows.config import (
     ConfigField,
     config_fields,
@@ -18,6 +18,7 @@ from alignflow.flows.config import (
     from_dict,
     invalid,
     load_config,
+    resolve_config,
     to_dict,
 )
 
@@ -312,3 +313,28 @@ def test_non_frozen_class_is_refused():
 
     with pytest.raises(TypeError, match="frozen=True"):
         load_config(Loose)
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("algo: {klx: 1}\n")
+    with pytest.raises(ConfigProblems) as info:
+        _load("algo.kl.coef=-1", "train.batch_size=abc", "nope=1", config_file=path,
+              flags=["--init_kl_coeff", "1", "2", "--seed", "x", "--stop", "a"])
+    assert [str(p) for p in info.value.problems] == [
+        f"unknown config key 'algo.klx' in config file '{path}' (did you mean 'algo.kl'?)",
+        "unknown config key 'nope' in --set",
+        "unknown flag '--init_kl_coeff' (did you mean '--init_kl_coef'?)",
+        "config key 'algo.kl.coef': must be >= 0, got -1.0",
+        "config key 'train.batch_size' = 'abc' (from --set train.batch_size): expected int",
+        "config key 'seed' = 'x' (from --seed): expected int",
+    ]
+    assert str(info.value).startswith("6 problems in the config:\n  unknown config key")
+
+
+def test_resolve_config_says_where_each_value_came_from():
+    resolved = resolve_config(FlowCfg, sets=["seed=3"], flags=["--init_kl_coef", "0.2"],
+                              base={"train.lr": (0.5, "a base"), "seed": (1, "a base")})
+    assert resolved.config.train.lr == 0.5 and resolved.config.seed == 3
+    assert resolved.origins == {"train.lr": "a base", "seed": "--set seed",
+                                "algo.kl.coef": "--init_kl_coef"}
