@@ -17,7 +17,7 @@ from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec, registry, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
-from alignflow.flows.identity import file_hash, git_commit, new_run_id
+from alignflow.flows.identity import check_run_id, file_hash, git_commit, new_run_id
 from alignflow.flows.loader import (
     builtin_name,
     canonical_ref,
@@ -55,10 +55,10 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
         flow, _cfg = load_flow(ref)
     else:
         ref = ref_of(flow)
-    store = open_store(store)
     ref = builtin_name(ref, config) or ref
     name = ref if ref in registry.BUILTIN else flow.name
-    run_id = run_id or new_run_id(name)
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id(name)
+    store = open_store(store)
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
     meta = {"format": 1, "run_id": run_id, "flow": name, "flow_ref": ref,

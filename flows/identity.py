@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import re
 import secrets
 import subprocess
 import textwrap
@@ -16,11 +17,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from alignflow.errors import ConfigError
+
 
 def new_run_id(flow_name: str) -> str:
     """`<flow>-<yyyymmdd-hhmmss>-<4 hex>` (UTC)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return f"{flow_name}-{stamp}-{secrets.token_hex(2)}"
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=+-]{0,127}")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it is safe as one folder name in any store (letters, digits and `_ . = +
+    -`, not starting with `.` or `-`, at most 128 characters); `ConfigError` otherwise."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ConfigError(f"run id {run_id!r}: expected 1-128 characters from A-Z a-z 0-9 _ . = "
+                          "+ -, not starting with '.' or '-' (no '/', spaces or quotes)")
+    return run_id
 
 
 def task_seed(run_seed: int, task_key: str) -> int:

@@ -8,6 +8,7 @@ round count; iterative DPO's `model` section is the `dpo` flow's (`model.beta`, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -68,7 +69,8 @@ class LoopConfig(Optimizer):
             require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
                     self.num_threads)
         for name in ("num_cpus", "num_gpus"):
-            require(getattr(self, name) >= 0, name, "a number >= 0", getattr(self, name))
+            value = getattr(self, name)
+            require(math.isfinite(value) and value >= 0, name, "a finite number >= 0", value)
 
     @property
     def steps_per_round(self) -> int:
@@ -94,6 +96,12 @@ class RejectionSamplingConfig(LoopConfig):
     threshold: float | None = field(default=None, metadata={
         "help": "minimum reward a best sample needs to be kept (null: keep every best)"})
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.threshold is not None:
+            require(math.isfinite(self.threshold), "threshold", "a finite float or null",
+                    self.threshold)
+
 
 @dataclass(frozen=True, kw_only=True)
 class IterativeDPOConfig(LoopConfig):
@@ -109,6 +117,7 @@ class IterativeDPOConfig(LoopConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require(self.margin >= 0, "margin", "a float >= 0", self.margin)
+        require(math.isfinite(self.margin) and self.margin >= 0, "margin",
+                "a finite float >= 0", self.margin)
         require(self.reference_micro_batch >= 1, "reference_micro_batch", "an integer >= 1",
                 self.reference_micro_batch)

@@ -82,6 +82,8 @@ class RMModelConfig(ModelConfig):
     def __post_init__(self) -> None:
         require(self.loss_type in get_args(RewardLossName), "loss_type",
                 f"one of {get_args(RewardLossName)}", self.loss_type)
+        if self.margin is not None:
+            require(math.isfinite(self.margin), "margin", "a finite float or null", self.margin)
 
 
 @dataclass(frozen=True, kw_only=True)

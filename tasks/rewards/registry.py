@@ -8,6 +8,7 @@ Without `name=`, a source is named after the rule, file stem, `remote` or folder
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,8 @@ class RewardConfig:
                     f"one weight per reward source ({len(specs)}: {', '.join(specs)})",
                     self.weights)
         require(self.micro_batch >= 1, "micro_batch", "an integer >= 1", self.micro_batch)
-        require(self.remote_timeout > 0, "remote_timeout", "seconds > 0", self.remote_timeout)
+        require(math.isfinite(self.remote_timeout) and self.remote_timeout > 0,
+                "remote_timeout", "finite seconds > 0", self.remote_timeout)
         require(self.remote_retries >= 0, "remote_retries", "an integer >= 0",
                 self.remote_retries)
         require(0 < self.remote_budget < float("inf"), "remote_budget",

@@ -127,6 +127,8 @@ class RLRewardConfig(Workers, RewardConfig):
         clip = (-abs(clip), abs(clip)) if isinstance(clip, int | float) else tuple(clip)
         object.__setattr__(self, "clip_range", clip)
         require(clip[0] < clip[1], "clip_range", "two floats low < high", clip)
+        require(math.isfinite(self.overlong_penalty_factor) and self.overlong_penalty_factor >= 0,
+                "overlong_penalty_factor", "a finite float >= 0", self.overlong_penalty_factor)
         if self.overlong_buffer_len is not None:
             require(self.overlong_buffer_len >= 1, "overlong_buffer_len",
                     "an integer >= 1 or null", self.overlong_buffer_len)

@@ -49,7 +49,8 @@ class ActorConfig(Workers, Optimizer):
             require(math.isfinite(self.eps_clip_high) and self.eps_clip_high > 0,
                     "eps_clip_high", "a finite float > 0 or null", self.eps_clip_high)
         if self.dual_clip is not None:
-            require(self.dual_clip > 1.0, "dual_clip", "a float > 1 or null", self.dual_clip)
+            require(math.isfinite(self.dual_clip) and self.dual_clip > 1.0, "dual_clip",
+                    "a finite float > 1 or null", self.dual_clip)
         require(math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, "entropy_coef",
                 "a finite float >= 0", self.entropy_coef)
 

@@ -8,6 +8,7 @@ and copies. A host of several workers is a data-parallel group (`Workers`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -102,7 +103,8 @@ class PlacementConfig:
 
     def __post_init__(self) -> None:
         for name in ("num_cpus", "num_gpus"):
-            require(getattr(self, name) >= 0, name, "a number >= 0", getattr(self, name))
+            value = getattr(self, name)
+            require(math.isfinite(value) and value >= 0, name, "a finite number >= 0", value)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -116,3 +116,12 @@ def test_builtin_names_resume_all_and_tick(env, capsys, monkeypatch):
     assert cli(capsys, "resume", "--all")[1] == "b: SUCCESSFUL\n"
     assert cli(capsys, "tick")[1] == ""  # nothing due
     assert "give RUN_ID or --all" in one_line_error(capsys, "resume")
+
+
+@pytest.mark.parametrize("bad", ["a/b", ".hidden", "..", "it's", 'q"', "a b", "", "x" * 129])
+def test_bad_run_ids_are_refused_before_anything_is_written(capsys, tmp_path, bad):
+    store = tmp_path / "store"
+    err = one_line_error(capsys, "run", f"{FLOWS}:steps", "--run-id", bad, "--store",
+                         str(store), "--executor", "inline")
+    assert err.startswith(f"error: run id {bad!r}: expected 1-128 characters")
+    assert not store.exists()
