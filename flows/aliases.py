@@ -107,6 +107,7 @@ RL: dict[str, Target] = {
     "init_kl_coef": "algo.kl.init_coef", "kl_target": "algo.kl.target",
     "kl_horizon": "algo.kl.horizon", "kl_estimator": "algo.kl.estimator",
     "use_kl_loss": "algo.kl.use_loss", "dynamic_filtering": "algo.dynamic_filtering_enable",
+    "dynamic_filtering_reward_range": "algo.dynamic_filtering_range",
     "ptx_coef": "algo.ptx.ptx_coef", "pretrain_data": "algo.ptx.pretrain_data",
     "eps_clip": "actor.eps_clip", "eps_clip_low_high": "actor.eps_clip_low_high",
     "eps_clip_high": "actor.eps_clip_high", "dual_clip": "actor.dual_clip",

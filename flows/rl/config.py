@@ -147,9 +147,9 @@ class RLConfig:
                              max_len=self.rollout.max_new_tokens)
 
 
-def _estimator(name: str):
+def _estimator(name: str, **algo):
     def factory() -> AlgoConfig:
-        return AlgoConfig(advantage=EstimatorConfig(estimator=name))
+        return AlgoConfig(advantage=EstimatorConfig(estimator=name), **algo)
     return factory
 
 
@@ -185,4 +185,10 @@ class ReinforceBaselineConfig(RLConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class DrGRPOConfig(RLConfig):
-    algo: AlgoConfig = field(default_factory=_estimator("dr_grpo"))
+    """Dr.GRPO (Liu et al. 2025): group-mean baseline without the std, and the loss summed
+    over each response's tokens and divided by a constant (max_new_tokens × responses), so
+    neither length nor group spread rescales the gradient. (OpenRLHF's `dr_grpo` changes
+    only the advantage; its loss stays a token mean.)"""
+
+    algo: AlgoConfig = field(default_factory=_estimator(
+        "dr_grpo", loss_agg="seq-mean-token-sum-norm"))

@@ -1,10 +1,11 @@
 """Per-token estimators of KL(π ‖ π_ref) from log-probs of tokens sampled from π.
 
 Schulman, "Approximating KL divergence" (joschu.net/blog/kl-approx.html). With
-x = log π(a) − log π_ref(a) (clamped to [−10, 10] so exp(−x) cannot overflow):
-k1 = x (unbiased, can be negative), k2 = x²/2 (biased, ≥ 0), k3 = e^{−x} − 1 + x
-(unbiased, ≥ 0). Sign conventions match OpenRLHF's `compute_approx_kl`; OpenRLHF clamps
-the estimate to [−10, 10] instead of the log-ratio.
+x = log π(a) − log π_ref(a): k1 = x (unbiased, can be negative), k2 = x²/2 (biased, ≥ 0),
+k3 = e^{−x} − 1 + x (unbiased, ≥ 0). As OpenRLHF's `compute_approx_kl`, the *estimate* is
+clamped to [−10, 10] (so k3 at x = −10 is 10, not e^10 − 11). Before that, x itself is
+held to [−20, 20], which changes no clamped value (every estimator is already past ±10
+there) but keeps e^{−x} finite, so the clamp's zero gradient never meets an infinity.
 """
 
 from __future__ import annotations
@@ -19,28 +20,33 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
 
 KLEstimator = Literal["k1", "k2", "k3"]
-LOG_RATIO_CLAMP = 10.0
+ESTIMATE_CLAMP = 10.0  # OpenRLHF's
+LOG_RATIO_GUARD = 20.0  # numerical only: every estimate is already clamped there
 
 
 def log_ratio(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """x = logp − ref_logp (at least float32), clamped to [−10, 10]."""
-    return (upcast(logp) - upcast(ref_logp)).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    """x = logp − ref_logp (at least float32), held to [−20, 20]."""
+    return (upcast(logp) - upcast(ref_logp)).clamp(-LOG_RATIO_GUARD, LOG_RATIO_GUARD)
+
+
+def _clamped(estimate: Tensor) -> Tensor:
+    return estimate.clamp(-ESTIMATE_CLAMP, ESTIMATE_CLAMP)
 
 
 def k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """k1 = x."""
-    return log_ratio(logp, ref_logp)
+    """k1 = clamp(x, ±10)."""
+    return _clamped(log_ratio(logp, ref_logp))
 
 
 def k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """k2 = x² / 2."""
-    return log_ratio(logp, ref_logp).pow(2) / 2.0
+    """k2 = clamp(x² / 2, ±10)."""
+    return _clamped(log_ratio(logp, ref_logp).pow(2) / 2.0)
 
 
 def k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """k3 = exp(−x) − 1 + x  (= r − 1 − log r with r = π_ref/π)."""
+    """k3 = clamp(exp(−x) − 1 + x, ±10)  (= r − 1 − log r with r = π_ref/π)."""
     x = log_ratio(logp, ref_logp)
-    return torch.expm1(-x) + x
+    return _clamped(torch.expm1(-x) + x)
 
 
 KL_ESTIMATORS: dict[KLEstimator, Callable[[Tensor, Tensor], Tensor]] = {

@@ -69,3 +69,14 @@ def filter_groups(rewards: Tensor, n: int) -> Tensor:
                           f"groups of n={n}; expected a 1-D tensor with a multiple of n items")
     groups = rewards.reshape(-1, n)
     return (groups != groups[:, :1]).any(dim=1)
+
+
+def groups_in_range(scores: Tensor, n: int, low: float, high: float) -> Tensor:
+    """OpenRLHF's dynamic filtering: True for each group of `n` whose mean score lies
+    strictly inside (low, high) — with 0/1 scores and (0, 1), the groups neither all right
+    nor all wrong. (N,) → (N // n,) bool."""
+    if n < 1 or scores.dim() != 1 or scores.shape[0] % n:
+        raise ConfigError(f"dynamic filtering: {tuple(scores.shape)} scores do not split into "
+                          f"groups of n={n}; expected a 1-D tensor with a multiple of n items")
+    mean = scores.float().reshape(-1, n).mean(dim=1)
+    return (mean > low) & (mean < high)

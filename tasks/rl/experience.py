@@ -16,7 +16,7 @@ from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.advantages.shaping import overlong_penalty
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.modeling.batching import to_padded
-from alignflow.tasks.rewards.combine import filter_groups
+from alignflow.tasks.rewards.combine import groups_in_range
 from alignflow.tasks.rl.learn_config import LearnSettings, RLRewardConfig
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import ADVANTAGES
@@ -118,11 +118,11 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     est = algo.advantage
     cfg = AdvantageConfig(estimator=est.estimator, n=n, gamma=est.gamma, lambd=est.lambd,
                           kl_coef=kl_coef, reward_clip=shaping.clip_range,
-                          no_std=est.no_std_norm,
+                          whiten_std=not est.no_std_norm,  # OpenRLHF: group_norm keeps its std
                           length_penalty=_length_penalty(shaping, settings.max_len))
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
-    kept = (filter_groups(exp.reward, n).repeat_interleave(n) if algo.dynamic_filtering_enable
-            else torch.ones(len(reward), dtype=torch.bool))
+    kept = (groups_in_range(exp.reward, n, *algo.dynamic_filtering_range).repeat_interleave(n)
+            if algo.dynamic_filtering_enable else torch.ones(len(reward), dtype=torch.bool))
     seq_kl = None if kl is None else kl.sum(-1) / exp.mask.sum(-1).clamp(min=1)
     metrics = {**({} if seq_kl is None else {"kl": float(seq_kl.mean())}), "kl_coef": kl_coef,
                "advantage_abs_mean": float((out.advantages.abs() * exp.mask).sum()

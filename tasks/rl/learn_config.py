@@ -61,7 +61,7 @@ class EstimatorConfig:
     estimator: gae (critic), reinforce, reinforce_baseline, group_norm (GRPO), dr_grpo, rloo
     gamma: discount of the returns (group estimators need 1.0)
     lambd: GAE's λ
-    no_std_norm: do not divide by the standard deviation (group_norm's group std; the batch whitening of gae / reinforce / reinforce_baseline)
+    no_std_norm: the batch whitening of gae / reinforce / reinforce_baseline only centres (as OpenRLHF: group_norm always divides by its group std; dr_grpo never does)
     is_correction_enable: weight each token's loss by the truncated ratio of the learner's weights before the step to the behaviour policy that sampled it (stale generator, engine mismatch)
     is_correction_type: tis (clamp the ratio), icepop (drop tokens outside the band), seq-mask-tis (drop sequences whose geometric-mean ratio is outside it)
     is_correction_threshold: the band [low, high] of the ratio
@@ -88,17 +88,24 @@ class EstimatorConfig:
 class AlgoConfig:
     """The algorithm: advantage estimation, the KL term, and the papers' tricks.
 
-    dynamic_filtering_enable: DAPO's dynamic sampling: drop groups whose rewards are all equal
+    dynamic_filtering_enable: DAPO's dynamic sampling: train only on groups whose mean reward lies strictly inside dynamic_filtering_range (alignflow does not draw new prompts to refill the batch)
+    dynamic_filtering_range: (low, high) of that mean
     loss_agg: how token losses become one number (Dr.GRPO: seq-mean-token-sum-norm)
     """
 
     advantage: EstimatorConfig = field(default_factory=EstimatorConfig)
     kl: KLConfig = field(default_factory=KLConfig)
     dynamic_filtering_enable: bool = False
+    dynamic_filtering_range: tuple[float, float] = (0.0, 1.0)
     loss_agg: Aggregation = "token-mean"
     ptx: PtxConfig = field(default_factory=PtxConfig)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "dynamic_filtering_range", tuple(self.dynamic_filtering_range))
+        low, high = self.dynamic_filtering_range
+        require(math.isfinite(low) and math.isfinite(high) and low < high,
+                "dynamic_filtering_range", "two finite floats low < high",
+                self.dynamic_filtering_range)
         require(self.loss_agg in get_args(Aggregation), "loss_agg",
                 f"one of {get_args(Aggregation)}", self.loss_agg)
 

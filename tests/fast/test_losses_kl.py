@@ -57,12 +57,26 @@ def test_k1_k3_unbiased_exactly_under_pi() -> None:
     assert not torch.allclose((logpi.exp() * k2(logpi, logref)).sum(), true_kl)
 
 
-def test_log_ratio_clamped_to_ten() -> None:
-    logp, ref = torch.tensor([15.0, -15.0]), torch.zeros(2)
-    assert torch.equal(k1(logp, ref), torch.tensor([10.0, -10.0]))
-    # k3(10) = e^{-10} − 1 + 10 = 9.0000454 ; no overflow at −10: e^{10} − 1 − 10
-    assert torch.allclose(k3(logp, ref), torch.tensor([9.0000454, math.exp(10) - 11.0]))
-    assert torch.isfinite(k3(torch.tensor([-1e4]), torch.zeros(1))).all()
+def test_the_estimate_is_clamped_to_ten_as_openrlhf_does() -> None:
+    logp, ref = torch.tensor([15.0, -15.0, -10.0, 4.0, -4.0]), torch.zeros(5)
+    assert torch.equal(k1(logp, ref), torch.tensor([10.0, -10.0, -10.0, 4.0, -4.0]))
+    # k2 = x²/2 capped at 10 once |x| > sqrt(20); 4²/2 = 8 stays
+    assert torch.equal(k2(logp, ref), torch.tensor([10.0, 10.0, 10.0, 8.0, 8.0]))
+    # k3(15) = 14.0000003 -> 10; k3(-10) = e^10 - 11 = 22015.5 -> 10 (clamping x instead
+    # would give 22015.5); k3(4) = e^-4 + 3 stays, k3(-4) = e^4 - 5 = 49.6 -> 10
+    expected = torch.tensor([10.0, 10.0, 10.0, math.exp(-4) + 3, 10.0])
+    assert torch.allclose(k3(logp, ref), expected)
+    x = torch.tensor([-1e4, -30.0, 30.0], requires_grad=True)
+    out = k3(x, torch.zeros(3))
+    out.sum().backward()
+    assert torch.equal(out.detach(), torch.full((3,), 10.0))
+    assert torch.equal(x.grad, torch.zeros(3))  # finite: clamped, no inf * 0
+
+
+def test_gradient_below_the_clamp_is_the_estimators() -> None:
+    x = torch.tensor([0.5, -1.0], dtype=torch.float64, requires_grad=True)
+    k3(x, torch.zeros(2, dtype=torch.float64)).sum().backward()
+    assert torch.allclose(x.grad, 1 - torch.exp(-x.detach()))  # d/dx (e^-x - 1 + x)
 
 
 def test_half_precision_upcast() -> None:

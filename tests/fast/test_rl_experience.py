@@ -18,8 +18,8 @@ from alignflow.tasks.trainers.optim import TrainConfig
 
 
 def _settings(estimator: str, *, n: int = 2, max_len: int = 8, filtering: bool = False,
-              **reward) -> LearnSettings:
-    algo = AlgoConfig(advantage=EstimatorConfig(estimator=estimator),
+              no_std: bool = False, **reward) -> LearnSettings:
+    algo = AlgoConfig(advantage=EstimatorConfig(estimator=estimator, no_std_norm=no_std),
                       dynamic_filtering_enable=filtering)
     return LearnSettings(algo=algo, actor=ActorConfig(), critic=CriticConfig(),
                          reward=RLRewardConfig(**reward), train=TrainConfig(), packing=False,
@@ -50,6 +50,12 @@ def test_without_penalty_equal_rewards_give_zero_advantage():
     exp = _experience([4, 8], [0.0, 0.0])
     adv = compute(exp, _settings("group_norm"), kl_coef=0.0, moments=None)
     assert adv.advantages.abs().sum() == 0
+
+
+def test_dynamic_filtering_keeps_groups_whose_mean_is_inside_the_range():
+    exp = _experience([2] * 6, [0.5, 0.5, 1.0, 1.0, 0.0, 0.0])  # means 0.5, 1.0, 0.0
+    adv = compute(exp, _settings("rloo", filtering=True), kl_coef=0.0, moments=None)
+    assert adv.kept.tolist() == [True, True, False, False, False, False]  # (0, 1) strictly
 
 
 def test_dynamic_filtering_drops_groups_with_one_reward():
@@ -89,3 +95,16 @@ def test_roles_hold_a_reference_only_when_a_kl_term_uses_it():
     assert roles(init_coef=0.01) == ("actor", "ref", "reward")
     assert roles(target=0.1) == ("actor", "ref", "reward")
     assert RLConfig().roles(critic=True) == ("actor", "critic", "reward")
+
+
+def test_no_std_norm_stops_the_whitening_std_and_never_group_norms():
+    """As OpenRLHF: group_norm keeps dividing by the group std; whitening only centres."""
+    exp = _experience([2, 2, 2, 2], [1.0, 0.0, 3.0, 1.0])
+    group = compute(exp, _settings("group_norm", no_std=True), kl_coef=0.0, moments=None)
+    assert group.advantages[:, 0].tolist() == pytest.approx([0.7071068, -0.7071068] * 2)
+    base = compute(exp, _settings("reinforce_baseline", no_std=True), kl_coef=0.0, moments=None)
+    # r - group mean = (0.5, -0.5, 1, -1): already centred over the batch, so unchanged
+    assert base.advantages[:, 0].tolist() == pytest.approx([0.5, -0.5, 1.0, -1.0])
+    whitened = compute(exp, _settings("reinforce_baseline"), kl_coef=0.0, moments=None)
+    assert whitened.advantages[:, 0].tolist() == pytest.approx(
+        [0.6324555, -0.6324555, 1.2649111, -1.2649111], abs=1e-5)
