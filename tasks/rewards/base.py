@@ -20,11 +20,14 @@ from alignflow.errors import ConfigError
 
 @dataclass(frozen=True)
 class RewardOutput:
-    """rewards: float32 (N,); scores: per-source components (N,); extra_logs: metrics (N,)."""
+    """rewards: float32 (N,); scores: per-source components (N,); extra_logs: metrics (N,);
+    batch_logs: metrics of the whole batch (an `extra_logs` value that was one number, as
+    OpenRLHF's example reward functions return a batch accuracy)."""
 
     rewards: Tensor
     scores: dict[str, Tensor] = field(default_factory=dict)
     extra_logs: dict[str, Tensor] = field(default_factory=dict)
+    batch_logs: dict[str, float] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -75,6 +78,49 @@ def to_vector(values: object, n: int, *, what: str, where: str) -> Tensor:
         raise ConfigError(f"{where} returned a non-finite {what} value "
                           f"({vec[bad].item()} at index {bad}); expected finite floats")
     return vec
+
+
+def _batch_number(value: object, n: int) -> float | None:
+    """The number in a 0-dim tensor, a plain number, or a one-item list (when n != 1)."""
+    if isinstance(value, Tensor) and (value.dim() == 0 or (value.numel() == 1 and n != 1)):
+        return float(value.detach().reshape(-1)[0])
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes) and len(value) == 1 \
+            and n != 1 and isinstance(value[0], int | float) and not isinstance(value[0], bool):
+        return float(value[0])
+    return None
+
+
+def split_logs(values: object, n: int, *, where: str) -> tuple[dict[str, Tensor], dict[str, float]]:
+    """`extra_logs` → (per-sample vectors, batch numbers): a value of n numbers is per
+    sample; one number (0-dim tensor, float, one-item list) is a metric of the batch."""
+    if values is None:
+        return {}, {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} returned extra_logs of type {type(values).__name__}; "
+                          f"expected a dict of name -> {n} floats (or one float)")
+    per, batch = {}, {}
+    for key, value in values.items():
+        number = _batch_number(value, n)
+        if number is not None:
+            batch[str(key)] = number
+        else:
+            per[str(key)] = to_vector(value, n, what=f"extra_logs[{key!r}]", where=where)
+    return per, batch
+
+
+def merge_outputs(parts: Sequence[RewardOutput], sizes: Sequence[int]) -> RewardOutput:
+    """The output of a batch scored in consecutive parts of `sizes` samples: vectors
+    concatenated, batch numbers averaged by part size."""
+    total = max(sum(sizes), 1)
+    batch_keys = {k for p in parts for k in p.batch_logs}
+    return RewardOutput(
+        torch.cat([p.rewards for p in parts]),
+        {k: torch.cat([p.scores[k] for p in parts]) for k in parts[0].scores},
+        {k: torch.cat([p.extra_logs[k] for p in parts]) for k in parts[0].extra_logs},
+        {k: sum(p.batch_logs.get(k, 0.0) * s for p, s in zip(parts, sizes, strict=True)) / total
+         for k in batch_keys})
 
 
 def to_vectors(values: object, n: int, *, what: str, where: str) -> dict[str, Tensor]:

@@ -37,13 +37,15 @@ class CombinedReward:
         total = torch.zeros(len(queries), dtype=torch.float32)
         scores: dict[str, Tensor] = {}
         logs: dict[str, Tensor] = {}
+        batch: dict[str, float] = {}
         for name, source in self.sources.items():
             out = source.score(queries, prompts, labels)
             total += self.weights[name] * out.rewards
             scores[name] = out.rewards
             scores |= {f"{name}/{k}": v for k, v in out.scores.items()}
             logs |= {f"{name}/{k}": v for k, v in out.extra_logs.items()}
-        return RewardOutput(total, scores, logs)
+            batch |= {f"{name}/{k}": v for k, v in out.batch_logs.items()}
+        return RewardOutput(total, scores, logs, batch)
 
     def offload(self) -> None:
         """Free the memory of every source that can (reward models); rules have nothing."""

@@ -3,7 +3,8 @@
 
 The function may return a tensor or list of N floats, or a dict with `rewards` (required),
 `scores` (N floats as in OpenRLHF, or name -> N floats) and `extra_logs` (name -> N
-floats). Everything it returns is checked (length, numbers, finite) and a fault names the
+floats per sample, or one number: a metric of the batch, as OpenRLHF's own
+`examples/python/math_reward_func.py` returns its accuracy). Everything it returns is checked (length, numbers, finite) and a fault names the
 file. Each path is imported under its own module
 name, so two files both called `reward.py` do not clash.
 """
@@ -17,7 +18,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
+from alignflow.tasks.rewards.base import (
+    RewardOutput,
+    check_batch,
+    split_logs,
+    to_vector,
+    to_vectors,
+)
 
 FUNC_NAME = "reward_func"
 
@@ -86,8 +93,6 @@ class PythonRewardFunc:
         if "rewards" not in out:
             raise ConfigError(f"{where} returned a dict without 'rewards' (keys: "
                               f"{sorted(map(str, out))}); expected {{'rewards': [...], ...}}")
-        return RewardOutput(
-            to_vector(out["rewards"], n, what="rewards", where=where),
-            _scores(out.get("scores"), n, where),
-            to_vectors(out.get("extra_logs"), n, what="extra_logs", where=where),
-        )
+        per_sample, batch = split_logs(out.get("extra_logs"), n, where=where)
+        return RewardOutput(to_vector(out["rewards"], n, what="rewards", where=where),
+                            _scores(out.get("scores"), n, where), per_sample, batch)

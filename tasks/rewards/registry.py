@@ -66,14 +66,23 @@ class RewardConfig:
 
     @property
     def specs(self) -> tuple[str, ...]:
-        """Every source spec: `sources`, then the reward model, then the remote URLs
-        (`rule:gsm8k` when none is given)."""
+        """Every source spec: `sources`, then the reward model, then the remote reward
+        (`rule:gsm8k` when none is given). As OpenRLHF reads `remote_url`: a `.py` first
+        item is the reward function (the other items are not used); several URLs are
+        replicas of one server (one `remote=u1,u2` spec)."""
         found = list(self.sources)
         if self.model_name_or_path:
             found.append(self.model_name_or_path)
-        if self.remote_url:
-            found += [u.strip() for u in self.remote_url.split(",") if u.strip()]
+        urls = self.remote_urls
+        if urls and urls[0].endswith(".py"):
+            found.append(urls[0])
+        elif urls:
+            found.append(urls[0] if len(urls) == 1 else "remote=" + ",".join(urls))
         return tuple(found) or (DEFAULT_SOURCE,)
+
+    @property
+    def remote_urls(self) -> list[str]:
+        return [u.strip() for u in (self.remote_url or "").split(",") if u.strip()]
 
 
 def split_name(spec: str) -> tuple[str, str]:
@@ -97,21 +106,36 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
         return rule_source(spec)
     if spec.startswith(("http://", "https://")):
         from alignflow.tasks.rewards.remote import RemoteRewardModel
+        from alignflow.tasks.rewards.replicas import Replicas
 
-        return RemoteRewardModel(url=spec, timeout=cfg.remote_timeout,
-                                 retries=cfg.remote_retries, budget=cfg.remote_budget,
-                                 micro_batch=cfg.micro_batch)
+        servers = [RemoteRewardModel(url=u, timeout=cfg.remote_timeout, retries=cfg.remote_retries,
+                                     budget=cfg.remote_budget, micro_batch=cfg.micro_batch)
+                   for u in spec.split(",")]
+        return servers[0] if len(servers) == 1 else Replicas(servers)
     if spec.endswith(".py"):
         from alignflow.tasks.rewards.python_func import PythonRewardFunc
 
         return PythonRewardFunc(spec)
-    if Path(spec).is_dir():
-        from alignflow.tasks.rewards.model_rm import ModelRewardModel
+    from alignflow.tasks.rewards.model_rm import ModelRewardModel
 
-        return ModelRewardModel(spec, micro_batch=cfg.micro_batch,
-                                normalize=cfg.normalize_enable)
+    return ModelRewardModel(model_folder(spec), micro_batch=cfg.micro_batch,
+                            normalize=cfg.normalize_enable)
+
+
+def model_folder(spec: str) -> str:
+    """A reward model's folder: a local folder, an offline name (`tiny-llama-rm`, prepared
+    on first use, as `model_name_or_path` is) or an HF name in the local cache."""
+    if Path(spec).is_dir():
+        return spec
+    from alignflow.tasks.zoo.registry import known_models, resolve_model
+
+    if spec in known_models() or re.fullmatch(r"[\w.-]+/[\w.-]+", spec):  # an HF hub name
+        try:
+            return resolve_model(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"reward source {spec!r}: {exc}") from None
     raise ConfigError(f"reward source {spec!r} is not a rule (rule:...), .py file, http(s) "
-                      f"URL or model folder")
+                      f"URL, model folder or known model name ({', '.join(known_models())})")
 
 
 def build_reward(cfg: RewardConfig) -> CombinedReward:

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import torch
 
 from alignflow.errors import AlignflowError, ConfigError, Kind
-from alignflow.tasks.rewards.base import RewardOutput, check_batch, to_vector, to_vectors
+from alignflow.tasks.rewards.base import (
+    RewardOutput,
+    check_batch,
+    merge_outputs,
+    split_logs,
+    to_vector,
+    to_vectors,
+)
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 
@@ -68,11 +75,7 @@ class RemoteRewardModel:
                  for i in range(0, len(queries), step)]
         if not parts:
             return RewardOutput(torch.zeros(0, dtype=torch.float32))
-        return RewardOutput(
-            torch.cat([p.rewards for p in parts]),
-            {k: torch.cat([p.scores[k] for p in parts]) for k in parts[0].scores},
-            {k: torch.cat([p.extra_logs[k] for p in parts]) for k in parts[0].extra_logs},
-        )
+        return merge_outputs(parts, [len(p.rewards) for p in parts])
 
     def _score_chunk(self, queries: list[str], prompts: list[str],
                      labels: list[str | None], deadline: float) -> RewardOutput:
@@ -137,9 +140,9 @@ class RemoteRewardModel:
             raise ConfigError(f"{where} reply has no {self.score_key!r} key (keys: "
                               f"{sorted(reply)[:8]}); expected {{\"{self.score_key}\": [...]}}")
         scores = reply.get("scores")
+        per_sample, batch = split_logs(reply.get("extra_logs"), n, where=where)
         return RewardOutput(
             to_vector(reply[self.score_key], n, what="rewards", where=where),
             to_vectors(scores, n, what="scores", where=where) if isinstance(scores, Mapping)
             or scores is None else {"score": to_vector(scores, n, what="scores", where=where)},
-            to_vectors(reply.get("extra_logs"), n, what="extra_logs", where=where),
-        )
+            per_sample, batch)

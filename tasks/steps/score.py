@@ -7,6 +7,7 @@ import pyarrow as pa
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.steps import gpu_memory
+from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import SCORES
 
@@ -14,12 +15,15 @@ KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
 
 
 def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
-    """Rewards for every sample (OpenRLHF's convention: query = prompt + response)."""
+    """Rewards for every sample (OpenRLHF's conventions: query = prompt + response, a
+    prompt without a label has the label ""). Commits the scores and the step's metrics
+    (reward mean/std, each score's mean, each extra log: per-sample ones averaged, batch
+    ones as given)."""
     scope = current_scope()
     table = read_table(scope.store, rollouts.refs, columns=[*KEY, "prompt", "response", "label"])
     prompts = table.column("prompt").to_pylist()
     responses = table.column("response").to_pylist()
-    labels = table.column("label").to_pylist()
+    labels = ["" if label is None else label for label in table.column("label").to_pylist()]
     gpu_memory.start(host)
     out = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
                             prompts, labels)
@@ -39,5 +43,7 @@ def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
                if len(rewards) > 1 else 0.0}
     metrics |= {f"score/{k}": float(v.float().mean()) for k, v in out.scores.items()}
     metrics |= {f"log/{k}": float(v.float().mean()) for k, v in out.extra_logs.items()}
-    metrics |= gpu_memory.record(scope, host, "reward", iteration)
+    metrics |= gpu_memory.peak_metrics(host, "reward")  # written with the rest below
+    metrics |= {f"log/{k}": float(v) for k, v in out.batch_logs.items()}
+    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     return StepOutput((ref,), table.num_rows, metrics)

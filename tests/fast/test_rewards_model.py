@@ -118,3 +118,12 @@ def test_model_folder_spec_combined_with_a_rule(tiny_rm_dir, rm):
     assert reward.sources["rm"].offloaded
     reward.reload()
     assert torch.equal(reward.score(texts, [""] * 3, [None] * 3).rewards, out.rewards)
+
+
+def test_a_reward_model_by_offline_name_resolves_like_a_policy(tiny_rm_dir):
+    from alignflow.tasks.rewards.registry import build_source, model_folder
+
+    assert model_folder("tiny-llama-rm").endswith("tiny-llama-rm")
+    assert build_source("tiny-llama-rm").score(["a b"], ["a "], [""]).rewards.shape == (1,)
+    with pytest.raises(ConfigError, match="'nope' is not a rule"):
+        model_folder("nope")

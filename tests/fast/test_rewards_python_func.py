@@ -64,8 +64,8 @@ def test_dict_scores_by_name(tmp_path):
     ("['a', 'b', 'c', 'd']", "returned non-numeric rewards"),
     ("None", "returned non-numeric rewards .*NoneType"),
     ("{'reward': [1, 2, 3, 4]}", r"returned a dict without 'rewards' \(keys: \['reward'\]\)"),
-    ("{'rewards': [1, 2, 3, 4], 'extra_logs': {'k': [1]}}",
-     r"returned 1 extra_logs\['k'\] for 4 queries"),
+    ("{'rewards': [1, 2, 3, 4], 'extra_logs': {'k': [1, 2]}}",
+     r"returned 2 extra_logs\['k'\] for 4 queries"),
 ])
 def test_bad_returns_name_file_and_fault(tmp_path, returned, message):
     path = _write(tmp_path, f"def reward_func(queries, prompts, labels):\n    return {returned}\n")
@@ -117,3 +117,20 @@ def test_example_gsm8k_reward_file():
         ["Q: 2+2? A: "] * 3, ["4", "4", "4"])
     assert torch.allclose(out.rewards, torch.tensor([1.1, 1.0, 0.1]))
     assert out.scores["score"].tolist() == [1.0, 1.0, 0.0]
+
+
+def test_openrlhf_math_reward_shape_batch_scalars_are_batch_logs(tmp_path):
+    """OpenRLHF's examples/python/math_reward_func.py returns a 0-dim tensor accuracy in
+    extra_logs: a metric of the batch, not a reason to fail."""
+    path = tmp_path / "math_reward.py"
+    path.write_text(
+        "import torch\n"
+        "def reward_func(queries, prompts, labels):\n"
+        "    r = torch.tensor([float(q.endswith(l)) for q, l in zip(queries, labels)])\n"
+        "    return {'rewards': r, 'scores': r, 'extra_logs': {'math_accuracy': r.mean(),\n"
+        "            'first': [r[0].item()], 'per': r}}\n")
+    out = PythonRewardFunc(path).score(["a 1", "b 2", "c 3"], ["a ", "b ", "c "],
+                                       ["1", "x", "3"])
+    assert out.rewards.tolist() == [1.0, 0.0, 1.0]
+    assert out.batch_logs == {"math_accuracy": pytest.approx(2 / 3), "first": 1.0}
+    assert out.extra_logs["per"].tolist() == [1.0, 0.0, 1.0]

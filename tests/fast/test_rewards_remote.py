@@ -44,6 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
         bodies = {
             "ok": {"rewards": rewards, "scores": {"len": rewards},
                    "extra_logs": {"ones": [1] * n}},
+            "batchlog": {"rewards": rewards, "extra_logs": {"acc": sum(rewards) / n}},
             "flaky": {"rewards": rewards}, "slow": {"rewards": rewards},
             "list": rewards, "short": {"rewards": rewards[:-1]},
             "missing": {"reward": rewards}, "text": {"rewards": ["high"] * n},
@@ -177,3 +178,24 @@ def test_bad_replies_are_one_line_naming_url(server, route, kw, message):
 def test_bad_url_refused():
     with pytest.raises(ConfigError, match="'ftp://x' is not an http"):
         RemoteRewardModel(url="ftp://x")
+
+
+def test_a_batch_number_in_extra_logs_is_a_batch_metric(server):
+    _, base = server
+    out = _client(base + "/batchlog", micro_batch=2).score(QUERIES, PROMPTS, LABELS)
+    assert out.extra_logs == {}
+    # parts [3, 4], [5, 6], [7] -> means 3.5, 5.5, 7 weighted 2, 2, 1 -> 5.0 overall
+    assert out.batch_logs == {"acc": pytest.approx(5.0)}
+
+
+def test_several_urls_are_replicas_of_one_reward(server):
+    from alignflow.tasks.rewards.registry import RewardConfig, build_reward
+
+    httpd, base = server
+    cfg = RewardConfig(remote_url=f"{base}/ok,{base}/ok")
+    assert cfg.specs == (f"remote={base}/ok,{base}/ok",)
+    reward = build_reward(cfg)
+    out = reward.score(QUERIES, PROMPTS, LABELS)
+    assert out.rewards.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]  # not summed: one reward
+    assert sorted(len(r["query"]) for r in httpd.requests) == [2, 3]  # one shard each
+    assert RewardConfig(remote_url="r.py,http://x/y").specs == ("r.py",)  # a .py first wins
