@@ -1,7 +1,8 @@
 """Preference pairs and SFT samples as text / token ids, with chat templates.
 
 Chosen/rejected may be strings (an assistant reply) or message lists (a reply, or a whole
-conversation that starts with the prompt). SFT samples carry a loss mask that is 1 on the
+conversation that starts with the prompt; with no prompt column, as in OpenRLHF's default
+`prompt_key=None`, the turns before chosen's last reply are the prompt). SFT samples carry a loss mask that is 1 on the
 assistant turns only, found by rendering the conversation turn by turn.
 """
 
@@ -22,6 +23,14 @@ def _reply(prompt_msgs: list[dict], value: Any) -> list[dict]:
     return prompt_msgs + msgs
 
 
+def _shared_turns(chosen: Any) -> list[dict]:
+    """Without a prompt column, as OpenRLHF: when `chosen` is a whole conversation, its
+    turns before the last reply are the prompt (`rejected` must start with them too)."""
+    if isinstance(chosen, list) and len(chosen) > 1:
+        return as_messages(chosen)[:-1]
+    return []
+
+
 def _pair_text(row: dict, keys: tuple[str | None, str, str], tokenizer, chat: bool,
                input_template: str | None) -> tuple[str, str, str]:
     prompt_key, chosen_key, rejected_key = keys
@@ -31,10 +40,10 @@ def _pair_text(row: dict, keys: tuple[str | None, str, str], tokenizer, chat: bo
         if not isinstance(row[chosen_key], str) or not isinstance(row[rejected_key], str):
             raise ConfigError("message-list chosen/rejected need apply_chat_template=True")
         return prompt, row[chosen_key], row[rejected_key]
-    prompt_value = row[prompt_key] if prompt_key else []
+    prompt_value = row[prompt_key] if prompt_key else _shared_turns(row[chosen_key])
     if isinstance(prompt_value, str) and input_template:
         prompt_value = input_template.format(prompt_value)
-    prompt_msgs = as_messages(prompt_value) if prompt_key else []
+    prompt_msgs = as_messages(prompt_value) if prompt_value else []
     prompt = render(tokenizer, prompt_msgs, generation_prompt=True) if prompt_msgs else ""
     out = []
     for key in (chosen_key, rejected_key):

@@ -71,8 +71,14 @@ def response_logps(model, prompts: Sequence[list[int]], responses: Sequence[list
 
 
 def kl_partner(n: int) -> list[int]:
-    """KTO's KL sample of example i: its prompt with example (i+1) mod n's chosen response."""
+    """KTO's KL sample of example i: its prompt with example (i+1) mod n's response."""
     return [(i + 1) % n for i in range(n)]
+
+
+def kl_response(examples: dict, j: int) -> list[int]:
+    """Example j's response for a KL sample: its chosen one (an unpaired undesirable example
+    has only a rejected one)."""
+    return examples["chosen_ids"][j] or examples["rejected_ids"][j]
 
 
 def host_examples(host, store, data: OfflineData) -> dict[str, Examples]:

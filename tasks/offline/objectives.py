@@ -20,6 +20,7 @@ from alignflow.tasks.losses.reward_model import prm_loss, reward_loss
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, kd_loss, token_logprobs
 from alignflow.tasks.offline.batches import (
     kl_partner,
+    kl_response,
     lm_batch,
     packed_lm_batch,
     pad_right,
@@ -166,20 +167,28 @@ def dpo(model, idx: list[int], ctx: Context, denom: float) -> Out:
 
 
 def kto(model, idx: list[int], ctx: Context, denom: float) -> Out:
-    """KTO with chosen = desirable, rejected = undesirable, KL from fixed mismatched pairs."""
+    """KTO: chosen responses are desirable, rejected ones undesirable; an example holds a
+    pair, or one response (OpenRLHF's unpaired data). KL from fixed mismatched samples.
+    An example's loss is the mean of its responses' losses."""
     prompts, chosen, rejected = _pairs(ctx, idx)
     partner = kl_partner(len(ctx.examples["position"]))
-    kl_resp = [ctx.examples["chosen_ids"][partner[i]] for i in idx]
+    kl_resp = [kl_response(ctx.examples, partner[i]) for i in idx]
     logps = response_logps(model, prompts * 3, chosen + rejected + kl_resp, ctx.pad_id)
     pi_c, pi_r, pi_kl = logps.split(len(idx))
+    has_c = torch.tensor([len(c) > 0 for c in chosen])
+    has_r = torch.tensor([len(r) > 0 for r in rejected])
     cfg = ctx.spec.loss
-    out = kto_loss(pi_c, _ref(ctx, "chosen", idx), pi_r, _ref(ctx, "rejected", idx), pi_kl,
-                   _ref(ctx, "kl", idx), beta=cfg.beta,
-                   desirable_weight=cfg.desirable_loss_weight,
+    out = kto_loss(pi_c[has_c], _ref(ctx, "chosen", idx)[has_c], pi_r[has_r],
+                   _ref(ctx, "rejected", idx)[has_r], pi_kl, _ref(ctx, "kl", idx),
+                   beta=cfg.beta, desirable_weight=cfg.desirable_loss_weight,
                    undesirable_weight=cfg.undesirable_loss_weight)
-    per_pair = out.loss[: len(idx)] + out.loss[len(idx):]
-    return _pair_out(per_pair / 2, out.chosen_reward, out.rejected_reward, denom,
-                     {"kl": float(out.kl) * len(idx) / denom})
+    n_c = int(has_c.sum())
+    per = out.loss.new_zeros(len(idx)).index_put((has_c,), out.loss[:n_c], accumulate=True)
+    per = per.index_put((has_r,), out.loss[n_c:], accumulate=True)
+    count = (has_c.to(per.dtype) + has_r.to(per.dtype))
+    rewards = [out.chosen_reward.new_zeros(len(idx)).index_put((mask, ), r)
+               for mask, r in ((has_c, out.chosen_reward), (has_r, out.rejected_reward))]
+    return _pair_out(per / count, *rewards, denom, {"kl": float(out.kl) * len(idx) / denom})
 
 
 def step_denominator(token_level: bool, ctx: Context, idx: list[int]) -> float:

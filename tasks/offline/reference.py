@@ -12,7 +12,12 @@ import torch
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.offline.batches import kl_partner, load_examples, response_logps
+from alignflow.tasks.offline.batches import (
+    kl_partner,
+    kl_response,
+    load_examples,
+    response_logps,
+)
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput
 from alignflow.tasks.offline.tables import OFFLINE_REFERENCE
@@ -29,7 +34,7 @@ def _split_logps(model, ex: dict, pad_id: int, micro: int, with_kl: bool) -> dic
         prompts = [ex["input_ids"][i] for i in rows]
         responses = [ex["chosen_ids"][i] for i in rows] + [ex["rejected_ids"][i] for i in rows]
         if with_kl:
-            responses += [ex["chosen_ids"][partner[i]] for i in rows]
+            responses += [kl_response(ex, partner[i]) for i in rows]
         logps = response_logps(model, prompts * (3 if with_kl else 2), responses, pad_id)
         parts = logps.double().split(len(rows))
         out["chosen"] += parts[0].tolist()

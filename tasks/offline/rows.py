@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.data.pairs import prepare_preferences, prepare_sft
+from alignflow.tasks.data.unpaired import prepare_unpaired
 from alignflow.tasks.offline.config import OfflineDataConfig
 
 
@@ -43,6 +44,30 @@ def pair_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
         rows.append({"example_id": str(row["pair_id"]), "prompt": row["prompt"],
                      "response": row["chosen"], "rejected": row["rejected"], "input_ids": p,
                      "chosen_ids": c, "rejected_ids": r, "truncated": cut})
+    return rows
+
+
+def kto_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
+    """KTO examples: unpaired rows with a desirable/undesirable `label_key` (OpenRLHF's
+    KTO data) when `label_key` is set, else preference pairs (chosen desirable, rejected
+    undesirable). An unpaired example fills chosen_ids or rejected_ids, the other is empty."""
+    if cfg.label_key is None:
+        return pair_rows(ds, tok, cfg)
+    prepared = prepare_unpaired(ds, tok, input_key=cfg.input_key, output_key=cfg.output_key,
+                                label_key=cfg.label_key,
+                                apply_chat_template=cfg.apply_chat_template,
+                                input_template=cfg.input_template)
+    eos = [] if cfg.apply_chat_template else [tok.eos_token_id]
+    rows = []
+    for row in prepared.rows:
+        p, resp, _, cut = _fit_pair(_ids(tok, row["prompt"]), _ids(tok, row["response"]) + eos,
+                                    [], cfg.max_len)
+        good = row["desirable"]
+        rows.append({"example_id": str(row["example_id"]), "prompt": row["prompt"],
+                     "response": row["response"] if good else None,
+                     "rejected": None if good else row["response"], "input_ids": p,
+                     "chosen_ids": resp if good else [], "rejected_ids": [] if good else resp,
+                     "truncated": cut})
     return rows
 
 

@@ -88,8 +88,8 @@ def test_preferences_full_conversations(tok):
     out = prepare_preferences(ds, tok, apply_chat_template=True)
     assert (out.rows[0]["chosen"], out.rows[0]["rejected"]) == (f"hello{E}", f"go away{E}")
     no_prompt = prepare_preferences(ds, tok, prompt_key=None, apply_chat_template=True)
-    assert no_prompt.rows[0]["prompt"] == ""
-    assert no_prompt.rows[0]["chosen"] == f"{U}hi{E}{A}hello{E}"
+    assert no_prompt.rows[0]["prompt"] == f"{U}hi{E}{A}"  # OpenRLHF: chosen[:-1]
+    assert no_prompt.rows[0]["chosen"] == f"hello{E}"
     limited = prepare_preferences(ds, tok, apply_chat_template=True, max_len=8)
     assert (limited.rows, limited.dropped) == ([], 1)
 
@@ -131,3 +131,14 @@ def test_sft_plain_and_truncation(tok):
     cut = prepare_sft(ds, tok, apply_chat_template=False, max_len=4)
     assert cut.truncated == 1 and len(cut.rows[0]["input_ids"]) == 4
     assert len(cut.rows[0]["loss_mask"]) == 4
+
+
+def test_pairs_without_a_prompt_column_split_chosen_as_openrlhf(tok):
+    """OpenRLHF's common HF shape: chosen and rejected are whole conversations."""
+    user = {"role": "user", "content": "2+2?"}
+    ds = datasets.Dataset.from_list([{
+        "chosen": [user, {"role": "assistant", "content": "4"}],
+        "rejected": [user, {"role": "assistant", "content": "5"}]}])
+    rows = prepare_preferences(ds, tok, prompt_key=None, apply_chat_template=True).rows
+    assert rows[0]["prompt"] == f"{U}2+2?{E}{A}"
+    assert rows[0]["chosen"].startswith("4") and rows[0]["rejected"].startswith("5")

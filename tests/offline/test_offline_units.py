@@ -17,8 +17,8 @@ from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.offline.batches import load_examples
 from alignflow.tasks.offline.config import EvalConfig, OfflineDataConfig, PrepareSpec, TrainSpec
 from alignflow.tasks.offline.kinds import objective
-from alignflow.tasks.offline.loss_config import DPOModelConfig
-from alignflow.tasks.offline.objectives import Context, dpo, sft, step_denominator
+from alignflow.tasks.offline.loss_config import DPOModelConfig, KTOModelConfig
+from alignflow.tasks.offline.objectives import Context, dpo, kto, sft, step_denominator
 from alignflow.tasks.offline.prepare import prepare
 from alignflow.tasks.offline.reference import _split_logps
 from alignflow.tasks.trainers.plan import Plan
@@ -154,3 +154,34 @@ def test_fingerprint_changes_when_a_local_file_changes(tmp_path):
     before = fingerprint(str(folder))
     (folder / "model.safetensors").write_bytes(b"x")
     assert fingerprint(str(folder)) != before != fingerprint("smollm2-135m")
+
+
+def test_kto_reads_openrlhf_unpaired_rows_and_starts_at_one_half(memory_store, tiny_model_dir,
+                                                                 tmp_path):
+    """OpenRLHF's KTO data: one response per row with a 1/0 label. At the start (policy =
+    reference) every response's loss is λ·(1 − σ(0)) = λ/2."""
+    path = tmp_path / "unpaired.jsonl"
+    rows = [{"input": f"Q{i}", "output": f"A{i}", "label": i % 2} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tiny = str(tiny_model_dir)
+    cfg = OfflineDataConfig(dataset=str(path), apply_chat_template=False, label_key="label",
+                            output_key="output", input_template="User: {}\nAssistant: ")
+    _, ex = _prepare(memory_store, cfg, "kto", tiny)
+    train = ex["train"]
+    assert [bool(c) for c in train["chosen_ids"]] == [False, True, False, True]
+    assert [bool(r) for r in train["rejected_ids"]] == [True, False, True, False]
+    assert train["prompt"][0] == "User: Q0\nAssistant: "
+    model = load_causal_lm(tiny)
+    ref = {k: torch.tensor(v, dtype=torch.float64)
+           for k, v in _split_logps(model, train, 3, 4, with_kl=True).items()}
+    spec = TrainSpec(kind="kto", loss=KTOModelConfig(undesirable_loss_weight=2.0),
+                     train_batch_size=4, micro_train_batch_size=4, save_steps=1, eval_steps=1)
+    with torch.no_grad():
+        out = kto(model, [0, 1, 2, 3], Context(train, 3, spec, ref), 4.0)
+    assert out.per_example["loss"] == pytest.approx([1.0, 0.5, 1.0, 0.5], abs=1e-6)
+    assert float(out.loss) == pytest.approx(0.75, abs=1e-6)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"input": "q", "output": "a", "label": "good"}) + "\n")
+    with pytest.raises(ConfigError, match="row 0: label='good'; expected 1/true"):
+        _prepare(memory_store, OfflineDataConfig(dataset=str(bad), apply_chat_template=False,
+                                                 label_key="label"), "kto", tiny)
