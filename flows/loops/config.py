@@ -21,7 +21,7 @@ from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.loss_config import DPOModelConfig
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
-from alignflow.tasks.steps.generate import RolloutConfig
+from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
@@ -65,6 +65,7 @@ class LoopConfig(Optimizer):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.rounds >= 1, "rounds", "an integer >= 1", self.rounds)
+        check_lengths(self.rollout, self.data.max_len)
         if self.num_threads is not None:
             require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
                     self.num_threads)

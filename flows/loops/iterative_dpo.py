@@ -34,7 +34,8 @@ from alignflow.flows.shared_steps import (
 
 @flow(name="iterative_dpo")
 def iterative_dpo(cfg: IterativeDPOConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.model.model_name_or_path)
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.model.model_name_or_path, cfg.rollout.max_new_tokens)
     declare_host(cfg)
     rewards, pairs_per_round, step = [], [], 0
     for r in range(cfg.rounds):

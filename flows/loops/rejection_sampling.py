@@ -35,7 +35,8 @@ from alignflow.flows.shared_steps import (
 
 @flow(name="rejection_sampling")
 def rejection_sampling(cfg: RejectionSamplingConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.model.model_name_or_path)
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.model.model_name_or_path, cfg.rollout.max_new_tokens)
     declare_host(cfg)
     rewards, selected, step = [], [], 0
     for r in range(cfg.rounds):

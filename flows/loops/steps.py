@@ -58,7 +58,7 @@ def generate_and_score(cfg: LoopConfig, prompts_out, round_: int):
     """Round `round_`'s rollouts and their scores."""
     k = round_key(round_)
     rollouts = on(generate_rollouts, f"{k}/generate")(prompts_out, round_, cfg.rollout,
-                                                      round_=round_)
+                                                      round_=round_, max_len=cfg.data.max_len)
     scores = on(score_rollouts, f"{k}/score")(rollouts, round_)
     return rollouts, scores
 

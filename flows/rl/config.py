@@ -27,7 +27,7 @@ from alignflow.tasks.rl.learn_config import (
 )
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
-from alignflow.tasks.steps.generate import RolloutConfig
+from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.placement import Colocation, PlacementConfig, Role
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
@@ -83,12 +83,17 @@ class RLConfig:
             require(self.num_threads >= 1, "num_threads", "an integer >= 1 or null",
                     self.num_threads)
         self._check_data_parallel()
+        check_lengths(self.rollout, self.data.max_len)
         estimator = self.algo.advantage.estimator
         if estimator in ("group_norm", "rloo", "dr_grpo"):
             require(self.rollout.n_samples_per_prompt >= 2, "rollout.n_samples_per_prompt",
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
         async_config.check(self.train, self.async_)
+        if self.uses_generator and self.rollout.max_new_tokens is None:
+            raise ConfigError("rollout.max_new_tokens = null (each prompt's budget from "
+                              "data.max_len) is for synchronous runs; asynchronous generation "
+                              "and agent episodes need a number")
 
     def _check_data_parallel(self) -> None:
         """Every rank of a trained role gets an equal share of each minibatch."""
@@ -144,7 +149,7 @@ class RLConfig:
                              packing=self.ds.packing_samples,
                              n_samples=self.rollout.n_samples_per_prompt,
                              temperature=self.rollout.temperature,
-                             max_len=self.rollout.max_new_tokens)
+                             max_len=self.rollout.max_new_tokens or self.data.max_len)
 
 
 def _estimator(name: str, **algo):

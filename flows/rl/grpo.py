@@ -31,7 +31,8 @@ from alignflow.flows.shared_steps import export_model, load_prompts
 
 @flow(name="grpo")
 def grpo(cfg: RLConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
     host = declare_hosts(cfg, cfg.roles(), iterations)
     source = rollouts_for(cfg, prompts, host, iterations)

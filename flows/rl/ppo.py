@@ -32,14 +32,15 @@ from alignflow.flows.shared_steps import (
 
 @flow(name="ppo")
 def ppo(cfg: RLConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(cfg.data, cfg.actor.model_name_or_path)
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
     host = declare_hosts(cfg, cfg.roles(critic=True), iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
         rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
-            prompts, it, cfg.rollout)
+            prompts, it, cfg.rollout, max_len=cfg.data.max_len)
         scores, ref, values = gather(
             on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
             reference_step(cfg, host, f"{k}/reference", rollouts, it),

@@ -45,7 +45,7 @@ class SyncRollouts:
     def take(self, it: int) -> StepOutput | None:
         """The committed batch iteration `it` learns from (None: dropped as too stale)."""
         return on(generate_rollouts, self.hosts["actor"], f"{key(it)}/generate")(
-            self.prompts, it, self.cfg.rollout)
+            self.prompts, it, self.cfg.rollout, max_len=self.cfg.data.max_len)
 
     def score(self, batch: StepOutput, it: int):
         """A future of the batch's rewards."""

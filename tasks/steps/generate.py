@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -9,7 +10,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
-from alignflow.errors import require
+from alignflow.errors import ConfigError, require
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.steps import gpu_memory, rollout_engine
 from alignflow.tasks.steps.prompts import prompt_batch
@@ -22,7 +23,7 @@ class RolloutConfig:
 
     batch_size: prompts per iteration
     n_samples_per_prompt: responses per prompt (group estimators need >= 2)
-    max_new_tokens: response length cap in tokens
+    max_new_tokens: response length cap in tokens (null: each prompt gets data.max_len minus its length, as OpenRLHF)
     top_k: sample from the k most likely tokens (0: off)
     stop: strings that end a response
     micro_batch_size: prompts per generation forward batch
@@ -31,7 +32,7 @@ class RolloutConfig:
 
     batch_size: int = 8
     n_samples_per_prompt: int = 4
-    max_new_tokens: int = 128
+    max_new_tokens: int | None = 128
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
@@ -40,8 +41,11 @@ class RolloutConfig:
     engine: rollout_engine.EngineName = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "n_samples_per_prompt", "max_new_tokens", "micro_batch_size"):
+        for name in ("batch_size", "n_samples_per_prompt", "micro_batch_size"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        if self.max_new_tokens is not None:
+            require(self.max_new_tokens >= 1, "max_new_tokens", "an integer >= 1 or null",
+                    self.max_new_tokens)
         require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
                 "a finite float >= 0", self.temperature)
         require(0.0 < self.top_p <= 1.0, "top_p", "a float in (0, 1]", self.top_p)
@@ -54,8 +58,10 @@ class RolloutConfig:
     def samples_per_iteration(self) -> int:
         return self.batch_size * self.n_samples_per_prompt
 
-    def sampling(self, seed: int, eos_token_ids: tuple[int, ...]) -> SamplingParams:
-        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+    def sampling(self, seed: int, eos_token_ids: tuple[int, ...],
+                 max_new_tokens: int | None = None) -> SamplingParams:
+        return SamplingParams(max_new_tokens=max_new_tokens or self.max_new_tokens,
+                              temperature=self.temperature,
                               top_p=self.top_p, top_k=self.top_k, n=self.n_samples_per_prompt,
                               stop=self.stop, eos_token_ids=eos_token_ids, seed=seed)
 
@@ -66,16 +72,53 @@ def eos_ids(tok) -> tuple[int, ...]:
     return tuple(sorted(i for i in ids if isinstance(i, int) and i >= 0 and i != tok.unk_token_id))
 
 
+def check_lengths(rollout: RolloutConfig, max_len: int | None) -> None:
+    """data.max_len (the total) must leave room for max_new_tokens, and exist when
+    max_new_tokens is null."""
+    new = rollout.max_new_tokens
+    if new is None:
+        require(max_len is not None, "data.max_len",
+                "a total length when rollout.max_new_tokens is null", max_len)
+    elif max_len is not None:
+        require(max_len > new, "data.max_len", f"more than rollout.max_new_tokens={new}",
+                max_len)
+
+
+def budgets(prompt_ids: list[list[int]], cfg: RolloutConfig, max_len: int | None) -> list[int]:
+    """Response tokens each prompt may have: `max_new_tokens`, or (when it is null)
+    `max_len` minus the prompt's length, at least 1 (OpenRLHF's per-prompt budget)."""
+    if cfg.max_new_tokens is not None:
+        return [cfg.max_new_tokens] * len(prompt_ids)
+    if max_len is None:
+        raise ConfigError("rollout.max_new_tokens=null needs data.max_len (the total length)")
+    return [max(1, max_len - len(p)) for p in prompt_ids]
+
+
+def cut_to_budget(sample: GeneratedSample, budget: int) -> GeneratedSample:
+    """A sample generated under a larger shared limit, cut to its own budget. Exact: each
+    sample draws from its own seeded generator, so its first tokens do not depend on the
+    limit."""
+    if len(sample.response_ids) <= budget:
+        return sample
+    return dataclasses.replace(sample, response_ids=sample.response_ids[:budget],
+                               behaviour_logprobs=sample.behaviour_logprobs[:budget],
+                               finish_reason="length")
+
+
 def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
-             round_: int | None = None) -> StepOutput:
+             round_: int | None = None, max_len: int | None = None) -> StepOutput:
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
-    Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row."""
+    Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row;
+    `max_len` (data.max_len) sizes each prompt's budget when max_new_tokens is null."""
     scope = current_scope()
     batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
     tok = host.tokenizer
     gpu_memory.start(host)
-    samples = rollout_engine.generate(host, batch.column("prompt_ids").to_pylist(),
-                                      cfg.sampling(scope.seed, eos_ids(tok)))
+    prompt_ids = batch.column("prompt_ids").to_pylist()
+    limits = budgets(prompt_ids, cfg, max_len)
+    samples = rollout_engine.generate(host, prompt_ids,
+                                      cfg.sampling(scope.seed, eos_ids(tok), max(limits)))
+    samples = [cut_to_budget(s, limits[s.prompt_index]) for s in samples]
     host.engine_idle()
     table = rollout_table(scope, iteration, batch, samples, tok)
     if round_ is not None:

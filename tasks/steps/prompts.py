@@ -31,7 +31,8 @@ class DataConfig(DataSource):
     prompt_dataset: dataset spec(s), comma-separated (HF name, local file/folder, alignflow:NAME)
     prompt_probs: mixing probabilities of the prompt datasets, comma-separated
     prompt_split: the split to read (default: the dataset's only or first split)
-    prompt_max_len: prompts longer than this many tokens are dropped
+    prompt_max_len: without max_len: prompts longer than this many tokens are dropped
+    max_len: tokens of prompt + response (OpenRLHF's): a prompt longer than max_len - rollout.max_new_tokens keeps its last tokens (null: prompt_max_len applies)
     shuffle: visit prompts in a seeded random order (else in dataset order)
     """
 
@@ -41,27 +42,41 @@ class DataConfig(DataSource):
     input_key: str = "question"
     label_key: str | None = "label"
     prompt_max_len: int = 256
+    max_len: int | None = None
     shuffle: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.prompt_max_len >= 1, "prompt_max_len", "an integer >= 1",
                 self.prompt_max_len)
+        if self.max_len is not None:
+            require(self.max_len >= 2, "max_len", "an integer >= 2 or null", self.max_len)
+
+    def prompt_limit(self, max_new_tokens: int | None) -> tuple[int, str]:
+        """(token limit, what happens past it) for prompts: OpenRLHF's left truncation to
+        max_len - max_new_tokens (at least one token of room) when max_len is set, else
+        dropping past prompt_max_len."""
+        if self.max_len is None:
+            return self.prompt_max_len, "drop"
+        return max(1, self.max_len - (max_new_tokens or 1)), "truncate"
 
 
-def load_prompts(cfg: DataConfig, tokenizer: str) -> StepOutput:
-    """Prepares, tokenizes and commits the run's prompts in their (seeded) order."""
+def load_prompts(cfg: DataConfig, tokenizer: str, max_new_tokens: int | None = None
+                 ) -> StepOutput:
+    """Prepares, tokenizes and commits the run's prompts in their (seeded) order; prompts
+    are fitted to `cfg.prompt_limit(max_new_tokens)`."""
     scope = current_scope()
     dataset = mix_datasets(cfg.prompt_dataset, cfg.prompt_probs, split=cfg.prompt_split,
                            max_samples=cfg.max_samples, seed=scope.seed)
     tok = load_tokenizer(resolve_model(tokenizer))
+    limit, overlong = cfg.prompt_limit(max_new_tokens)
     prepared = prepare_prompts(dataset, tok, input_key=cfg.input_key, label_key=cfg.label_key,
                                apply_chat_template=cfg.apply_chat_template,
                                input_template=cfg.input_template,
-                               prompt_max_len=cfg.prompt_max_len)
+                               prompt_max_len=limit, overlong=overlong)
     if not prepared.rows:
         raise ConfigError(f"data.prompt_dataset={cfg.prompt_dataset!r}: no prompts left after "
-                          f"prompt_max_len={cfg.prompt_max_len} ({prepared.dropped} dropped)")
+                          f"prompt_max_len={limit} ({prepared.dropped} dropped)")
     rows = list(prepared.rows)
     if cfg.shuffle:
         random.Random(scope.seed).shuffle(rows)

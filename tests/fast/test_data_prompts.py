@@ -142,3 +142,9 @@ def test_pairs_without_a_prompt_column_split_chosen_as_openrlhf(tok):
     rows = prepare_preferences(ds, tok, prompt_key=None, apply_chat_template=True).rows
     assert rows[0]["prompt"] == f"{U}2+2?{E}{A}"
     assert rows[0]["chosen"].startswith("4") and rows[0]["rejected"].startswith("5")
+
+
+def test_empty_prompts_are_refused_with_their_rows():
+    ds = _ds([{"q": "a"}, {"q": ""}, {"q": None}, {"q": "b"}])
+    with pytest.raises(ConfigError, match=r"dataset 'toy': 2 rows have an empty 'q' \(rows 1, 2\)"):
+        prepare_prompts(ds, input_key="q")
