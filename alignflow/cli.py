@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("alignflow.flows.cli.commands", "print a run's logs, or one task's"),
     "tick": ("alignflow.flows.cli.commands", "advance scheduled runs whose wake time has passed (for cron)"),
     "campaign": ("alignflow.flows.cli.campaign", "scheduled, gated training rounds: start | tick | status | pause | resume | stop"),
+    "translate": ("alignflow.flows.cli.translate", "print the alignflow command (and YAML) for an OpenRLHF launch script"),
     "sql": ("alignflow.catalog.cli", "query the store with SQL (DuckDB); no query opens a shell"),
     "report": ("alignflow.catalog.cli", "write a run's HTML report: curves, samples, step times"),
     "gc": ("alignflow.artifacts.cli", "list (and with --delete remove) orphaned files in the store"),

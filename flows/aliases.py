@@ -25,6 +25,7 @@ Target = str | tuple[str, ...]
 PROMPT_DATA: dict[str, Target] = {
     "prompt_data": "data.prompt_dataset", "prompt_data_probs": "data.prompt_probs",
     "prompt_split": "data.prompt_split", "prompt_max_len": "data.prompt_max_len",
+    "max_len": "data.max_len",
     "input_key": "data.input_key", "label_key": "data.label_key",
     "apply_chat_template": "data.apply_chat_template", "input_template": "data.input_template",
     "max_samples": "data.max_samples",
@@ -47,6 +48,8 @@ REWARD: dict[str, Target] = {
 }
 CKPT: dict[str, Target] = {
     "save_steps": "ckpt.save_steps", "max_ckpt_num": "ckpt.max_num",
+    "save_path": "ckpt.output_dir", "ckpt_path": "ckpt.path", "load_checkpoint": "ckpt.load_enable",
+    "save_hf_ckpt": "ckpt.save_hf",
     "keep_checkpoints": "ckpt.max_num", "packing_samples": "ds.packing_samples",
     "param_dtype": "ds.param_dtype", "model.dtype": "ds.param_dtype",
     "optim.packing_samples": "ds.packing_samples", "train.save_steps": "ckpt.save_steps",
@@ -108,7 +111,7 @@ RL: dict[str, Target] = {
     "kl_horizon": "algo.kl.horizon", "kl_estimator": "algo.kl.estimator",
     "use_kl_loss": "algo.kl.use_loss", "dynamic_filtering": "algo.dynamic_filtering_enable",
     "dynamic_filtering_reward_range": "algo.dynamic_filtering_range",
-    "ptx_coef": "algo.ptx.ptx_coef", "pretrain_data": "algo.ptx.pretrain_data",
+    "pretrain_data": "algo.ptx.pretrain_data",
     "eps_clip": "actor.eps_clip", "eps_clip_low_high": "actor.eps_clip_low_high",
     "eps_clip_high": "actor.eps_clip_high", "dual_clip": "actor.dual_clip",
     "entropy_loss_coef": "actor.entropy_coef", "value_clip": "critic.value_clip",

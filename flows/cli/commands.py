@@ -13,7 +13,9 @@ from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api
-from alignflow.flows.cli.run_config import build_config
+from alignflow.flows.cli.dry_run import format_dry_run
+from alignflow.flows.cli.outputs import start_or_resume
+from alignflow.flows.cli.run_config import plan_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status
 
 
@@ -22,13 +24,22 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
                         help="override one dotted config key (repeatable)")
     parser.add_argument("--run-id", help="run id (default <flow>-<yyyymmdd-hhmmss>-<hex>)")
-    parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="run seed (default 0; 42 with OpenRLHF's defaults)")
     parser.add_argument("--executor", choices=["ray", "inline"], default="ray",
                         help="ray (default) or inline (no Ray; for debugging)")
     parser.add_argument("--help-config", action="store_true",
                         help="list the flow's config keys (type, default, OpenRLHF flag) and exit")
     parser.add_argument("--detach", action="store_true",
                         help="run in a background process; print the run id and return")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check everything (flags, values, models, data, rewards), print the "
+                             "config with where each value came from, and exit")
+    parser.add_argument("--defaults", choices=["auto", "openrlhf", "alignflow"], default="auto",
+                        help="whose defaults unset keys take (auto: OpenRLHF's when an OpenRLHF "
+                             "flag is given)")
+    parser.add_argument("--ignore-hardware", action="store_true",
+                        help="run on this machine: GPU / vLLM / DeepSpeed flags become notes")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -100,16 +111,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return _help_config(known.flow)
     if getattr(args, "from_shell", False) and _plausible(known.flow):
         print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
-    if known.executor == "ray" and not known.address and getattr(args, "from_shell", False):
+    if known.executor == "ray" and not known.address and not known.dry_run and \
+            getattr(args, "from_shell", False):
         _start_ray_early(known.flow)  # Ray and a warm worker start while the config loads
-    config = build_config(known.flow, known.config, known.sets, flags)
+    plan = plan_run(known.flow, known.config, known.sets, flags, seed=known.seed,
+                    defaults=known.defaults, ignore_hardware=known.ignore_hardware)
+    if known.dry_run:
+        print(format_dry_run(known.flow, plan))
+        return 0
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
+    os.environ.update(plan.env)
     if known.detach:
         from alignflow.flows.cli.detach import detach
 
-        detach(known, flags, config, api.open_store(known.store))
+        detach(known, flags, plan.config, api.open_store(known.store))
         return 0
-    output = api.run(known.flow, config, run_id=known.run_id, store=known.store, seed=known.seed,
-                     address=known.address, executor=known.executor, progress=_progress())
+    output = start_or_resume(known, plan, _progress())
     _print_output(output)
     return 0
 

@@ -1,24 +1,82 @@
-"""The config of `alignflow run FLOW [--config FILE] [--set KEY=VALUE]... [--flags]`.
+"""The config of `alignflow run FLOW [--config FILE] [--set KEY=VALUE]... [--flags]`, checked
+whole before anything starts.
 
-A flow whose first parameter is annotated with a config class gets that class built from
-the sources; a flow taking a plain dict gets the YAML mapping with `--set` values.
+A built-in flow's command line is sorted first (OpenRLHF flags without a key: problems or
+notes; `flows/compat/argv.py`), its defaults chosen (OpenRLHF's when OpenRLHF flags are
+given; `flows/compat/profile.py`), the config resolved with every problem collected, and
+then what it names checked (models, data, rewards; `preflight.py`). All problems are raised
+together, one line each, before Ray starts or the store is touched. A flow whose first
+parameter is annotated with a config class gets that class built from the sources; a flow
+taking a plain dict gets the YAML mapping with `--set` values.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from alignflow.errors import ConfigError
-from alignflow.flows.config import load_config, load_plain
+from alignflow.errors import ConfigError, ConfigProblems
+from alignflow.flows import registry
+from alignflow.flows.compat import argv, notes, profile
+from alignflow.flows.config import load_plain, resolve_config
 from alignflow.flows.loader import canonical_ref, load_flow
 
 
-def build_config(ref: str, config_file: str | None, sets: list[str], flags: list[str]) -> Any:
-    """The config object for `alignflow run REF ...`; `ConfigError` in one line when bad."""
+@dataclass
+class RunPlan:
+    """A checked config and what to say about it."""
+
+    config: Any
+    cls: type | None = None
+    origins: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seed: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    profile: profile.Profile | None = None
+
+
+def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str], *,
+             seed: int | None = None, defaults: str = "auto", ignore_hardware: bool = False,
+             check: bool = True) -> RunPlan:
+    """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad."""
     _flow, cls = load_flow(canonical_ref(ref))
-    if cls is not None:
-        return load_config(cls, config_file=config_file, sets=sets, flags=flags)
-    if flags:
-        raise ConfigError(f"unknown flag {flags[0]!r}: flow {ref!r} takes a plain dict config; "
-                          "use --set KEY=VALUE")
-    return load_plain(config_file, sets)
+    if cls is None:
+        if flags:
+            raise ConfigError(f"unknown flag {flags[0]!r}: flow {ref!r} takes a plain dict "
+                              "config; use --set KEY=VALUE")
+        return RunPlan(load_plain(config_file, sets), seed=seed or 0)
+    builtin = ref in registry.BUILTIN
+    found = argv.sort_argv(flags, sets, is_key=argv.key_test(cls),
+                           ignore_hardware=ignore_hardware) if builtin else \
+        argv.Sorted(flags=list(flags), sets=list(sets))
+    chosen = profile.choose(ref if builtin else "", flags, defaults)
+    problems, resolved = list(found.problems), None
+    try:
+        base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
+        resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
+                                  flags=found.flags, base=base)
+    except ConfigProblems as exc:
+        problems += [str(p) for p in exc.problems]
+    except ConfigError as exc:
+        problems.append(str(exc))
+    if resolved is not None and check and builtin:
+        from alignflow.flows.cli.preflight import preflight
+
+        problems += preflight(resolved.config)
+    if problems:
+        raise problems_error(problems)
+    config = profile.settle(chosen, resolved.config, resolved.origins)
+    return RunPlan(config, cls, resolved.origins,
+                   found.notes + (notes.notes(chosen, config) if builtin else []),
+                   profile.run_seed(chosen, seed if seed is not None else found.seed),
+                   found.env, chosen)
+
+
+def problems_error(lines: list[str]) -> ConfigError:
+    return ConfigError(lines[0]) if len(lines) == 1 else ConfigProblems(
+        [ConfigError(line) for line in lines])
+
+
+def build_config(ref: str, config_file: str | None, sets: list[str], flags: list[str]) -> Any:
+    """Just the config of `alignflow run REF ...` (no data or model checks)."""
+    return plan_run(ref, config_file, sets, flags, check=False).config

@@ -88,6 +88,8 @@ def train_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int, *
     """Chunk `chunk`'s optimizer steps on the policy host; returns their mean loss."""
     out = train_steps.options(worker=POLICY, key=f"train-{chunk:04d}")(
         data, ref, logits, chunk, plan, cfg.train_spec())
+    if cfg.ckpt.save_hf and chunk + 1 < plan.chunks:  # the last one is the final export
+        export_model.options(worker=POLICY, key=f"export-{chunk:04d}")(f"model-step-{out.step}")
     return out.metrics.get("loss")
 
 

@@ -69,7 +69,7 @@ class RLConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: RLTrainConfig = field(default_factory=RLTrainConfig)
-    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    ckpt: CkptConfig = field(default_factory=lambda: CkptConfig(save_hf=True))
     ds: DSConfig = field(default_factory=DSConfig)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     placement: PlacementConfig = field(default_factory=PlacementConfig)

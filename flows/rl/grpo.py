@@ -49,8 +49,7 @@ def grpo(cfg: RLConfig) -> dict:
             rollouts, scores, ref, it, cfg.learn, state), it)
         state = learned.state
         history.append(scores.metrics["reward_mean"])
-        every = cfg.ckpt.save_steps
-        if every > 0 and (it + 1) % every == 0 and it + 1 < iterations:
+        if cfg.ckpt.hf_export_due(it + 1, iterations):
             on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
     return {"iterations": iterations, "reward_mean": history, "model": final["path"]}

@@ -53,5 +53,7 @@ def ppo(cfg: RLConfig) -> dict:
             rollouts, values, it, cfg.learn, learned)
         on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
         history.append(scores.metrics["reward_mean"])
+        if cfg.ckpt.hf_export_due(it + 1, iterations):
+            on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
     return {"iterations": iterations, "reward_mean": history, "model": final["path"]}

@@ -81,7 +81,7 @@ def _fit(text: str, tokenizer, max_len: int | None, overlong: Overlong) -> tuple
     return tokenizer.decode(ids[-max_len:]), True
 
 
-def _refuse_empty(dataset: datasets.Dataset, key: str) -> None:
+def refuse_empty(dataset: datasets.Dataset, key: str) -> None:
     """One line naming the rows whose input is missing or empty."""
     empty = [i for i, v in enumerate(dataset[key]) if v is None or (isinstance(v, str | list)
                                                                   and not v)]
@@ -105,7 +105,7 @@ def prepare_prompts(
 ) -> Prepared:
     """RL prompts: rows `{prompt_id, prompt, label}`; `prompt_id` is the source row index."""
     require_keys(dataset, input_key, label_key)
-    _refuse_empty(dataset, input_key)
+    refuse_empty(dataset, input_key)
     rows, dropped, truncated = [], 0, 0
     for index, row in enumerate(dataset):
         text = format_input(row[input_key], input_template=input_template,

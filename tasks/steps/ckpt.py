@@ -1,5 +1,7 @@
 """The `ckpt` section every family shares (OpenRLHF 0.11's `ckpt.*`): how often a run
-writes what it can resume from or export, and how many checkpoints it keeps."""
+writes what it can resume from or export, how many checkpoints it keeps, and where the
+final model is copied. alignflow checkpoints into the store; `path` and `load_enable` keep
+OpenRLHF's "run the script again to resume" (the run id is taken from `path`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,21 @@ class CkptConfig:
                 "loop in one task per round"})
     max_num: int = field(default=2, metadata={
         "help": "resume checkpoints kept per trained role (older ones are deleted; >= 2)"})
+    save_hf: bool = field(default=False, metadata={
+        "help": "also write an HF folder at each save (RL: the save_steps exports; offline: "
+                "after each train task)"})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "copy the final HF folder here too (it is always in the store)"})
+    path: str | None = field(default=None, metadata={
+        "help": "names the run for load_enable (checkpoints themselves live in the store)"})
+    load_enable: bool = field(default=False, metadata={
+        "help": "started again, resume the run named by ckpt.path (or --run-id) if it exists"})
+
+    def hf_export_due(self, done: int, total: int) -> bool:
+        """RL: whether an HF export follows iteration `done` (1-based) of `total` (the
+        final one is exported anyway)."""
+        return self.save_hf and self.save_steps > 0 and done % self.save_steps == 0 \
+            and done < total
 
     def __post_init__(self) -> None:
         require(self.save_steps == -1 or self.save_steps >= 1, "save_steps",

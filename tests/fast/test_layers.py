@@ -48,8 +48,9 @@ ALLOWED: dict[str, set[str]] = {
     "flows.loops": {"flows", "flows.config", "flows.aliases", "flows.shared_steps",
                     "flows.offline", "tasks"} | BLOCKS,
     "flows.campaign": {"flows", "flows.config", "tasks"} | BLOCKS,
-    "flows.cli": {"flows", "flows.config", "flows.rl", "flows.offline", "flows.loops",
-                  "flows.campaign", "catalog", "tasks"} | BLOCKS,
+    "flows.compat": {"flows", "flows.config"} | BLOCKS,
+    "flows.cli": {"flows", "flows.config", "flows.compat", "flows.rl", "flows.offline",
+                  "flows.loops", "flows.campaign", "catalog", "tasks"} | BLOCKS,
     "face": {"flows", "flows.config", "flows.cli", "flows.campaign", "catalog",
              "tasks"} | BLOCKS,
 }

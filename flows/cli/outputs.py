@@ -1,0 +1,50 @@
+"""Starting a checked run, and the outputs OpenRLHF users look for: `ckpt.load_enable`
+(run the same command again to continue: the run id comes from `ckpt.path`, and an
+existing run is resumed) and `ckpt.output_dir` (the final HF folder copied out of the
+store, as `--save_path` writes it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Any
+
+from alignflow.flows import api, runs
+
+
+def run_id_for(flow: str, plan: Any, given: str | None) -> str | None:
+    """`--run-id`, else (with ckpt.load_enable) one derived from ckpt.path, else None."""
+    ckpt = getattr(plan.config, "ckpt", None)
+    if given or ckpt is None or not ckpt.load_enable:
+        return given
+    where = os.path.abspath(ckpt.path or ckpt.output_dir or ".")
+    stem = re.sub(r"[^A-Za-z0-9_.=+-]+", "-", os.path.basename(where)).strip("-.") or "ckpt"
+    return f"{flow}-{stem[:40]}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+
+
+def start_or_resume(known: Any, plan: Any, progress: Any) -> Any:
+    """Resume the run when ckpt.load_enable finds it in the store, else start it."""
+    run_id = run_id_for(os.path.basename(known.flow).split(":")[-1], plan, known.run_id)
+    ckpt = getattr(plan.config, "ckpt", None)
+    store = api.open_store(known.store)
+    if ckpt is not None and ckpt.load_enable and run_id and _exists(store, run_id):
+        output = api.resume(run_id, store=store, executor=known.executor, address=known.address,
+                            progress=progress)
+    else:
+        output = api.run(known.flow, plan.config, run_id=run_id, store=store, seed=plan.seed,
+                         address=known.address, executor=known.executor, progress=progress)
+    if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
+        copy_out(store, output["model"], ckpt.output_dir)
+    return output
+
+
+def _exists(store: Any, run_id: str) -> bool:
+    return store.exists(runs.run_json(run_id))
+
+
+def copy_out(store: Any, rel: str, folder: str) -> None:
+    """The store folder `rel` (an HF export) copied into the local `folder`."""
+    os.makedirs(folder, exist_ok=True)
+    for path in store.list(rel):
+        store.fs.get_file(store.path(path), os.path.join(folder, os.path.basename(path)))

@@ -1,0 +1,131 @@
+"""Checks of what a config names, before Ray starts or the store is touched (issue 9 §3):
+model folders and names, data files and their columns, reward sources. Each problem is one
+line naming the config key, the value and what was expected; all are returned together."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from alignflow.errors import ConfigError
+
+
+def preflight(cfg: Any) -> list[str]:
+    """Every problem found in `cfg` (a built-in flow's config), one line each."""
+    problems: list[str] = []
+    for key, name in _leaves(cfg, "model_name_or_path"):
+        problems += _catch(_check_model, key, name)
+    for key, spec, split, columns in _datasets(cfg):
+        problems += _catch(_check_data, key, spec, split, columns)
+    reward = getattr(cfg, "reward", None)
+    for spec in (reward.specs if reward is not None else ()):
+        problems += _catch(_check_reward, "reward", spec)
+    return problems
+
+
+def _catch(check, *args) -> list[str]:
+    try:
+        check(*args)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
+
+
+def _leaves(cfg: Any, name: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every set field called `name` in the config tree."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name == name and value:
+            yield prefix + f.name, value
+        elif dataclasses.is_dataclass(value):
+            yield from _leaves(value, name, f"{prefix}{f.name}.")
+
+
+def _check_model(key: str, name: str) -> None:
+    from alignflow.tasks.zoo.registry import known_models, resolve_model
+
+    if name in known_models():
+        return  # prepared on first use
+    folder = Path(resolve_model(name, prepare=False)).expanduser()
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"config key {key!r} = {name!r}: no config.json in {folder}; expected "
+                          "an HF model folder, an HF name in the local cache, or one of "
+                          f"{sorted(known_models())}")
+
+
+def _datasets(cfg: Any) -> Iterator[tuple[str, str, str | None, tuple[str | None, ...]]]:
+    """(key, spec, split, columns it must have) of each dataset the config reads."""
+    data = cfg.data
+    if hasattr(data, "prompt_dataset"):
+        yield ("data.prompt_dataset", data.prompt_dataset, data.prompt_split,
+               (data.input_key, data.label_key))
+    else:
+        cols = _offline_columns(getattr(cfg, "KIND", ""), data)
+        yield "data.dataset", data.dataset, data.dataset_split, cols
+        if cfg.eval.dataset:
+            yield "eval.dataset", cfg.eval.dataset, cfg.eval.split, cols
+    ptx = getattr(getattr(cfg, "algo", None), "ptx", None)
+    if ptx is not None and ptx.enabled:
+        yield "algo.ptx.pretrain_data", ptx.pretrain_data, None, (ptx.pretrain_key,)
+
+
+def _offline_columns(kind: str, d: Any) -> tuple[str | None, ...]:
+    if kind in ("sft", "distill"):
+        return d.input_key, d.output_key
+    if kind == "csft":
+        return d.input_key, d.output_key, d.score_key
+    if kind == "prm":
+        return d.input_key, d.label_key
+    if kind == "kto" and d.label_key is not None:
+        return d.input_key, d.output_key, d.label_key
+    return d.prompt_key, d.chosen_key, d.rejected_key
+
+
+def _check_data(key: str, spec: str, split: str | None, columns: tuple[str | None, ...]) -> None:
+    from alignflow.tasks.data.loading import load_dataset_spec
+    from alignflow.tasks.data.prompts import refuse_empty, require_keys
+
+    for item in [s.strip() for s in spec.split(",") if s.strip()]:
+        try:
+            ds = load_dataset_spec(item, split=split)
+            require_keys(ds, *columns)
+            if key == "data.prompt_dataset":
+                refuse_empty(ds, columns[0])
+        except ConfigError as exc:
+            raise ConfigError(f"config key {key!r} = {item!r}: {exc}") from None
+
+
+def _check_reward(key: str, spec: str) -> None:
+    from alignflow.tasks.rewards.registry import model_folder, split_name
+
+    _name, source = split_name(spec)
+    where = f"config key {key!r}: source {source!r}"
+    if source.startswith("rule:"):
+        from alignflow.tasks.rewards.rules import rule_source
+
+        rule_source(source)
+    elif source.startswith(("http://", "https://")):
+        for url in source.split(","):
+            if not urlparse(url).netloc:
+                raise ConfigError(f"{where}: {url!r} has no host; expected http(s)://host[:port]/path")
+    elif source.endswith(".py"):
+        _check_reward_file(where, Path(source).expanduser())
+    else:
+        _check_model(key, model_folder(source))
+
+
+def _check_reward_file(where: str, path: Path) -> None:
+    """The file exists and defines `reward_func` (read as text: nothing is imported)."""
+    if not path.is_file():
+        raise ConfigError(f"{where}: file not found; expected a .py file defining reward_func")
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError as exc:
+        raise ConfigError(f"{where}: line {exc.lineno}: {exc.msg}") from None
+    if not any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "reward_func"
+               for n in tree.body):
+        raise ConfigError(f"{where}: defines no reward_func(queries, prompts, labels)")

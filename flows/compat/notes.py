@@ -1,0 +1,57 @@
+"""What alignflow does differently from OpenRLHF for a resolved config, said out loud: one
+line each, printed when a run starts (and by `--dry-run` and `alignflow translate`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alignflow.flows.compat.profile import Profile
+
+
+def notes(profile: Profile, cfg: Any) -> list[str]:
+    """One line per difference that concerns `cfg` (a built-in flow's config)."""
+    out = [f"defaults: OpenRLHF {profile.version}'s ({profile.script}), because "
+           f"{profile.reason} (--defaults alignflow keeps alignflow's)"] if profile.script else []
+    data, ds = getattr(cfg, "data", None), getattr(cfg, "ds", None)
+    if profile.script and ds is not None and ds.param_dtype == "fp32":
+        out.append("ds.param_dtype = fp32: alignflow trains in fp32 here (OpenRLHF's default is "
+                   "bf16; --param_dtype bf16 autocasts to bf16)")
+    if profile.script and getattr(getattr(cfg, "train", None), "colocate_all", False):
+        out.append("train.colocate_all = true: every role shares one process here (OpenRLHF "
+                   "places roles on their own GPUs); placement only, same results")
+    if data is not None and data.apply_chat_template and data.input_template:
+        out.append("data.input_template is applied before the chat template (OpenRLHF ignores "
+                   "it when a chat template is used)")
+    out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(profile, cfg)
+    return out
+
+
+def _rl_notes(cfg: Any) -> list[str]:
+    out = []
+    algo, reward = getattr(cfg, "algo", None), getattr(cfg, "reward", None)
+    if getattr(algo, "dynamic_filtering_enable", False):
+        out.append("algo.dynamic_filtering_enable: groups outside the range are dropped, not "
+                   "replaced by new prompts (OpenRLHF refills the batch)")
+    if reward is not None and any(s.endswith(".py") for s in reward.specs):
+        out.append("reward_func is called once per batch (OpenRLHF: once per sample), with "
+                   "responses decoded without special tokens")
+    urls = getattr(reward, "remote_urls", [])
+    if len(urls) > 1 and urls[0].endswith(".py"):
+        out.append(f"reward.remote_url: only {urls[0]} is used (as OpenRLHF does)")
+    return out
+
+
+def _ckpt_notes(cfg: Any) -> list[str]:
+    ckpt = getattr(cfg, "ckpt", None)
+    if ckpt is None or not ckpt.path:
+        return []
+    return [f"ckpt.path = {ckpt.path}: checkpoints are written to the store (resumable with "
+            "alignflow resume); the path only names the run for ckpt.load_enable"]
+
+
+def _offline_notes(profile: Profile, cfg: Any) -> list[str]:
+    evaluation = getattr(cfg, "eval", None)
+    if profile.script and evaluation is not None and evaluation.steps == -1 and (
+            evaluation.dataset or evaluation.ratio):
+        return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
+    return []
