@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from typing import Any
 
 from alignflow.flows import api, runs
@@ -29,14 +30,24 @@ def start_or_resume(known: Any, plan: Any, progress: Any) -> Any:
     ckpt = getattr(plan.config, "ckpt", None)
     store = api.open_store(known.store)
     if ckpt is not None and ckpt.load_enable and run_id and _exists(store, run_id):
-        output = api.resume(run_id, store=store, executor=known.executor, address=known.address,
-                            progress=progress)
+        output = _continue(store, run_id, known, progress)
     else:
         output = api.run(known.flow, plan.config, run_id=run_id, store=store, seed=plan.seed,
                          address=known.address, executor=known.executor, progress=progress)
     if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
         copy_out(store, output["model"], ckpt.output_dir)
     return output
+
+
+def _continue(store: Any, run_id: str, known: Any, progress: Any) -> Any:
+    """The run resumed; a finished one gives its output (OpenRLHF loads the last checkpoint,
+    finds nothing left to train and ends)."""
+    if api.get_status(run_id, store=store) == runs.SUCCESSFUL:
+        print(f"run {run_id} already finished (ckpt.load_enable): nothing left to train",
+              file=sys.stderr)
+        return api.get_output(run_id, store=store)
+    return api.resume(run_id, store=store, executor=known.executor, address=known.address,
+                      progress=progress)
 
 
 def _exists(store: Any, run_id: str) -> bool:
