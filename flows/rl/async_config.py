@@ -83,8 +83,8 @@ def staleness(train: AsyncTrainKeys, cfg: AsyncConfig) -> int:
 def check(train: AsyncTrainKeys, cfg: AsyncConfig) -> None:
     """The combinations refused before anything runs (one line each)."""
     bound = staleness(train, cfg)
-    if train.async_queue_size < 1:
-        raise ConfigError(f"train.async_queue_size={train.async_queue_size}: expected >= 1")
+    require(train.async_queue_size >= 1, "train.async_queue_size", "an integer >= 1",
+            train.async_queue_size)
     if train.async_enable and bound == 0:
         raise ConfigError("train.async_enable with async.max_staleness=0: an asynchronous "
                           "run needs a bound >= 1")

@@ -3,6 +3,7 @@ OpenRLHF's `train.agent_func_path`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from alignflow.errors import require
@@ -22,5 +23,5 @@ class AgentConfig:
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_length"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
-        require(self.step_timeout > 0, "step_timeout", "a number of seconds > 0",
+        require(math.isfinite(self.step_timeout) and self.step_timeout > 0, "step_timeout", "a number of seconds > 0",
                 self.step_timeout)
