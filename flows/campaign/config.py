@@ -12,11 +12,12 @@ the schedule, the promotion gate and the retention of round checkpoints.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, require
 from alignflow.flows.campaign.schedule import ScheduleConfig
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -39,8 +40,7 @@ class InputsConfig:
     min_files: int = 1
 
     def __post_init__(self) -> None:
-        if self.min_files < 0:
-            raise ConfigError(f"inputs.min_files={self.min_files}: expected >= 0")
+        require(self.min_files >= 0, "min_files", "an integer >= 0", self.min_files)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +72,14 @@ class GateConfig:
         object.__setattr__(self, "rewards", tuple(self.rewards))
         if not self.rewards:
             raise ConfigError("gate.rewards: expected at least one reward source")
-        if self.n_samples_per_prompt < 1 or self.max_new_tokens < 1:
-            raise ConfigError("gate.n_samples_per_prompt and gate.max_new_tokens: expected >= 1")
+        require(self.max_samples is None or self.max_samples >= 1, "max_samples",
+                "an integer >= 1 or null", self.max_samples)
+        for key in ("n_samples_per_prompt", "max_new_tokens"):
+            require(getattr(self, key) >= 1, key, "an integer >= 1", getattr(self, key))
+        require(math.isfinite(self.min_improvement), "min_improvement", "a finite number",
+                self.min_improvement)
+        require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
+                "a finite number >= 0", self.temperature)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +90,7 @@ class RetentionConfig:
     keep_rounds: int = 2
 
     def __post_init__(self) -> None:
-        if self.keep_rounds < 1:
-            raise ConfigError(f"retention.keep_rounds={self.keep_rounds}: expected >= 1")
+        require(self.keep_rounds >= 1, "keep_rounds", "an integer >= 1", self.keep_rounds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,11 +117,11 @@ class CampaignConfig:
     executor: Literal["ray", "inline"] = "ray"
 
     def __post_init__(self) -> None:
+        require(self.max_rounds is None or self.max_rounds >= 1, "max_rounds",
+                "an integer >= 1 or null", self.max_rounds)
         if not _NAME.match(self.name):
             raise ConfigError(f"name={self.name!r}: expected lower-case letters, digits, '-' "
                               "and '_' (at most 63), starting with a letter or digit")
-        if self.max_rounds is not None and self.max_rounds < 1:
-            raise ConfigError(f"max_rounds={self.max_rounds}: expected >= 1 or null")
 
     @property
     def run_id(self) -> str:

@@ -52,8 +52,17 @@ def gap_of(name: str, is_key: Callable[[str], bool]) -> Gap | None:
 
 def _finding(display: str, value: str, is_key: Callable[[str], bool], ignore_hardware: bool,
              out: Sorted) -> bool:
-    """Record the gap of `display` (a flag or key) set to `value`; False if it has none."""
-    entry = gap_of(display.lstrip("-"), is_key)
+    """Record the gap of `display` (a flag or key) set to `value`; False if it has none.
+    With --ignore-hardware, a hardware flag that is a key by now (GPUs, vLLM, DeepSpeed) is
+    left out too: the run takes this machine's defaults for it."""
+    name = display.lstrip("-")
+    hardware = gap(name)
+    if ignore_hardware and hardware is not None and hardware.kind == "hardware" and \
+            is_key(name) and not hardware.accepts(value):
+        out.notes.append(f"{display} {value}: ignored (--ignore-hardware): this machine's "
+                         "default is used")
+        return True
+    entry = gap_of(name, is_key)
     if entry is None:
         return False
     if entry.accepts(value):

@@ -29,7 +29,9 @@ from alignflow.flows.config.values import coerce
 KEEP_ALIGNFLOW = ("actor.model_name_or_path", "critic.model_name_or_path", "model.",
                   "ref.model_name_or_path", "reward.model_name_or_path", "reward.remote_url",
                   "data.prompt_dataset", "data.dataset", "eval.dataset", "ckpt.output_dir",
-                  "ckpt.path", "logger.", "ds.param_dtype", "train.colocate",
+                  "ckpt.path", "logger.", "ds.", "vllm.", "train.colocate",
+                  *(f"{role}.num_{n}" for role in ("actor", "critic", "ref", "reward")
+                    for n in ("nodes", "gpus_per_node")),
                   "algo.advantage.estimator", "teacher.")
 NOT_KEPT = ("model.beta", "model.ipo_enable", "model.label_smoothing", "model.loss_type",
             "model.desirable_loss_weight", "model.undesirable_loss_weight",

@@ -13,7 +13,7 @@ from alignflow.errors import ConfigError
 
 CALL = re.compile(r"openrlhf\.cli\.(train_\w+)")
 VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
-ASSIGN = re.compile(r"^\s*(?:export\s+)?(\w+)=(.*)$")
+ASSIGN = re.compile(r"^\s*(?:export\s+)?(\w+)=(.*)$", re.S)  # a value may span lines
 ARRAY = re.compile(r"\$\{(\w+)\[@\]\}")
 ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
 ESTIMATOR_FLOW = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "dr_grpo", "rloo": "rloo",
@@ -69,7 +69,7 @@ def _logical_lines(text: str) -> list[str]:
         line = _ansi_c(raw.strip())  # after the split: a decoded \n is no line break
         if not buffer and (not line or line.startswith("#")):
             continue
-        buffer = f"{buffer}\n{raw}" if buffer else line
+        buffer = f"{buffer}\n{_ansi_c(raw)}" if buffer else line
         if buffer.count("(") <= buffer.count(")") and _quotes_closed(buffer):
             lines.append(buffer)
             buffer = ""

@@ -95,9 +95,11 @@ class RLConfig:
                               "data.max_len) is for synchronous runs; asynchronous generation "
                               "and agent episodes need a number")
 
+    TRAINED: ClassVar[tuple[str, ...]] = ("actor",)  # roles this flow trains
+
     def _check_data_parallel(self) -> None:
         """Every rank of a trained role gets an equal share of each minibatch."""
-        for role in ("actor", "critic"):
+        for role in self.TRAINED:
             n = getattr(self, role).workers
             for key, value in (("train.batch_size", self.train.batch_size),
                                ("rollout.batch_size × rollout.n_samples_per_prompt",
@@ -163,6 +165,7 @@ class PPOConfig(RLConfig):
     """PPO with a critic (GAE)."""
 
     algo: AlgoConfig = field(default_factory=_estimator("gae"))
+    TRAINED: ClassVar[tuple[str, ...]] = ("actor", "critic")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from alignflow.errors import ConfigError
+from alignflow.errors import require
 
 _ON = ("true", "1", "yes", "on")
 _OFF = ("", "false", "0", "no", "off", "none")
@@ -54,10 +54,8 @@ class LoggerConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
     def __post_init__(self) -> None:
-        if self.logging_steps < 1:
-            raise ConfigError(f"logger.logging_steps={self.logging_steps}: expected >= 1")
-        if self.sample_rows < 0:
-            raise ConfigError(f"logger.sample_rows={self.sample_rows}: expected >= 0")
+        require(self.logging_steps >= 1, "logging_steps", "an integer >= 1", self.logging_steps)
+        require(self.sample_rows >= 0, "sample_rows", "an integer >= 0", self.sample_rows)
 
     @property
     def enabled(self) -> bool:

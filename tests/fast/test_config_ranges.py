@@ -13,7 +13,8 @@ from alignflow.flows.registry import BUILTIN
 
 # int keys where any integer means something (a seed)
 ANY_INT = {"data.seed"}
-REQUIRED = {"distill": ["teacher.model_name_or_path=t"]}  # what a flow cannot load without
+REQUIRED = {"distill": ["teacher.model_name_or_path=t"],  # what a flow cannot load without
+            "campaign": ["name=c", "flow=grpo", "schedule.every=6h"]}
 
 
 def _numeric_keys() -> list[tuple[str, str, str]]:
