@@ -31,7 +31,9 @@ def log_dir() -> Path:
 def child_command(args: Any, flags: list[str], run_id: str) -> list[str]:
     """The foreground `alignflow run` command the background process runs."""
     cmd = [sys.executable, "-m", "alignflow.cli", "run", args.flow, "--run-id", run_id,
-           "--seed", str(args.seed), "--executor", args.executor]
+           "--executor", args.executor]
+    if args.seed is not None:  # unset: the child resolves it from the config, as here
+        cmd += ["--seed", str(args.seed)]
     for name in ("config", "store", "address"):
         if getattr(args, name, None):
             cmd += [f"--{name}", getattr(args, name)]
