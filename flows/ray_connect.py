@@ -27,16 +27,38 @@ def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:
         print(f"alignflow: running on Ray cluster at {address}", file=sys.stderr)
 
 
+_JOINED: set[str] = set()  # addresses this process joined
+
+
 def _check_same_cluster(address: str) -> None:
     """This process already runs Ray: fine when it is the cluster asked for; otherwise one
     line (an unreachable address as such), never a silent run on another cluster."""
     import ray
 
+    if address == "auto" or address in _JOINED:
+        return
     current = ray.get_runtime_context().gcs_address
-    if address == "auto" or address.removeprefix("ray://") == current:
+    if _same_endpoint(address, current):
         return
     _fail(address, _reach_error(address) or f"this process is already joined to the Ray "
           f"instance at {current!r} (call ray.shutdown() first, or use a new process)")
+
+
+def _same_endpoint(address: str, gcs: str) -> bool:
+    """Same port, and the same host or a loopback name for it (Ray reports the node's own
+    address for a cluster joined at 127.0.0.1)."""
+    import ipaddress
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    gcs_host, _, gcs_port = gcs.rpartition(":")
+    if port != gcs_port:
+        return False
+    try:
+        ip = socket.gethostbyname(host.strip("[]"))
+    except OSError:
+        return False
+    return ip == gcs_host or ipaddress.ip_address(ip).is_loopback
 
 
 def _reach_error(address: str) -> str | None:
@@ -67,6 +89,7 @@ def _join_cluster(address: str) -> None:
         _probe(address)
         use_local_auth_token()
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        _JOINED.add(address)
     except Exception as exc:
         _fail(address, wrapper.first_line(exc), exc)
 

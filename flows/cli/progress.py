@@ -115,7 +115,8 @@ class Progress:
             self.iteration = None
         if not self._closed:
             self._closed = True
-            self._emit(self.summary(status))
+            if self.run_id:  # no summary for a run that never started (e.g. Ray unreachable)
+                self._emit(self.summary(status))
         if self._live is not None:
             self._live.stop()
             self._live = None

@@ -52,9 +52,7 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
     chosen = profile.choose(ref if builtin else "", flags, defaults)
     problems, resolved = list(found.problems), None
     try:
-        base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
-        resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
-                                  flags=found.flags, base=base)
+        resolved = _resolve(cls, chosen, config_file, found)
     except ConfigProblems as exc:
         problems += [str(p) for p in exc.problems]
     except ConfigError as exc:
@@ -70,6 +68,20 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
                    found.notes + (notes.notes(chosen, config) if builtin else []),
                    profile.run_seed(chosen, seed if seed is not None else found.seed),
                    found.env, chosen)
+
+
+def _resolve(cls: type, chosen: profile.Profile, config_file: str | None,
+             found: argv.Sorted) -> Any:
+    """The config on the chosen defaults; OpenRLHF's split default is dropped again for a
+    dataset that is alignflow's own default, and so are its column names (they describe it)."""
+    base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
+    resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
+                              flags=found.flags, base=base)
+    kept = profile.own_dataset_keys(chosen, base, resolved.origins)
+    if kept == base:
+        return resolved
+    return resolve_config(cls, config_file=config_file, sets=found.sets, flags=found.flags,
+                          base=kept)
 
 
 def problems_error(lines: list[str]) -> ConfigError:

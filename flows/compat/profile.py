@@ -84,6 +84,22 @@ def base_overrides(profile: Profile, cls: type) -> dict[str, tuple[Any, str]]:
     return out
 
 
+DATASETS = ("data.prompt_dataset", "data.dataset")
+OF_DATASET = ("data.prompt_split", "data.dataset_split", "data.input_key", "data.output_key",
+              "data.label_key", "data.prompt_key", "data.chosen_key", "data.rejected_key")
+
+
+def own_dataset_keys(profile: Profile, base: Mapping[str, tuple[Any, str]],
+                     origins: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    """`base` without OpenRLHF's split and column-name defaults when the dataset is
+    alignflow's default (kept, as every place is): OpenRLHF has no default dataset, and
+    those values describe the dataset, so they stay the ones that fit alignflow's."""
+    if any(key in origins for key in DATASETS):
+        return dict(base)
+    return {key: value for key, value in base.items()
+            if key not in OF_DATASET or origins.get(key) != profile.label}
+
+
 def legacy_lengths(flags: list[str]) -> dict[str, tuple[Any, str]]:
     """OpenRLHF before v0.9.8 had `--prompt_max_len` (1024) and `--generate_max_len` (1024)
     and no total: a script using them means data.max_len = their sum (prompts are cut to

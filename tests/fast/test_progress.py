@@ -142,3 +142,9 @@ def test_gpu_peak_memory_of_a_step_is_shown():
     assert out.getvalue().splitlines()[1:] == [
         "[run abc] iter 1/2 learn done in 2.0s, gpu 3.1 GiB (elapsed 0s)",
         "[run abc] iter 1/2 score done in 1.0s (elapsed 0s)"]
+
+
+def test_no_summary_for_a_run_that_never_started():
+    out = io.StringIO()
+    Progress(stream=out, live=False).close(None)
+    assert out.getvalue() == ""
