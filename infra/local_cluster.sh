@@ -5,6 +5,8 @@
 #   eval "$(infra/local_cluster.sh env)"   # what a client (alignflow, ray.init) needs
 #   infra/local_cluster.sh status
 #   infra/local_cluster.sh stop     # ends only this cluster's processes (by PID), not other Ray
+#   infra/local_cluster.sh kill-worker   # SIGKILL the worker node only (a node crash)
+#   infra/local_cluster.sh start-worker  # start the worker node again (joins the head)
 # Loopback: Ray refuses 127.0.0.1 as a node address in a multi-node cluster (it resolves
 # it to the machine's own address, and its single-machine switch forbids a second node), so
 # the nodes listen on this machine's address; Ray's token authentication keeps everyone
@@ -36,9 +38,13 @@ start() {
     --num-cpus="$HEAD_CPUS" --num-gpus=0 --resources='{"head_node": 1}' \
     --include-dashboard=false --ray-client-server-port=$((RAY_PORT + 1)) \
     --dashboard-agent-listen-port=$((RAY_PORT + 2)) >"$CLUSTER_DIR/head.log" 2>&1
+  start_worker
+}
+
+start_worker() {
   "$RAY" start --address="$ADDRESS" "${common[@]}" \
     --num-cpus="$WORKER_CPUS" --num-gpus=0 --resources="{\"$WORKER_RESOURCE\": 1}" \
-    --dashboard-agent-listen-port=$((RAY_PORT + 3)) >"$CLUSTER_DIR/worker.log" 2>&1
+    --dashboard-agent-listen-port=$((RAY_PORT + 3)) >>"$CLUSTER_DIR/worker.log" 2>&1
   echo "$ADDRESS"
 }
 
@@ -57,6 +63,40 @@ stop() {
   echo "stopped $(echo "$pids" | wc -w) processes"
 }
 
+# The worker node's processes: its raylet (the one whose resources name $WORKER_RESOURCE),
+# everything the raylet started (agents, Ray workers, actors), and its log monitor.
+worker_pids() {
+  local raylets pid suffix
+  raylets="$(cluster_pids | while read -r pid; do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "raylet/raylet .*[=,]$WORKER_RESOURCE,1" \
+      && echo "$pid"; done || true)"
+  for pid in $raylets; do
+    echo "$pid"
+    descendants "$pid"
+    suffix="$(tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n 's|^--stdout_filepath=.*/raylet\(.*\)\.out$|\1|p')"
+    [ -n "$suffix" ] || continue  # (the head's files have none; never its log monitor)
+    cluster_pids | while read -r p; do
+      tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "/log_monitor$suffix\.out" && echo "$p"
+    done || true
+  done
+}
+
+descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+
+kill_worker() {
+  local pids
+  pids="$(worker_pids | sort -u)"
+  [ -z "$pids" ] && { echo "no worker node running under $CLUSTER_DIR"; return 0; }
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+  echo "killed $(echo "$pids" | wc -w) processes of the worker node"
+}
+
 env_lines() {
   echo "export RAY_ADDRESS=$ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH"
 }
@@ -68,7 +108,9 @@ status() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  start-worker) start_worker ;;
+  kill-worker) kill_worker ;;
   status) status ;;
   env) env_lines ;;
-  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|env|start-worker|kill-worker" >&2; exit 2 ;;
 esac
