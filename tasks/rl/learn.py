@@ -127,9 +127,10 @@ def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoment
     return RunningMoments()
 
 
-def _proximal(host, exp: Experience, settings: LearnSettings):
-    """π_old log-probs (the weights before this step) when IS correction is on, else None."""
-    if not settings.algo.advantage.is_correction_enable:
+def _current_logprobs(host, exp: Experience, settings: LearnSettings):
+    """Log-probs under the weights before this step — π_old for IS correction and the
+    trainer side of the vLLM mismatch metrics: one forward pass for both, or None."""
+    if not (settings.algo.advantage.is_correction_enable or mismatch.wanted(host)):
         return None
     return proximal_logprobs(host.actor.model, exp.prompts, exp.responses,
                              micro_batch=settings.train.micro_batch_size,
@@ -139,11 +140,12 @@ def _proximal(host, exp: Experience, settings: LearnSettings):
 
 
 def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettings,
-                   penalty: KLPenalty, seed: int, iteration: int) -> dict[str, float]:
+                   penalty: KLPenalty, seed: int, iteration: int,
+                   current) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
     exp, adv = experience.to_device(exp, adv, model_device(host.actor.model))
     kept = exp.mask * adv.kept[:, None]
-    proximal = _proximal(host, exp, settings)
+    proximal = current if settings.algo.advantage.is_correction_enable else None
 
     def make_loss(mb):
         norm = {"num_tokens": float(kept[mb].sum().clamp(min=1)),
@@ -178,9 +180,11 @@ def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepO
                                                          host.policy_version),
                 partition={"iter": iteration})
     metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
-    metrics |= mismatch.measure(host, exp, settings)
+    current = _current_logprobs(host, exp, settings)
+    metrics |= mismatch.measure(host, exp, current)
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
-        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration)
+        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration,
+                                  current)
         host.policy_version += 1
     if "kl" in metrics:  # no reference ran when no KL term uses one
         penalty.update(metrics["kl"], len(exp.responses))

@@ -4,36 +4,14 @@ trainer's own logprobs of the same tokens under the same weights.
 vLLM computes with other kernels (and maybe another dtype) than the trainer, so even right
 after a sync its logprobs differ; a large gap biases the PPO ratio. Measured per iteration,
 before the update, on every response token: the mean and max |μ − π| and the k1 estimate
-mean(μ − π) (OpenRLHF's `vllm_kl`). One extra forward pass over the batch, so it runs only
-where the engine is not the trainer's own computation (vLLM).
+mean(μ − π) (OpenRLHF's `vllm_kl`). It needs one forward pass over the batch, shared with
+the IS correction's π_old (`correction.proximal_logprobs`), so it runs only where the
+engine is not the trainer's own computation (vLLM).
 """
 
 from __future__ import annotations
 
 import torch
-
-from alignflow.tasks.modeling.batching import chunks
-from alignflow.tasks.modeling.forward import response_logprobs
-
-
-@torch.no_grad()
-def trainer_logprobs(model, prompts: list[list[int]], responses: list[list[int]], *,
-                     micro_batch: int, packed: bool, pad_id: int,
-                     temperature: float) -> torch.Tensor:
-    """(B, R) float32 CPU log-probs of every response token under `model` as it stands."""
-    width = max(len(r) for r in responses)
-    out = torch.zeros(len(responses), width, dtype=torch.float32)
-    was_training = model.training
-    model.eval()
-    try:
-        for idx in chunks(len(responses), micro_batch):
-            lp, _ = response_logprobs(model, [prompts[i] for i in idx],
-                                      [responses[i] for i in idx], packed=packed,
-                                      pad_id=pad_id, temperature=temperature)
-            out[idx.start:idx.stop, : lp.shape[1]] = lp.float().cpu()
-    finally:
-        model.train(was_training)
-    return out
 
 
 def mismatch_metrics(behaviour: torch.Tensor, trainer: torch.Tensor,
@@ -48,12 +26,14 @@ def mismatch_metrics(behaviour: torch.Tensor, trainer: torch.Tensor,
             "mismatch/k1": float(diff.mean())}
 
 
-def measure(host, exp, settings) -> dict[str, float]:
-    """The mismatch metrics of this batch when the host generates with vLLM, else {}."""
-    if getattr(host, "engine_kind", "hf") != "vllm":
+def wanted(host) -> bool:
+    """Measured only where the engine is not the trainer's own computation (vLLM)."""
+    return getattr(host, "engine_kind", "hf") == "vllm"
+
+
+def measure(host, exp, trainer: torch.Tensor | None) -> dict[str, float]:
+    """The mismatch metrics of this batch (`trainer`: its log-probs under the weights before
+    the update, computed once by the learn step) when the host generates with vLLM, else {}."""
+    if not wanted(host) or trainer is None:
         return {}
-    lp = trainer_logprobs(host.actor.model, exp.prompts, exp.responses,
-                          micro_batch=settings.train.micro_batch_size,
-                          packed=settings.packing, pad_id=host.tokenizer.pad_token_id,
-                          temperature=settings.temperature)
-    return mismatch_metrics(exp.old_logp, lp, exp.mask)
+    return mismatch_metrics(exp.old_logp, trainer, exp.mask)
