@@ -21,7 +21,7 @@ import socket
 from typing import Any
 
 from alignflow.errors import FlowError
-from alignflow.flows import wrapper
+from alignflow.flows.worker_host import WorkerHost
 
 
 def group_size(options: dict) -> int:
@@ -29,8 +29,9 @@ def group_size(options: dict) -> int:
     return int(options.get("num_nodes", 1)) * int(options.get("workers_per_node", 1))
 
 
-class GroupWorker:
-    """The body of one rank's actor: holds `factory()` and runs the group's tasks on it."""
+class GroupWorker(WorkerHost):
+    """The body of one rank's actor: holds `factory()` and runs the group's tasks on it
+    (calls, restore, durable writes as a worker host); its models load after `join`."""
 
     def __init__(self, factory: Any) -> None:
         self.obj = factory()
@@ -54,19 +55,6 @@ class GroupWorker:
                             "needs one")
         join(rank, world_size, addr, port)
         getattr(self.obj, "preload", lambda: None)()
-
-    def call(self, call: dict) -> dict:
-        return wrapper.execute(call, self.obj)
-
-    def restore(self, store: Any, checkpoint: str) -> None:
-        self.obj.restore(store, checkpoint)
-
-    def durable(self, token: str) -> dict:
-        """Background work of a finished task (rank 0's checkpoint write)."""
-        return wrapper.durable(token)
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 class RayWorkerGroup:
