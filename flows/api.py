@@ -14,7 +14,7 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
 from alignflow.errors import AlignflowError, FlowError
-from alignflow.flows import codec, registry, runs
+from alignflow.flows import codec, executor_choice, registry, runs
 from alignflow.flows.config import from_dict, known_part
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import check_run_id, file_hash, git_commit, new_run_id
@@ -49,7 +49,8 @@ def _code_version(flow: Flow) -> dict:
 def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
         seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
         parent_run: str | None = None, progress: Any = None) -> Any:
-    """Start a new run of `flow` and drive it to the end; returns the flow's output."""
+    """Start a new run of `flow` and drive it to the end; returns the flow's output.
+    `executor`: ray, inline, or auto (`flows/executor_choice.py`)."""
     if isinstance(flow, str):
         ref = canonical_ref(flow)
         flow, _cfg = load_flow(ref)
@@ -59,6 +60,7 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     name = ref if ref in registry.BUILTIN else flow.name
     run_id = check_run_id(run_id) if run_id is not None else new_run_id(name)
     store = open_store(store)
+    executor = executor_choice.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
     meta = {"format": 1, "run_id": run_id, "flow": name, "flow_ref": ref,

@@ -17,6 +17,7 @@ from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import plan_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status
+from alignflow.flows.executor_choice import CHOICES, resolve
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +27,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", help="run id (default <flow>-<yyyymmdd-hhmmss>-<hex>)")
     parser.add_argument("--seed", type=int, default=None,
                         help="run seed (default 0; 42 with OpenRLHF's defaults)")
-    parser.add_argument("--executor", choices=["ray", "inline"], default="ray",
-                        help="ray (default) or inline (no Ray; for debugging)")
+    parser.add_argument("--executor", choices=CHOICES, default="auto",
+                        help="auto (default: in this process when the run fits one, else Ray), "
+                             "ray, or inline (no Ray)")
     parser.add_argument("--help-config", action="store_true",
                         help="list the flow's config keys (type, default, OpenRLHF flag) and exit")
     parser.add_argument("--detach", action="store_true",
@@ -59,7 +61,8 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
                             help="discard this task and every task committed after it first")
         parser.add_argument("--force", action="store_true",
                             help="take over a lease whose driver is gone")
-        parser.add_argument("--executor", choices=["ray", "inline"], default=None)
+        parser.add_argument("--executor", choices=["ray", "inline"], default=None,
+                            help="default: the one the run was started with")
         parser.add_argument("--flow", metavar="FILE.py:FUNCTION",
                             help="the flow the run was started with (runs of user flows: "
                                  "alignflow never imports a flow a store names)")
@@ -111,11 +114,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return _help_config(known.flow)
     if getattr(args, "from_shell", False) and _plausible(known.flow):
         print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
-    if known.executor == "ray" and not known.address and not known.dry_run and \
-            getattr(args, "from_shell", False):
-        _start_ray_early(known.flow)  # Ray and a warm worker start while the config loads
+    if known.executor == "ray":
+        _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
     plan = plan_run(known.flow, known.config, known.sets, flags, seed=known.seed,
-                    defaults=known.defaults, ignore_hardware=known.ignore_hardware)
+                    defaults=known.defaults, ignore_hardware=known.ignore_hardware,
+                    on_config=lambda config: _choose_executor(known, config))
     if known.dry_run:
         print(format_dry_run(known.flow, plan))
         return 0
@@ -139,6 +142,23 @@ def _plausible(ref: str) -> bool:
 
     path, sep, _ = ref.rpartition(":")
     return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
+
+
+def _choose_executor(known: argparse.Namespace, config: Any) -> None:
+    """Settle `--executor auto` once the config is known (before its data and models are
+    checked, so that Ray, when chosen, starts meanwhile)."""
+    if known.executor != "auto":
+        return
+    known.executor, why = resolve("auto", known.address, config)
+    if known.executor == "ray":
+        _maybe_start_ray_early(known)
+    elif not known.dry_run:
+        print(f"alignflow: running in this process: {why}", file=sys.stderr, flush=True)
+
+
+def _maybe_start_ray_early(known: argparse.Namespace) -> None:
+    if not known.address and not known.dry_run and getattr(known, "from_shell", False):
+        _start_ray_early(known.flow)
 
 
 def _start_ray_early(ref: str) -> None:

@@ -19,6 +19,7 @@ import time
 
 from alignflow.flows import api
 from alignflow.flows.config import load_config
+from alignflow.flows.executor_choice import CHOICES
 from alignflow.flows.identity import new_run_id
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
@@ -65,7 +66,8 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
                         help="override a demo setting, e.g. --set train.max_iterations=3")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--executor", choices=["ray", "inline"], default="ray")
+    parser.add_argument("--executor", choices=CHOICES, default="auto",
+                        help="auto (default: in this process, as the demo fits one), ray, inline")
 
 
 def run(name: str, args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ taking a plain dict gets the YAML mapping with `--set` values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +38,18 @@ class RunPlan:
 
 def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str], *,
              seed: int | None = None, defaults: str = "auto", ignore_hardware: bool = False,
-             check: bool = True) -> RunPlan:
-    """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad."""
+             check: bool = True, on_config: Callable[[Any], None] = lambda _config: None
+             ) -> RunPlan:
+    """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad.
+    `on_config` sees the config once it is resolved, before its models and data are checked."""
     _flow, cls = load_flow(canonical_ref(ref))
     if cls is None:
         if flags:
             raise ConfigError(f"unknown flag {flags[0]!r}: flow {ref!r} takes a plain dict "
                               "config; use --set KEY=VALUE")
-        return RunPlan(load_plain(config_file, sets), seed=seed or 0)
+        plain = load_plain(config_file, sets)
+        on_config(plain)
+        return RunPlan(plain, seed=seed or 0)
     builtin = ref in registry.BUILTIN
     found = argv.sort_argv(flags, sets, is_key=argv.key_test(cls),
                            ignore_hardware=ignore_hardware) if builtin else \
@@ -57,6 +62,8 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
         problems += [str(p) for p in exc.problems]
     except ConfigError as exc:
         problems.append(str(exc))
+    if resolved is not None and not problems:
+        on_config(resolved.config)
     if resolved is not None and check and builtin:
         from alignflow.flows.cli.preflight import preflight
 
