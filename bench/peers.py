@@ -11,10 +11,12 @@ from its manifests. Sides are interleaved, rotating the order every repetition; 
 average is recorded before each run. Medians are printed as one markdown table.
 
     .venv/bin/python bench/peers.py [--reps 3] [--kinds dpo,sft,grpo]
-        [--sides alignflow,trl,floor[,alignflow-inline]] [--examples 128] [--json FILE]
+        [--sides alignflow,trl,floor[,alignflow-ray,alignflow-inline]] [--examples 128]
+        [--json FILE]
 
-`alignflow` runs with the default executor (in-process Ray); `alignflow-inline` with
-`--executor inline` (no Ray: the same durable flow in one process).
+`alignflow` runs the command as a user types it (`--executor auto`, the default: this work
+fits one process, so it runs in the driver); `alignflow-ray` forces in-process Ray
+(`--executor ray`), `alignflow-inline` names `--executor inline`.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ from bench.peer_setup import ENV, Work, build_model, write_data  # noqa: E402
 LOOP_TASKS = {"dpo": ("reference", "train-"), "sft": ("train-",), "grpo": ("iter-0000/",)}
 
 
+EXECUTORS = {"alignflow": None, "alignflow-ray": "ray", "alignflow-inline": "inline"}
+
+
 def alignflow_cmd(kind: str, model: Path, data: Path, work: Work, store: Path,
-                  executor: str = "ray") -> list[str]:
+                  executor: str | None = None) -> list[str]:
     common = ["data.apply_chat_template=false", "num_threads=1"]
     if kind in ("dpo", "sft"):
         sets = [*common, f"model.model_name_or_path={model}", f"adam.lr={work.lr}",
@@ -54,7 +59,7 @@ def alignflow_cmd(kind: str, model: Path, data: Path, work: Work, store: Path,
                 "reward.sources=rule:target:e", "train.max_iterations=1",
                 f"train.batch_size={work.rl_batch}", f"train.micro_batch_size={work.rl_micro}"]
     cmd = [str(ROOT / ".venv/bin/alignflow"), "run", kind, "--store", str(store), "--run-id", "b",
-           "--executor", executor]
+           *(["--executor", executor] if executor else [])]
     for s in sets:
         cmd += ["--set", s]
     return cmd
@@ -72,9 +77,8 @@ def alignflow_loop(kind: str, store: Path) -> float:
 def run_side(side: str, kind: str, model: Path, data: Path, work: Work, tmp: Path) -> dict:
     env = dict(os.environ, **ENV, PYTHONPATH=str(ROOT))
     out = Path(tempfile.mkdtemp(dir=tmp))
-    if side.startswith("alignflow"):  # "alignflow" (Ray, the default) or "alignflow-inline"
-        executor = "inline" if side == "alignflow-inline" else "ray"
-        res = measure(alignflow_cmd(kind, model, data, work, out / "store", executor), env,
+    if side in EXECUTORS:
+        res = measure(alignflow_cmd(kind, model, data, work, out / "store", EXECUTORS[side]), env,
                       cwd=str(out))
         if res["rc"] == 0:
             res["loop_s"] = alignflow_loop(kind, out / "store")
@@ -103,25 +107,24 @@ def table(results: dict, kinds: list[str], sides: list[str]) -> str:
             med = [_median(results[kind][side], k) for k in keys]
             lines.append(f"| {kind} | {side} | " + " | ".join(f"{v:.2f}" for v in med[:4]) +
                          f" | {med[4]:.0f} | {med[5]:.0f} |")
-        lines.append(_ratios(results[kind], kind, sides))
+        lines += [_ratios(results[kind], kind, sides, ours) for ours in EXECUTORS
+                  if ours in sides]
     return "\n".join(lines)
 
 
-def _ratios(by_side: dict, kind: str, sides: list[str]) -> str:
-    if "alignflow" not in sides:
-        return ""
+def _ratios(by_side: dict, kind: str, sides: list[str], ours: str) -> str:
     parts = []
     for other, what in (("trl", "TRL"), ("floor", "floor")):
         if other in sides:
-            parts.append(f"vs {what}: command {_ratio(by_side, other, 'wall_s')}, loop "
-                         f"{_ratio(by_side, other, 'loop_s')}, CPU {_ratio(by_side, other, 'cpu_s')},"
-                         f" peak RSS {_ratio(by_side, other, 'peak_rss_mib')} / "
-                         f"{_ratio(by_side, other, 'sum_peak_rss_mib')}")
-    return f"| {kind} | alignflow ÷ | " + "; ".join(parts) + " | | | | | |"
+            r = {key: _ratio(by_side, ours, other, key) for key in
+                 ("wall_s", "loop_s", "cpu_s", "peak_rss_mib", "sum_peak_rss_mib")}
+            parts.append(f"vs {what}: command {r['wall_s']}, loop {r['loop_s']}, CPU "
+                         f"{r['cpu_s']}, peak RSS {r['peak_rss_mib']} / {r['sum_peak_rss_mib']}")
+    return f"| {kind} | {ours} ÷ | " + "; ".join(parts) + " | | | | | |"
 
 
-def _ratio(by_side: dict, other: str, key: str) -> str:
-    return f"{_median(by_side['alignflow'], key) / _median(by_side[other], key):.2f}x"
+def _ratio(by_side: dict, ours: str, other: str, key: str) -> str:
+    return f"{_median(by_side[ours], key) / _median(by_side[other], key):.2f}x"
 
 
 def main() -> None:

@@ -1,10 +1,10 @@
 """Fixed costs of the `alignflow` command: first output, time to first task, gaps between
 tasks, time to exit; `status` and `ls` on a store with many runs.
 
-    .venv/bin/python bench/startup.py [--runs 100] [--reps 3]
+    .venv/bin/python bench/startup.py [--runs 100] [--reps 3] [--executors auto,ray]
 
-1. `alignflow run grpo` (tiny-llama, 2 iterations of 8 prompts x 4 samples x 8 tokens,
-   in-process Ray): seconds to the first output line, to the first task's start (from its
+1. `alignflow run grpo` (tiny-llama, 2 iterations of 8 prompts x 4 samples x 8 tokens; per
+   executor: `auto`, the default, runs it in the driver; `ray` on in-process Ray): seconds to the first output line, to the first task's start (from its
    manifest), from the last task's end to the process's exit, and the gaps between
    consecutive tasks (next start - previous end; target <= 50 ms).
 2. `alignflow status RUN` and `alignflow ls` on a local store holding `--runs` runs of a
@@ -44,12 +44,12 @@ def _timed(cmd: list[str]) -> tuple[float, float | None, float]:
     return start, first, time.time() - start
 
 
-def grpo_run(store: Path, run_id: str) -> dict:
+def grpo_run(store: Path, run_id: str, executor: str) -> dict:
     from alignflow.artifacts.store import Store
     from alignflow.flows import runs
     from alignflow.tasks.zoo.registry import resolve_model
 
-    cmd = [CLI, "run", "grpo", "--store", str(store), "--run-id", run_id,
+    cmd = [CLI, "run", "grpo", "--store", str(store), "--run-id", run_id, "--executor", executor,
            "--set", f"actor.model_name_or_path={resolve_model('tiny-llama')}"]
     for s in GRPO:
         cmd += ["--set", s]
@@ -79,13 +79,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--executors", default="auto,ray")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-"))
-    grpo = [grpo_run(tmp / "grpo", f"g{i}") for i in range(args.reps)]
-    print(f"alignflow run grpo (tiny, 2 iterations), median of {args.reps}, "
-          f"load {os.getloadavg()[0]:.2f}:")
-    for key in grpo[0]:
-        print(f"  {key}: {statistics.median(g[key] for g in grpo):.3f}")
+    for executor in args.executors.split(","):
+        grpo = [grpo_run(tmp / "grpo", f"{executor}{i}", executor) for i in range(args.reps)]
+        print(f"alignflow run grpo --executor {executor} (tiny, 2 iterations), median of "
+              f"{args.reps}, load {os.getloadavg()[0]:.2f}:")
+        for key in grpo[0]:
+            print(f"  {key}: {statistics.median(g[key] for g in grpo):.3f}")
     last = many_runs(tmp / "many", args.runs)
     for cmd in (["status", last], ["ls"]):
         times = [_timed([CLI, *cmd, "--store", str(tmp / "many")])[2] for _ in range(args.reps)]
