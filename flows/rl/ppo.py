@@ -7,6 +7,9 @@
         policy ← learn_actor(...)   (GAE advantages and returns committed here)
         critic ← learn_critic(returns)
         sync(policy → engine)
+
+With an estimator other than `gae` (OpenRLHF's `--advantage_estimator` under train_ppo_ray)
+no critic is loaded, run or trained: nothing would read its values.
 """
 
 from __future__ import annotations
@@ -35,22 +38,26 @@ def ppo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(
         cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
-    host = declare_hosts(cfg, cfg.roles(critic=True), iterations)
+    critic = cfg.algo.needs_critic
+    host = declare_hosts(cfg, cfg.roles(critic=critic), iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
         rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
             prompts, it, cfg.rollout, max_len=cfg.data.max_len)
-        scores, ref, values = gather(
-            on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
-            reference_step(cfg, host, f"{k}/reference", rollouts, it),
-            on(critic_values, host["critic"], f"{k}/values").submit(
+        pending = [on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
+                   reference_step(cfg, host, f"{k}/reference", rollouts, it)]
+        if critic:
+            pending.append(on(critic_values, host["critic"], f"{k}/values").submit(
                 rollouts, it, cfg.rollout.micro_batch_size))
+        scores, ref, *valued = gather(*pending)
+        values = valued[0] if critic else None
         learned = on(learn_actor, host["actor"], f"{k}/learn")(
             rollouts, scores, ref, it, cfg.learn, state, values=values)
         state = learned.state
-        on(learn_critic, host["critic"], f"{k}/learn_critic")(
-            rollouts, values, it, cfg.learn, learned)
+        if critic:
+            on(learn_critic, host["critic"], f"{k}/learn_critic")(
+                rollouts, values, it, cfg.learn, learned)
         on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
         history.append(scores.metrics["reward_mean"])
         if cfg.ckpt.hf_export_due(it + 1, iterations):

@@ -98,3 +98,21 @@ def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
     assert [e.step for e in events.Scalars("rollouts/reward_mean")] == [0, 1]
     assert points == cat.sql("SELECT count(*) AS n FROM metrics WHERE run_id = 'tb'"
                              ).to_pylist()[0]["n"] + 2
+
+
+def test_ppo_without_gae_loads_no_critic(rl_sets, tmp_path):
+    """OpenRLHF's train_ppo_ray with another --advantage_estimator creates no critic: nor does
+    `ppo` — no critic host, no values or learn_critic task, no critic checkpoint."""
+    out = _run("ppo", [*rl_sets, "train.max_iterations=1",
+                       "algo.advantage.estimator=reinforce_baseline"], tmp_path, run_id="p")
+    assert out["iterations"] == 1
+    cat = Catalog(str(tmp_path))
+    keys = {r["task_key"] for r in cat.sql("SELECT task_key FROM tasks WHERE run_id = 'p'"
+                                           ).to_pylist()}
+    assert {"iter-0000/generate", "iter-0000/score", "iter-0000/learn"} <= keys
+    assert not {k for k in keys if k.endswith(("/values", "/learn_critic"))}, keys
+    valued = cat.sql("SELECT count(values) AS n, count(advantages) AS a FROM rollouts "
+                     "WHERE run_id = 'p'").to_pylist()[0]
+    assert valued == {"n": 0, "a": 32}
+    kinds = cat.sql("SELECT DISTINCT kind FROM checkpoints WHERE run_id = 'p'").column("kind")
+    assert kinds.to_pylist() == ["actor"]
