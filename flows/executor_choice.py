@@ -27,7 +27,7 @@ def resolve(requested: str, address: str | None, config: Any) -> tuple[str, str]
     reason = ray_reason(address, config)
     if reason:
         return "ray", reason
-    return "inline", "one process is enough (--executor ray to run it on Ray)"
+    return "inline", "one process is enough; --executor ray runs it on Ray"
 
 
 def ray_reason(address: str | None, config: Any) -> str | None:

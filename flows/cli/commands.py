@@ -121,6 +121,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     on_config=lambda config: _choose_executor(known, config))
     if known.dry_run:
         print(format_dry_run(known.flow, plan))
+        why = getattr(known, "executor_why", "")
+        print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
         return 0
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -150,6 +152,7 @@ def _choose_executor(known: argparse.Namespace, config: Any) -> None:
     if known.executor != "auto":
         return
     known.executor, why = resolve("auto", known.address, config)
+    known.executor_why = why
     if known.executor == "ray":
         _maybe_start_ray_early(known)
     elif not known.dry_run:

@@ -80,3 +80,12 @@ def test_the_cli_records_the_executor_it_chose(tmp_path, capsys, tiny_model_dir)
     assert "running in this process" in err
     meta = json.loads((store / "runs" / "a" / "run.json").read_text())
     assert meta["executor"] == "inline"
+
+
+def test_the_dry_run_says_which_executor_and_why(capsys):
+    assert main(["run", "sft", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == ("executor: inline (one process is "
+                                                        "enough; --executor ray runs it on Ray)")
+    assert main(["run", "sft", "--dry-run", "--set", "ds.zero_stage=2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == ("executor: ray (DeepSpeed trains in "
+                                                        "worker processes)")
