@@ -60,7 +60,9 @@ QUICK_EXIT = {"run", "resume", "tick", "demo"}
 def _cpu_deepspeed() -> None:
     """DeepSpeed picks its accelerator once, at import, and without a GPU must be told
     "cpu" (else it warns on every model load); Ray workers started here inherit it."""
-    if not os.path.exists("/proc/driver/nvidia") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+    from alignflow.flows.executor_choice import machine_has_gpu
+
+    if not machine_has_gpu():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 

@@ -48,7 +48,7 @@ def ray_reason(address: str | None, config: Any) -> str | None:
 def _roles_reason(config: Any) -> str | None:
     sections = [getattr(config, role, None) for role in ("actor", "critic", "ref", "reward")]
     workers = [s.workers for s in sections if hasattr(s, "workers")]
-    workers.append(config.placement.workers if hasattr(config.placement, "workers") else 1)
+    workers.append(getattr(config.placement, "workers", 1))
     if max(workers) > 1:
         return f"{max(workers)} workers per role (num_nodes × num_gpus_per_node)"
     if config.placement.num_gpus > 0:
@@ -60,8 +60,9 @@ def _roles_reason(config: Any) -> str | None:
 
 
 def _engine_reason(config: Any) -> str | None:
-    rollout = getattr(config, "rollout", None)
-    engine = getattr(rollout, "engine", "hf")
+    """`rollout.engine=vllm`, or auto with vLLM engines asked for (the CPU half of
+    `tasks/steps/rollout_engine.choose_engine`, restated: the engine layer imports no task)."""
+    engine = getattr(getattr(config, "rollout", None), "engine", "hf")
     engines = getattr(getattr(config, "vllm", None), "num_engines", 0)
     if engine == "vllm" or (engine == "auto" and engines > 0 and importlib.util.find_spec("vllm")):
         return "vLLM generation engines run as Ray actors"
