@@ -6,22 +6,23 @@ Everything takes `store=` (a `Store`, a URL, or None for `$ALIGNFLOW_STORE` /
 
 from __future__ import annotations
 
-import sys
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
 from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec, executor_choice, registry, runs
-from alignflow.flows.config import from_dict, known_part
+from alignflow.flows import trust as trust_mod
+from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import check_run_id, file_hash, git_commit, new_run_id
 from alignflow.flows.loader import (
     builtin_name,
     canonical_ref,
-    config_class,
     load_flow,
     ref_of,
 )
@@ -29,7 +30,7 @@ from alignflow.flows.ray_connect import connect
 from alignflow.flows.removal import delete_run
 from alignflow.flows.runner import check_executor, drive
 from alignflow.flows.timers import send_event
-from alignflow.flows.trust import check_code_files, stored_flow
+from alignflow.flows.trust.config import check_identity, decode_config, identity
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
@@ -48,23 +49,32 @@ def _code_version(flow: Flow) -> dict:
 
 def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
         seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
-        parent_run: str | None = None, progress: Any = None) -> Any:
+        parent_run: str | None = None, progress: Any = None, trust: Iterable[str] = ()) -> Any:
     """Start a new run of `flow` and drive it to the end; returns the flow's output.
-    `executor`: ray, inline, or auto (`flows/executor_choice.py`)."""
+    `executor`: ray, inline, or auto (`flows/executor_choice.py`). The flow and what its
+    config names (code, URLs, folders) are the caller's own; inside a running campaign a
+    round run is held to what the campaign's command confirmed (`flows/trust/`)."""
+    outer = trust_mod.active()
     if isinstance(flow, str):
         ref = canonical_ref(flow)
-        flow, _cfg = load_flow(ref)
+        flow, _cfg = load_flow(ref, named=outer is None)
     else:
         ref = ref_of(flow)
     ref = builtin_name(ref, config) or ref
     name = ref if ref in registry.BUILTIN else flow.name
     run_id = check_run_id(run_id) if run_id is not None else new_run_id(name)
     store = open_store(store)
+    refs = _references(ref, config)
+    sayso = outer or trust_mod.local_sayso(trust, store_url=store.url, address=address,
+                                           named=[r.value for r in refs])
+    allowed = trust_mod.check(refs, sayso, _context(store, run_id, {}))
     executor = executor_choice.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
+    code = dict(_code_version(flow), refs=trust_mod.record_of(refs))
     meta = {"format": 1, "run_id": run_id, "flow": name, "flow_ref": ref,
-            "config": codec.encode(config), "code": _code_version(flow), "seed": seed,
+            "config": codec.encode(config), "code": code, "seed": seed,
+            "identity": codec.encode(identity(config)),
             "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
             "ended": None, "error": None, "executor": executor, "address": address,
             "store": store.url}
@@ -73,19 +83,31 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     except FileExistsError:
         raise FlowError(f"run {run_id!r} already exists in {store.url}; resume it "
                         "(`alignflow resume`) or pick another --run-id") from None
-    return drive(store, run_id, flow, config, executor=executor, address=address, block=block,
-                 progress=progress)
+    with usercode.allowing(allowed), trust_mod.in_force(sayso):
+        return drive(store, run_id, flow, config, executor=executor, address=address,
+                     block=block, progress=progress)
+
+
+def _references(ref: str, config: Any) -> list[Reference]:
+    """The run's flow and everything its config names (`flows/config/refs.py`)."""
+    return [Reference("flow_ref", "flow", ref), *references(config)]
+
+
+def _context(store: Any, run_id: str, recorded: dict[str, str]) -> trust_mod.Context:
+    root = store.path("") if getattr(store, "protocol", None) in ("file", "local") else None
+    return trust_mod.Context(run_id, recorded, os.path.realpath(root) if root else None)
 
 
 def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
            block: bool = True, progress: Any = None, flow: Flow | str | None = None,
-           trust: Iterable[str] = ()) -> Any:
+           trust: Iterable[str] = (), trust_store: bool = False) -> Any:
     """Re-run the flow with the current code, replaying committed tasks; returns its output.
 
-    The flow is loaded only from a place the user trusts (`flows/trust.py`): a built-in
-    name, `flow` (the flow the run was started with, named again), an already imported
-    `@flow`, or a file under a `trust`ed directory — never from the reference in the store.
+    Nothing the store names acts without this machine's say-so (`flows/trust/`): the flow
+    loads only by a built-in name, as `flow` (named again), as an already imported `@flow`,
+    or from a confirmed file; the code, URLs and folders its config names must be confirmed
+    by `trust` items, trusted directories, the trust file or `trust_store`.
     """
     store = open_store(store)
     meta = runs.read_run(store, run_id)
@@ -98,46 +120,35 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
                         "(--rerun-from TASK_KEY re-runs from a task)")
     if status == runs.CANCELED:
         raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    flow, cls = _flow_of(meta, flow, trust)
-    config = _config_of(meta, cls)
-    return drive(store, run_id, flow, config, executor=executor or meta.get("executor", "ray"),
-                 address=address, force=force, block=block, rerun_from=rerun_from,
-                 progress=progress)
+    given = [flow.rpartition(":")[0]] if isinstance(flow, str) else []
+    sayso = trust_mod.active() or trust_mod.local_sayso(
+        trust, store_url=store.url, address=address, trust_store=trust_store, named=given)
+    ctx = _context(store, run_id, trust_mod.recorded_hashes(meta))
+    found, cls, flow_code = trust_mod.stored_flow(meta, flow, sayso, ctx)
+    config = decode_config(meta, cls)
+    check_identity(meta, config)
+    refs = references(config)  # the flow itself was checked as it loaded
+    allowed = trust_mod.check(refs, sayso, ctx) | flow_code
+    _record_code(store, meta, refs, allowed)
+    with usercode.allowing(allowed), trust_mod.in_force(sayso):
+        return drive(store, run_id, found, config,
+                     executor=executor or meta.get("executor", "ray"), address=address,
+                     force=force, block=block, rerun_from=rerun_from, progress=progress)
 
 
-def _flow_of(meta: dict, flow: Flow | str | None, trust: Iterable[str]) -> tuple[Flow, Any]:
-    """The run's flow, from a trusted place; the code files its config names must be too."""
-    run_id, ref = meta["run_id"], meta.get("flow_ref", "")
-    if isinstance(flow, Flow):
-        found = (flow, config_class(flow))
-        if ref.rpartition(":")[2] not in (flow.fn.__qualname__, ref) and ref != flow.name:
-            raise FlowError(f"run {run_id!r} was started with flow {ref!r}, not {flow.name!r}")
-    else:
-        found = stored_flow(run_id, ref, given=flow, trust=trust)
-    flow_file = flow if isinstance(flow, str) and ".py:" in flow else None
-    check_code_files(run_id, codec.untag(meta.get("config")), trust,
-                     flow_file.rpartition(":")[0] if flow_file else None)
-    return found
-
-
-def _config_of(meta: dict, cls: type | None) -> Any:
-    """The run's config for the current code: a typed config is rebuilt by its class from
-    plain data, so keys renamed since the run started (aliases) still load."""
-    value, where = meta.get("config"), runs.run_json(meta["run_id"])
-    if cls is None or not isinstance(value, dict) or "__type__" not in value:
-        return codec.decode(value, where)
-    if codec.current_name(str(value["__type__"])) != codec.type_name(cls):
-        raise FlowError(f"{where}: the config is a {value['__type__']!r}, not the flow's "
-                        f"config class {codec.type_name(cls)!r}")
-    data, dropped = known_part(cls, codec.untag(value))
-    if dropped:
-        print(f"alignflow: run {meta['run_id']}: config keys the current code no longer has "
-              f"are ignored: {', '.join(dropped)}", file=sys.stderr)
-    return from_dict(cls, data)
+def _record_code(store: Any, meta: dict, refs: list[Reference],
+                 allowed: usercode.Allowances) -> None:
+    """A changed file the user named is the user's fix: record its hash from now on."""
+    code = dict(meta.get("code") or {})
+    now = trust_mod.record_of(refs)
+    if now != code.get("refs") and all(r["sha256"] == allowed.files.get(r["path"], r["sha256"])
+                                       for r in now):
+        code["refs"] = now
+        runs.update_run(store, meta["run_id"], code=code)
 
 
 def resume_all(store: Any = None, *, executor: str | None = None,
-               address: str | None = None, trust: Iterable[str] = (),
+               address: str | None = None, trust: Iterable[str] = (), trust_store: bool = False,
                on_result: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
     """Resume every RESUMABLE or SLEEPING run, one after the other; run id -> output, or
     "error: <one line>" for a run that failed (the others still run). `on_result(run_id,
@@ -149,7 +160,8 @@ def resume_all(store: Any = None, *, executor: str | None = None,
             continue
         try:
             results[meta["run_id"]] = resume(meta["run_id"], store=store, executor=executor,
-                                             address=address, trust=trust)
+                                             address=address, trust=trust,
+                                             trust_store=trust_store)
         except Exception as exc:  # one run's failure never stops the others
             results[meta["run_id"]] = f"error: {redact(error_line(exc))}"
         if on_result is not None:
@@ -164,11 +176,13 @@ def error_line(exc: BaseException) -> str:
 
 
 def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
-         now: float | None = None, trust: Iterable[str] = ()) -> dict[str, str]:
+         now: float | None = None, trust: Iterable[str] = (),
+         trust_store: bool = False) -> dict[str, str]:
     """Advance the SLEEPING runs that are due (wake time passed, or the awaited event sent),
-    each on the Ray address it was started with unless `address` is given, without blocking
-    on their next sleep; run id -> its status afterwards. An interrupted (RESUMABLE) run is
-    not touched: it resumes only with `alignflow resume`."""
+    each on the Ray address it was started with (if this machine confirms it: `--trust`,
+    the trust file or `trust_store`) unless `address` is given, without blocking on their
+    next sleep; run id -> its status afterwards. An interrupted (RESUMABLE) run is not
+    touched: it resumes only with `alignflow resume`."""
     store = open_store(store)
     now = time.time() if now is None else now
     out: dict[str, str] = {}
@@ -176,8 +190,11 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
         if not _due(store, meta, now):
             continue
         try:
+            sayso = trust_mod.local_sayso(trust, store_url=store.url, address=address,
+                                          trust_store=trust_store)
+            where = trust_mod.check_address(meta["run_id"], meta.get("address"), sayso)
             resume(meta["run_id"], store=store, executor=executor, block=False, trust=trust,
-                   address=address if address is not None else meta.get("address"))
+                   address=where, trust_store=trust_store)
         except FlowError as exc:
             out[meta["run_id"]] = f"error: {exc}"
             continue

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows import codec, runs
@@ -153,6 +154,7 @@ class Driver(Timers):
 
     # -- workers -----------------------------------------------------------------------------
     def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
+        factory = usercode.carrying(factory)  # the group's process may run what this one may
         self.groups[name] = (factory, options)
         self.executor.start_worker(name, factory, options, self.run_id)
         if self.progress is not None and options.get("label") and name not in self.announced:
@@ -179,7 +181,7 @@ class Driver(Timers):
         call = {"store": self.store, "run_id": self.run_id, "task_key": fut.key,
                 "seed": task_seed(self.seed, fut.key), "attempt": fut.attempt,
                 "fn": fut.task.fn, "args": fut.args, "kwargs": fut.kwargs,
-                "worker": fut.task.opts.worker}
+                "worker": fut.task.opts.worker, "code": usercode.current()}
         if self.progress is not None and fut.attempt == 1:
             self.progress.task_started(fut.key)
         fut.queued = time.time()

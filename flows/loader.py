@@ -6,44 +6,41 @@ Files loaded by path are pickled by value for Ray workers, which cannot import t
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import os
 import sys
 import typing
 from typing import Any
 
+from alignflow.artifacts import usercode
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import registry
 from alignflow.flows.engine import Flow
 from alignflow.flows.identity import user_module_name
 
 
-def _import_attr(target: str) -> Any:
+def _import_attr(target: str, builtin: bool = False) -> Any:
+    """`module:attr`: alignflow's own (`builtin`), or one this process allows
+    (`artifacts/usercode.py`: named by the user, never by a store)."""
     module_name, _, attr = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        obj = usercode.import_attr(target, builtin=builtin)
     except ImportError as exc:
         raise FlowError(f"flow {target!r}: cannot import module {module_name!r} ({exc})") from None
-    obj = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
     if obj is None:
         raise FlowError(f"flow {target!r}: module {module_name!r} has no {attr!r}")
     return obj
 
 
 def _load_file(path: str, attr: str, fresh: bool) -> Any:
+    """A flow file's `attr`, imported from the allowed bytes (`fresh`: read again, since
+    resume runs the code on disk now)."""
     if not os.path.isfile(path):
         raise ConfigError(f"flow file {path!r} not found; expected path/to/file.py:function")
     name = user_module_name(path)
     if not fresh and name in sys.modules:
         return getattr(sys.modules[name], attr, None) or _missing(path, attr)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    module = usercode.load_file(path, module_name=name, what="flow file")
     return getattr(module, attr, None) or _missing(path, attr)
 
 
@@ -67,23 +64,38 @@ def canonical_ref(ref: str) -> str:
     return ref
 
 
-def load_flow(ref: str, fresh: bool = False) -> tuple[Flow, type | None]:
+def load_flow(ref: str, fresh: bool = False, *, named: bool = False) -> tuple[Flow, type | None]:
     """(flow, its config class or None) for a flow reference; `fresh` re-reads a flow file
-    (resume runs the code on disk now)."""
+    (resume runs the code on disk now). A flow outside alignflow loads only when this
+    process allows it (`artifacts/usercode.py`); `named=True` says the user named `ref`
+    here (a command line, a Python call), which allows it. Never pass a store's text as
+    `named`: `flows/trust/` decides what a stored run may load."""
     if ref in registry.BUILTIN:
         target, cfg = registry.BUILTIN[ref]
-        flow = _as_flow(_import_attr(target), ref)
-        return flow, _import_attr(cfg) if cfg else config_class(flow)
+        flow = _as_flow(_import_attr(target, builtin=True), ref)
+        return flow, _import_attr(cfg, builtin=True) if cfg else config_class(flow)
     path, sep, attr = ref.rpartition(":")
     if sep and path.endswith(".py"):
+        if named:
+            allow_named(path)
         flow = _as_flow(_load_file(path, attr, fresh), ref)
     elif sep and path:
+        if named:
+            usercode.grant(usercode.current() | usercode.Allowances(modules=frozenset({ref})))
         flow = _as_flow(_import_attr(ref), ref)
     else:
         known = ", ".join(registry.names()) or "none registered yet"
         raise ConfigError(f"unknown flow {ref!r}; expected a built-in flow ({known}) or "
                           "path/to/file.py:function")
     return flow, config_class(flow)
+
+
+def allow_named(path: str) -> None:
+    """Allow the code file the user named here, as it is now."""
+    digest = usercode.sha256_of(path)
+    if digest is not None:
+        extra = usercode.Allowances({usercode.resolved(path): digest})
+        usercode.grant(usercode.current() | extra)
 
 
 def ref_of(flow: Flow) -> str:

@@ -65,7 +65,7 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         if meta["status"] == runs.CANCELED:
             raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
         runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
-                        wake_at=None, waiting_for=None, executor=executor,
+                        wake_at=None, waiting_for=None, executor=executor, address=address,
                         drivers=meta.get("drivers", 0) + 1, resumed=time.time())
         driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
                         lease=lease)

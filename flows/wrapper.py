@@ -18,6 +18,7 @@ import time
 import traceback
 from typing import Any
 
+from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import codec
@@ -136,6 +137,8 @@ def execute(call: dict, obj: Any = None) -> dict:
     """Run one attempt of `call` (see `Driver._call_payload`); never raises for task errors."""
     from alignflow.artifacts.scope import TaskScope, use_scope
 
+    if "code" in call:
+        usercode.grant(call["code"])  # what the driver allows: its process's, never a store's
     scope = TaskScope(store=call["store"], run_id=call["run_id"], task_key=call["task_key"],
                       seed=call["seed"], attempt=call["attempt"], rank=call.get("rank", 0),
                       world_size=call.get("world_size", 1))

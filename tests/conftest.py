@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.models",
     "tests.fixtures.ray",
+    "tests.fixtures.code",
 ]

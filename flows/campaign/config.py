@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from alignflow.errors import ConfigError, require
 from alignflow.flows.campaign.schedule import ScheduleConfig
+from alignflow.tasks.rewards.registry import spec_references
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -81,6 +82,11 @@ class GateConfig:
         require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
                 "a finite number >= 0", self.temperature)
 
+    def references(self) -> list[tuple[str, str, str]]:
+        """The code files and servers the gate's reward specs name (`flows/config/refs.py`)."""
+        return [ref for i, spec in enumerate(self.rewards)
+                for ref in spec_references(spec, f"rewards[{i}]")]
+
 
 @dataclass(frozen=True, kw_only=True)
 class RetentionConfig:
@@ -106,7 +112,7 @@ class CampaignConfig:
     """
 
     name: str
-    flow: str
+    flow: str = field(metadata={"refers": "flow"})
     config: dict[str, Any] = field(default_factory=dict)
     policy_key: str = "pretrain"
     inputs: InputsConfig = field(default_factory=InputsConfig)

@@ -22,7 +22,6 @@ from alignflow.flows.campaign.records import Inputs, RoundRun
 from alignflow.flows.config import from_dict
 from alignflow.flows.config.sources import Keys
 from alignflow.flows.loader import canonical_ref, load_flow
-from alignflow.flows.trust import code_files
 
 # Set by the CLI: makes the progress display of a round run (None: no display).
 PROGRESS: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(
@@ -70,11 +69,10 @@ def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Any, seed
     elif api.get_status(run_id, store=store) == runs.SUCCESSFUL:
         out = api.get_output(run_id, store=store)
     else:
-        ref = canonical_ref(cfg.flow)
         # force: only the holder of the campaign's lease drives its round runs, so a live
-        # lease on the round is a killed driver's (possibly on another machine or pod)
-        out = api.resume(run_id, store=store, force=True, address=address, progress=progress,
-                         flow=ref if ".py:" in ref else None, trust=code_files(cfg.config))
+        # lease on the round is a killed driver's (possibly on another machine or pod); the
+        # round run is held to what the campaign's command confirmed (`flows/trust/`)
+        out = api.resume(run_id, store=store, force=True, address=address, progress=progress)
     model = out.get("model") if isinstance(out, dict) else None
     if not isinstance(model, str):
         raise FlowError(f"round run {run_id!r} of flow {cfg.flow!r} returned no 'model' (the "

@@ -21,9 +21,11 @@ from alignflow.errors import ConfigError, FlowError, LeaseHeld
 from alignflow.flows import api, codec, runs
 from alignflow.flows.campaign import control
 from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
-from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow
+from alignflow.flows.campaign.records import Inputs
+from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow, initial_policy, round_config
 from alignflow.flows.config import load_config
-from alignflow.flows.trust import code_files
+from alignflow.flows.config.refs import references
+from alignflow.flows.loader import canonical_ref, load_flow
 
 ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
 
@@ -56,9 +58,14 @@ def load_campaign(path: str, sets: list[str]) -> CampaignConfig:
                                inputs=dataclasses.replace(cfg.inputs, source=source))
 
 
-def _trusted(cfg: CampaignConfig) -> list[str]:
-    """The code files the user's CONFIG names (the flow file, reward functions)."""
-    return code_files(cfg.config) + code_files(cfg.flow)
+def _named(cfg: CampaignConfig) -> list[str]:
+    """What the user's CONFIG names (the round flow, and the code, servers and folders of
+    the round config and the gate): confirmed for this command's runs, being local input.
+    The round flow is loaded here (named by the user) to read its config's references."""
+    load_flow(canonical_ref(cfg.flow), named=True)
+    round_cfg = round_config(cfg, initial_policy(cfg), Inputs())
+    found = references(round_cfg, "config.") if dataclasses.is_dataclass(round_cfg) else []
+    return [r.value for r in [*found, *references(cfg)]]
 
 
 def _check_same(store: Any, cfg: CampaignConfig) -> dict:
@@ -74,18 +81,19 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
     from alignflow.flows.cli.progress import Progress
 
     store = api.open_store(args.store)
+    named = _named(cfg)
     check_round_flow(cfg)
     token = PROGRESS.set(lambda: Progress(stream=sys.stderr, live=False))
     try:
         if not store.exists(runs.run_json(cfg.run_id)):
             api.run("campaign", cfg, run_id=cfg.run_id, store=store, seed=args.seed,
-                    executor="inline", address=args.address, block=block,
+                    executor="inline", address=args.address, block=block, trust=named,
                     progress=Progress(stream=sys.stderr))
         elif (why := _idle_reason(store, _check_same(store, cfg), block)) is not None:
             print(f"campaign {cfg.name}: {why}")
             return 0
         else:
-            api.resume(cfg.run_id, store=store, block=block, trust=_trusted(cfg),
+            api.resume(cfg.run_id, store=store, block=block, trust=named,
                        address=args.address, progress=Progress(stream=sys.stderr))
     except LeaseHeld as exc:
         print(f"campaign {cfg.name}: a driver is at work on it ({exc}); nothing to do")

@@ -73,9 +73,14 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("task_key", nargs="?", metavar="TASK_KEY")
     _common(parser)
     if name in ("resume", "tick"):
-        parser.add_argument("--trust", metavar="DIR_OR_FILE", action="append", default=[],
-                            help="a directory (or file) whose flow and reward code the stored "
-                                 "runs may use (repeatable; also $ALIGNFLOW_TRUSTED_DIRS)")
+        parser.add_argument("--trust", metavar="ITEM", action="append", default=[],
+                            help="confirm what a stored run names: a code file (accepted even "
+                                 "if changed), a directory of code or for writing (code must "
+                                 "be unchanged), a URL or a Ray address (repeatable; also "
+                                 "$ALIGNFLOW_TRUSTED_DIRS and ~/.config/alignflow/trust.toml)")
+        parser.add_argument("--trust-store", action="store_true",
+                            help="the store is yours: use what its runs recorded (code only "
+                                 "with the hash it was recorded with)")
     if name in ("run", "resume", "tick"):
         parser.add_argument("--address", help="Ray address (auto, ray://host:10001); "
                                               "default: start Ray in-process")
@@ -178,7 +183,7 @@ def _help_config(ref: str) -> int:
     from alignflow.flows.config import format_config_help
     from alignflow.flows.loader import canonical_ref, load_flow
 
-    _flow, cls = load_flow(canonical_ref(ref))
+    _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:
         print(f"flow {ref!r} takes a plain dict config (--config FILE, --set KEY=VALUE)")
         return 0
@@ -194,14 +199,16 @@ def _cmd_resume(args: argparse.Namespace) -> int:
                   flush=True)
 
         results = api.resume_all(args.store, executor=args.executor, address=args.address,
-                                 trust=args.trust, on_result=report)
+                                 trust=args.trust, trust_store=args.trust_store,
+                                 on_result=report)
         failed = [r for r in results.values() if isinstance(r, str) and r.startswith("error: ")]
         return 1 if failed else 0
     if not args.run_id:
         raise ConfigError("resume: give RUN_ID or --all")
     output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,
                         force=args.force, executor=args.executor, address=args.address,
-                        progress=_progress(), flow=args.flow, trust=args.trust)
+                        progress=_progress(), flow=args.flow, trust=args.trust,
+                        trust_store=args.trust_store)
     _print_output(output)
     return 0
 
@@ -232,7 +239,8 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_tick(args: argparse.Namespace) -> int:
-    for run_id, status in api.tick(args.store, address=args.address, trust=args.trust).items():
+    for run_id, status in api.tick(args.store, address=args.address, trust=args.trust,
+                                   trust_store=args.trust_store).items():
         print(f"{run_id}: {status}")
     return 0
 

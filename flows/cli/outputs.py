@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from alignflow.flows import api, runs
+from alignflow.flows.config.refs import references
 
 
 def run_id_for(flow: str, plan: Any, given: str | None) -> str | None:
@@ -30,7 +31,7 @@ def start_or_resume(known: Any, plan: Any, progress: Any) -> Any:
     ckpt = getattr(plan.config, "ckpt", None)
     store = api.open_store(known.store)
     if ckpt is not None and ckpt.load_enable and run_id and _exists(store, run_id):
-        output = _continue(store, run_id, known, progress)
+        output = _continue(store, run_id, known, plan, progress)
     else:
         output = api.run(known.flow, plan.config, run_id=run_id, store=store, seed=plan.seed,
                          address=known.address, executor=known.executor, progress=progress)
@@ -39,15 +40,17 @@ def start_or_resume(known: Any, plan: Any, progress: Any) -> Any:
     return output
 
 
-def _continue(store: Any, run_id: str, known: Any, progress: Any) -> Any:
+def _continue(store: Any, run_id: str, known: Any, plan: Any, progress: Any) -> Any:
     """The run resumed; a finished one gives its output (OpenRLHF loads the last checkpoint,
-    finds nothing left to train and ends)."""
+    finds nothing left to train and ends). What this command names is the user's own."""
     if api.get_status(run_id, store=store) == runs.SUCCESSFUL:
         print(f"run {run_id} already finished (ckpt.load_enable): nothing left to train",
               file=sys.stderr)
         return api.get_output(run_id, store=store)
+    named = [r.value for r in references(plan.config)]
+    flow = known.flow if ".py:" in known.flow else None
     return api.resume(run_id, store=store, executor=known.executor, address=known.address,
-                      progress=progress)
+                      progress=progress, trust=named, flow=flow)
 
 
 def _exists(store: Any, run_id: str) -> bool:

@@ -42,7 +42,7 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
              ) -> RunPlan:
     """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad.
     `on_config` sees the config once it is resolved, before its models and data are checked."""
-    _flow, cls = load_flow(canonical_ref(ref))
+    _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:
         if flags:
             raise ConfigError(f"unknown flag {flags[0]!r}: flow {ref!r} takes a plain dict "

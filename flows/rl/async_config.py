@@ -33,7 +33,7 @@ class AsyncTrainKeys:
     async_enable: bool = False
     async_queue_size: int = 1
     partial_rollout_enable: bool = False
-    agent_func_path: str | None = None
+    agent_func_path: str | None = field(default=None, metadata={"refers": "code"})
 
 
 @dataclass(frozen=True, kw_only=True)

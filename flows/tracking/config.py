@@ -48,7 +48,7 @@ class LoggerConfig:
     sample_rows: samples (prompt, response, reward) logged per iteration
     """
 
-    tensorboard_dir: str | None = None
+    tensorboard_dir: str | None = field(default=None, metadata={"refers": "write_dir"})
     logging_steps: int = 1
     sample_rows: int = 8
     wandb: WandbConfig = field(default_factory=WandbConfig)

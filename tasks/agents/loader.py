@@ -11,11 +11,10 @@ file named in a stored config is imported on resume only from a trusted place
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 import types
 from pathlib import Path
 
+from alignflow.artifacts import usercode
 from alignflow.tasks.agents import api
 from alignflow.tasks.agents.guard import AgentError
 
@@ -30,27 +29,17 @@ def _shim_modules() -> dict[str, types.ModuleType]:
 
 
 def _import(path: Path) -> types.ModuleType:
+    """The agent file, imported (only if this process allows it: `artifacts/usercode.py`)
+    while `openrlhf.utils.agent` resolves to alignflow's implementation."""
     name = f"alignflow_agent_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise AgentError(f"agent file {path} cannot be imported; expected a .py file")
-    module = importlib.util.module_from_spec(spec)
-    saved = {k: sys.modules.get(k) for k in SHIMS}
-    sys.modules.update(_shim_modules())
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return usercode.load_file(path, module_name=name, what="agent file",
+                                  names=_shim_modules())
+    except usercode.UntrustedCode:
+        raise
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise AgentError(f"importing agent file {path} failed: {type(exc).__name__}: "
                          f"{exc}") from exc
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-    return module
 
 
 def load_agent_executor(path: str | Path, *, max_turns: int = 4,

@@ -12,11 +12,10 @@ name, so two files both called `reward.py` do not clash.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from alignflow.artifacts import usercode
 from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.base import (
     RewardOutput,
@@ -35,21 +34,18 @@ def _module_name(path: Path) -> str:
 
 
 def load_reward_func(path: str | Path, func_name: str = FUNC_NAME) -> Callable:
-    """Import `path` and return its `func_name`; one-line ConfigError if either is missing."""
+    """Import `path` (only if this process allows it: `artifacts/usercode.py`) and return
+    its `func_name`; one-line ConfigError if either is missing."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
         raise ConfigError(f"reward function file {path} not found; expected a .py file "
                           f"defining {func_name}(queries, prompts, labels)")
-    name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"reward function file {path} cannot be imported; expected a .py file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses/pickle inside the file look themselves up here
     try:
-        spec.loader.exec_module(module)
+        module = usercode.load_file(path, module_name=_module_name(path),
+                                    what="reward function file")
+    except usercode.UntrustedCode:
+        raise
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise ConfigError(f"importing reward function file {path} failed: "
                           f"{type(exc).__name__}: {exc}") from exc
     func = getattr(module, func_name, None)

@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from alignflow.errors import ConfigError, require
 from alignflow.tasks.rewards.base import RewardSource
@@ -21,6 +22,7 @@ _NAMED = re.compile(r"^([A-Za-z_][\w.-]*)=(.+)$")
 
 
 DEFAULT_SOURCE = "rule:gsm8k"
+SpecKind = Literal["rule", "remote", "code", "model"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +86,39 @@ class RewardConfig:
     def remote_urls(self) -> list[str]:
         return [u.strip() for u in (self.remote_url or "").split(",") if u.strip()]
 
+    def references(self) -> list[tuple[str, str, str]]:
+        """(key, kind, value) of the code files and servers the specs name, read by the
+        same parser as `build_source` (`flows/config/refs.py`)."""
+        found = [ref for i, spec in enumerate(self.sources)
+                 for ref in spec_references(spec, f"sources[{i}]")]
+        urls = self.remote_urls
+        if urls and urls[0].endswith(".py"):
+            found += spec_references(urls[0], "remote_url")
+        else:
+            found += [r for url in urls for r in spec_references(url, "remote_url")]
+        return found
+
+
+def spec_kind(target: str) -> SpecKind:
+    """What a spec (without `name=`) names. `build_source` builds by this answer and the
+    trust check of a stored run reads it, so the two never disagree on what is code."""
+    if target.startswith("rule:"):
+        return "rule"
+    if target.startswith(("http://", "https://")):
+        return "remote"
+    return "code" if target.endswith(".py") else "model"
+
+
+def spec_references(spec: str, key: str) -> list[tuple[str, str, str]]:
+    """(key, kind, value) of what one spec names outside alignflow: a code file or URLs."""
+    target = split_name(spec)[1]
+    kind = spec_kind(target)
+    if kind == "code":
+        return [(key, "code", target)]
+    if kind == "remote":
+        return [(key, "url", url) for url in target.split(",")]
+    return []
+
 
 def split_name(spec: str) -> tuple[str, str]:
     """'acc=rule:gsm8k' → ('acc', 'rule:gsm8k'); 'rule:gsm8k' → ('gsm8k', 'rule:gsm8k')."""
@@ -100,11 +135,12 @@ def split_name(spec: str) -> tuple[str, str]:
 def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
     """One spec (without `name=`) → its RewardSource."""
     cfg = cfg or RewardConfig(sources=(spec,))
-    if spec.startswith("rule:"):
+    kind = spec_kind(spec)
+    if kind == "rule":
         from alignflow.tasks.rewards.rules import rule_source
 
         return rule_source(spec)
-    if spec.startswith(("http://", "https://")):
+    if kind == "remote":
         from alignflow.tasks.rewards.remote import RemoteRewardModel
         from alignflow.tasks.rewards.replicas import Replicas
 
@@ -112,7 +148,7 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
                                      budget=cfg.remote_budget, micro_batch=cfg.micro_batch)
                    for u in spec.split(",")]
         return servers[0] if len(servers) == 1 else Replicas(servers)
-    if spec.endswith(".py"):
+    if kind == "code":
         from alignflow.tasks.rewards.python_func import PythonRewardFunc
 
         return PythonRewardFunc(spec)

@@ -25,7 +25,8 @@ class CkptConfig:
         "help": "also write an HF folder at each save (RL: the save_steps exports; offline: "
                 "after each train task)"})
     output_dir: str | None = field(default=None, metadata={
-        "help": "copy the final HF folder here too (it is always in the store)"})
+        "help": "copy the final HF folder here too (it is always in the store)",
+        "refers": "write_dir"})
     path: str | None = field(default=None, metadata={
         "help": "names the run for load_enable (checkpoints themselves live in the store)"})
     load_enable: bool = field(default=False, metadata={

@@ -11,15 +11,22 @@ from pathlib import Path
 import pytest
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows.trust import check_code_files
+from alignflow.flows.config.refs import Reference
+from alignflow.flows.trust import Context, check, local_sayso
 from alignflow.tasks.agents.engine import BatchingEngine
 from alignflow.tasks.agents.guard import AgentError
 from alignflow.tasks.agents.loader import load_agent_executor
 from alignflow.tasks.agents.runner import run_episodes
 from alignflow.tasks.agents.sampling import AgentSamplingParams
 from alignflow.tasks.engines.base import GeneratedSample
+from tests.fixtures.code import allow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agents" / "arithmetic.py"
+
+
+@pytest.fixture(autouse=True)
+def _example_allowed() -> None:
+    allow(EXAMPLE)
 
 
 class CharTokenizer:
@@ -68,6 +75,7 @@ def _agent(tmp_path, step_body: str, extra: str = "") -> Path:
         f"{step_body}\n"
         "class AgentExecutor(MultiTurnAgentExecutor):\n"
         "    def __init__(self):\n        super().__init__(AgentInstance)\n")
+    allow(path)
     return path
 
 
@@ -129,6 +137,7 @@ def test_a_custom_executor_with_bad_ranges_is_refused(tmp_path):
         "        ids = [1, 2] + out.outputs[0].token_ids\n"
         "        return {'observation_tokens': ids, 'action_ranges': [(2, 99)], 'reward': 1.0,"
         " 'rollout_log_probs': [0.0] * len(ids)}\n")
+    allow(path)
     with pytest.raises(AgentError, match=r"action_ranges \[\(2, 99\)\] are not increasing"):
         _episodes(load_agent_executor(path), ["7"], [("q", "a")])
 
@@ -145,14 +154,18 @@ def test_a_custom_executor_with_bad_ranges_is_refused(tmp_path):
 def test_loading_faults_name_the_file(tmp_path, source, match):
     path = tmp_path / "bad.py"
     path.write_text(source)
+    allow(path)
     with pytest.raises(AgentError, match=match):
         load_agent_executor(path)
     with pytest.raises(AgentError, match="not found"):
         load_agent_executor(tmp_path / "missing.py")
 
 
-def test_a_stored_agent_file_must_be_trusted_on_resume(tmp_path):
-    config = {"train": {"agent_func_path": str(EXAMPLE)}}
+def test_a_stored_agent_file_must_be_trusted_on_resume(monkeypatch, tmp_path):
+    monkeypatch.delenv("ALIGNFLOW_TRUSTED_DIRS", raising=False)
+    monkeypatch.setenv("ALIGNFLOW_TRUST_FILE", str(tmp_path / "none.toml"))
+    refs = [Reference("train.agent_func_path", "code", str(EXAMPLE))]
     with pytest.raises(FlowError, match="names code file .*arithmetic.py"):
-        check_code_files("r1", config)
-    check_code_files("r1", config, trust=[str(EXAMPLE.parent)])
+        check(refs, local_sayso(), Context("r1", {}))
+    allowed = check(refs, local_sayso([str(EXAMPLE.parent)]), Context("r1", {}))
+    assert list(allowed.files) == [str(EXAMPLE)]

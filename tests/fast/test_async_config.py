@@ -89,11 +89,11 @@ def test_segment_length_defaults_to_a_quarter_of_the_budget():
 def test_a_resumed_run_gets_its_async_settings_back():
     """run.json holds the config as the codec writes it (attribute names: `async_`)."""
     from alignflow.flows import codec
-    from alignflow.flows.api import _config_of
+    from alignflow.flows.trust.config import decode_config
 
     cfg = _cfg(["async.max_staleness=2", "train.partial_rollout_enable=true"])
     meta = {"run_id": "r1", "config": codec.encode(cfg)}
-    assert _config_of(meta, RLConfig) == cfg
+    assert decode_config(meta, RLConfig) == cfg
 
 
 def test_ppo_refuses_what_it_does_not_run():

@@ -1,5 +1,6 @@
-"""`alignflow tick` advances only due runs, on the address each was started with; an
-interrupted run waits for `alignflow resume`. Built-in variants keep their own names."""
+"""`alignflow tick` advances only due runs, on the address each was started with when this
+machine confirms it; an interrupted run waits for `alignflow resume`. Built-in variants keep
+their own names."""
 
 from __future__ import annotations
 
@@ -33,8 +34,12 @@ def test_tick_resumes_on_the_recorded_address(store, tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(api, "resume", lambda run_id, **kw: seen.append((run_id, kw["address"])))
     assert api.tick(store, now=time.time() - 60) == {}  # not due: the wake time is ahead
-    api.tick(store, now=time.time() + 60)
-    assert seen == [("s", "ray://head:10001")]
+    out = api.tick(store, now=time.time() + 60)  # the store alone cannot pick a cluster
+    assert seen == [] and "started on the Ray cluster 'ray://head:10001'" in out["s"]
+    assert "--address ray://head:10001" in out["s"] and "--trust-store" in out["s"]
+    api.tick(store, now=time.time() + 60, trust_store=True)  # the user's own store
+    api.tick(store, now=time.time() + 60, trust=["ray://head:10001"])
+    assert seen == [("s", "ray://head:10001")] * 2
     seen.clear()
     api.tick(store, now=time.time() + 60, address="auto")  # an explicit address wins
     assert seen == [("s", "auto")]

@@ -15,6 +15,7 @@ from alignflow.tasks.rewards import (
 )
 from alignflow.tasks.rewards.registry import split_name
 from alignflow.tasks.rewards.rules import Gsm8kRule, TargetRule
+from tests.fixtures.code import allow
 
 
 class Fixed:
@@ -80,6 +81,7 @@ def test_split_name():
 def test_build_reward_from_specs(tmp_path):
     path = tmp_path / "lenfn.py"
     path.write_text("def reward_func(q, p, l):\n    return [float(len(x)) for x in q]\n")
+    allow(path)
     cfg = RewardConfig(sources=("rule:gsm8k", "t=rule:target:7", str(path)),
                        weights=(1.0, 2.0, 0.1))
     reward = build_reward(cfg)

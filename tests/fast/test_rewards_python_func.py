@@ -7,6 +7,7 @@ import torch
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.python_func import PythonRewardFunc, load_reward_func
+from tests.fixtures.code import allow
 
 QUERIES = ["p1 aa", "p2 b", "p3 ccc", "p4 "]
 PROMPTS = ["p1 ", "p2 ", "p3 ", "p4 "]
@@ -16,6 +17,7 @@ LABELS = ["x", None, "y", "z"]
 def _write(tmp_path, body, name="reward.py"):
     path = tmp_path / name
     path.write_text("import torch\n\n" + body)
+    allow(path)
     return path
 
 
@@ -112,6 +114,7 @@ def test_example_gsm8k_reward_file():
     from pathlib import Path
 
     example = Path(__file__).parents[2] / "examples" / "reward_funcs" / "gsm8k_reward.py"
+    allow(example)
     out = PythonRewardFunc(example).score(
         ["Q: 2+2? A: 2+2=4\n#### 4", "Q: 2+2? A: \\boxed{4}", "Q: 2+2? A: #### 5"],
         ["Q: 2+2? A: "] * 3, ["4", "4", "4"])
@@ -129,8 +132,23 @@ def test_openrlhf_math_reward_shape_batch_scalars_are_batch_logs(tmp_path):
         "    r = torch.tensor([float(q.endswith(l)) for q, l in zip(queries, labels)])\n"
         "    return {'rewards': r, 'scores': r, 'extra_logs': {'math_accuracy': r.mean(),\n"
         "            'first': [r[0].item()], 'per': r}}\n")
+    allow(path)
     out = PythonRewardFunc(path).score(["a 1", "b 2", "c 3"], ["a ", "b ", "c "],
                                        ["1", "x", "3"])
     assert out.rewards.tolist() == [1.0, 0.0, 1.0]
     assert out.batch_logs == {"math_accuracy": pytest.approx(2 / 3), "first": 1.0}
     assert out.extra_logs["per"].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_a_file_not_allowed_or_changed_since_is_refused(tmp_path):
+    from alignflow.artifacts.usercode import UntrustedCode
+
+    path = tmp_path / "reward.py"
+    path.write_text("def reward_func(q, p, l):\n    return [1.0] * len(q)\n")
+    with pytest.raises(UntrustedCode, match="is not allowed to run in this process"):
+        load_reward_func(path)
+    allow(path)
+    load_reward_func(path)
+    path.write_text("def reward_func(q, p, l):\n    return [2.0] * len(q)\n")
+    with pytest.raises(UntrustedCode, match="changed after it was allowed"):
+        load_reward_func(path)

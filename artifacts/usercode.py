@@ -1,0 +1,162 @@
+"""The allow-list of user code this process may run, and the one loader of user code files.
+
+A store is data, never code: a stored config may name a reward function, an agent file or a
+flow, and whoever can write the store can write any name there. So nothing is imported
+because a store names it. User code runs only through `load_file` (a `.py` file) and
+`import_attr` (a `module:attr`), and both run only what this process was told to allow:
+- a file by its resolved path *and* the sha256 of its bytes, so a file changed after the
+  user allowed it (or swapped between the check and the import) is refused, and the bytes
+  that were hashed are the bytes that run;
+- a module reference by its exact `module:attr` text.
+The allowances come from the user's own machine only: the command line, a locally trusted
+directory, the local trust file, or code the user's Python process passes in
+(`flows/trust.py` decides). Ray workers receive them with each task and worker group from
+the driver (`carrying`), never from the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from alignflow.errors import AlignflowError, Kind
+
+_ALLOWED: dict[str, Any] = {"files": {}, "modules": frozenset()}
+
+
+class UntrustedCode(AlignflowError, PermissionError):
+    """User code was about to run without the user's say-so on this machine."""
+
+    kind: Kind = "user"
+
+
+@dataclass(frozen=True)
+class Allowances:
+    """What may run: resolved file path -> sha256 of its bytes, and `module:attr` texts."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    modules: frozenset[str] = frozenset()
+
+    def __or__(self, other: Allowances) -> Allowances:
+        return Allowances({**self.files, **other.files}, self.modules | other.modules)
+
+
+def resolved(path: str | Path) -> str:
+    """The absolute, symlink-free path a file is allowed under."""
+    return str(Path(path).expanduser().resolve())
+
+
+def sha256_of(path: str | Path) -> str | None:
+    """sha256 of a file's bytes, or None when it cannot be read as a regular file."""
+    target = Path(path).expanduser()
+    try:
+        return hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+    except OSError:
+        return None
+
+
+def for_files(*paths: str | Path) -> Allowances:
+    """Allowances for these files as they are now (what naming them on a command line gives)."""
+    found = {resolved(p): sha256_of(p) for p in paths}
+    return Allowances({p: h for p, h in found.items() if h is not None})
+
+
+def current() -> Allowances:
+    """What this process may run now."""
+    return Allowances(dict(_ALLOWED["files"]), _ALLOWED["modules"])
+
+
+@contextlib.contextmanager
+def allowing(extra: Allowances) -> Iterator[Allowances]:
+    """Allow `extra` too while the block runs (a run, or a round run inside a campaign)."""
+    before = current()
+    grant(before | extra)
+    try:
+        yield current()
+    finally:
+        grant(before)
+
+
+def grant(allowed: Allowances | None) -> None:
+    """Set what this process may run (a Ray worker: what its driver allows)."""
+    allowed = allowed or Allowances()
+    _ALLOWED["files"], _ALLOWED["modules"] = dict(allowed.files), frozenset(allowed.modules)
+
+
+def _refuse(what: str) -> UntrustedCode:
+    return UntrustedCode(f"{what}: user code runs only with this machine's say-so (named on "
+                         "the command line, under a --trust directory or $ALIGNFLOW_TRUSTED_DIRS"
+                         ", or --trust-store for a store you own); a store naming it is not "
+                         "enough")
+
+
+def read_allowed(path: str | Path, what: str) -> tuple[str, bytes]:
+    """(resolved path, its bytes) of an allowed file whose bytes still hash as allowed."""
+    real = resolved(path)
+    expected = _ALLOWED["files"].get(real)
+    if expected is None:
+        raise _refuse(f"{what} {real} is not allowed to run in this process")
+    try:
+        data = Path(real).read_bytes()
+    except OSError as exc:
+        raise UntrustedCode(f"{what} {real} cannot be read ({exc.strerror or exc})") from None
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise _refuse(f"{what} {real} changed after it was allowed")
+    return real, data
+
+
+def load_file(path: str | Path, *, module_name: str, what: str = "code file",
+              names: Mapping[str, types.ModuleType] | None = None) -> types.ModuleType:
+    """Import an allowed `.py` file as `module_name` from the bytes that were checked.
+    `names`: modules visible under those names while the file is imported (shims)."""
+    real, data = read_allowed(path, what)
+    module = types.ModuleType(module_name)
+    module.__file__ = real
+    saved = {k: sys.modules.get(k) for k in names or {}}
+    sys.modules.update(names or {})
+    sys.modules[module_name] = module  # dataclasses and pickle look a module up by name
+    try:
+        exec(compile(data, real, "exec"), module.__dict__)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    finally:
+        for k, v in saved.items():
+            sys.modules.pop(k, None) if v is None else sys.modules.__setitem__(k, v)
+    return module
+
+
+def import_attr(ref: str, *, builtin: bool = False) -> Any:
+    """`module:attr` imported and looked up; only an allowed reference (or one of
+    alignflow's own built-in targets, `builtin=True`, which no store can name)."""
+    import importlib
+
+    if not builtin and ref not in _ALLOWED["modules"]:
+        raise _refuse(f"{ref!r} is not allowed to be imported in this process")
+    module_name, _, attr = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split(".") if attr else ():
+        obj = getattr(obj, part, None)
+    return obj
+
+
+class _Carrying:
+    """A worker group's factory that first grants its driver's allowances (in a Ray actor)."""
+
+    def __init__(self, factory: Callable[[], Any], allowed: Allowances) -> None:
+        self.factory, self.allowed = factory, allowed
+
+    def __call__(self) -> Any:
+        grant(self.allowed)
+        return self.factory()
+
+
+def carrying(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """`factory` wrapped so that, wherever it is built, this process's allowances hold."""
+    return _Carrying(factory, current())
