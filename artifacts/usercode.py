@@ -160,3 +160,35 @@ class _Carrying:
 def carrying(factory: Callable[[], Any]) -> Callable[[], Any]:
     """`factory` wrapped so that, wherever it is built, this process's allowances hold."""
     return _Carrying(factory, current())
+
+
+def serve_calls(conn: Any, path: str, func_name: str, allowed: Allowances,
+                module_name: str) -> None:
+    """A child process's body: load an allowed file once, then answer `(seed, args)` calls
+    of its `func_name` on `conn` until the pipe closes (`tasks/rewards/sandbox.py`). Lives
+    here so the child imports nothing heavy before the user's file does."""
+    import random
+    import traceback
+
+    grant(allowed)
+    try:
+        func = getattr(load_file(path, module_name=module_name, what="code file"),
+                       func_name, None)
+        conn.send(("ready", callable(func)))
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            seed, args = conn.recv()
+        except EOFError:
+            return
+        random.seed(seed)  # the task's draws: the parent took `seed` from its own RNG
+        for name in ("numpy.random", "torch"):
+            module = sys.modules.get(name)
+            if module is not None:
+                (module.seed if name == "numpy.random" else module.manual_seed)(seed)
+        try:
+            conn.send(("ok", func(*args)))
+        except BaseException as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))

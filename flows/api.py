@@ -170,8 +170,11 @@ def resume_all(store: Any = None, *, executor: str | None = None,
 
 
 def error_line(exc: BaseException) -> str:
-    """One line for an error: ours carry their own text, others get their type's name."""
-    text = runs.one_line(exc)
+    """One line for an error: ours carry their own text (a list of problems joined with
+    '; '), others get their type's name."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    listed = len(lines) > 1 and lines[0].endswith(":")
+    text = " ".join([lines[0], "; ".join(lines[1:])]) if listed else runs.one_line(exc)
     return text if isinstance(exc, AlignflowError) else f"{type(exc).__name__}: {text}"
 
 
@@ -195,8 +198,8 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
             where = trust_mod.check_address(meta["run_id"], meta.get("address"), sayso)
             resume(meta["run_id"], store=store, executor=executor, block=False, trust=trust,
                    address=where, trust_store=trust_store)
-        except FlowError as exc:
-            out[meta["run_id"]] = f"error: {exc}"
+        except Exception as exc:  # one run's failure never stops the others
+            out[meta["run_id"]] = f"error: {redact(error_line(exc))}"
             continue
         out[meta["run_id"]] = get_status(meta["run_id"], store=store)
     return out

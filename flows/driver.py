@@ -94,7 +94,8 @@ class Driver(Timers):
     def boundary(self, force: bool = False) -> None:
         """Stop if the run was canceled or the lease was lost (checked at most once a second)."""
         if self.lease is not None and self.lease.lost:
-            raise Stopped(f"run {self.run_id!r}: another driver took the lease")
+            raise Stopped(f"run {self.run_id!r}: another driver took the lease or asked this one "
+                          "to stop (resume --force)")
         if not force and time.time() - self._last_check < self.check_interval:
             return
         self._last_check = time.time()
@@ -268,7 +269,8 @@ class Driver(Timers):
                         fields: dict) -> dict:
         """Write the manifest of `key` (create-once) and note it in the in-memory journal."""
         if self.lease is not None and self.lease.lost:
-            raise Stopped(f"run {self.run_id!r}: another driver took the lease")
+            raise Stopped(f"run {self.run_id!r}: another driver took the lease or asked this one "
+                          "to stop (resume --force)")
         manifest = {"format": 1, "run_id": self.run_id, "task_key": key,
                     "task": task.name if task else key.rsplit("-", 1)[0],
                     "version": task.opts.version if task else 1,

@@ -11,8 +11,12 @@ its own file every TTL/6 s and notices a newer generation (someone took over).
 
 "Provably dead" (`owner_gone`) means: the owner ran on this machine (same hostname and boot
 id) and its pid is not alive, or is alive but started at another time (the pid was reused).
-Then a plain resume takes over; `force=True` takes over any live lease (a driver on another
-machine that the user knows is gone).
+Then a plain resume takes over. `force=True` never runs beside a live driver: it asks the
+holder to stop (a `<generation>.stop.json` file its heartbeat notices; the holder stops at
+its next task boundary, commits nothing more and releases), and takes over once the lease is
+released, expired, or its heartbeat has stopped (two beats missed: a driver on another
+machine that is gone). A holder that is alive but does not stop within its TTL keeps the
+run, and `force` says so.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ def lease_dir(run_id: str) -> str:
 
 def lease_path(run_id: str, generation: int) -> str:
     return f"{lease_dir(run_id)}/{generation:012d}.json"
+
+
+def stop_path(run_id: str, generation: int) -> str:
+    """Where `--force` asks the holder of `generation` to stop."""
+    return f"{lease_dir(run_id)}/{generation:012d}.stop.json"
 
 
 def ttl_seconds() -> float:
@@ -103,7 +112,7 @@ class Lease:
                       "pid": os.getpid(), "pid_started": procinfo.own_start_time(os.getpid()),
                       "uuid": uuid.uuid4().hex}
         self.generation = 0
-        self.lost = False
+        self.lost = False  # another driver took the lease, or asked this one to stop
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -113,10 +122,13 @@ class Lease:
                 "expires": now if released else now + self.ttl, "released": released}
 
     def acquire(self, force: bool = False) -> Lease:
-        """Take the lease or raise `LeaseHeld` naming the owner and the expiry."""
+        """Take the lease or raise `LeaseHeld` naming the owner and the expiry; `force`
+        first asks a live holder to stop and waits until it has (`_stopped`)."""
         gen, current = read_lease(self.store, self.run_id)
-        if is_live(current) and not (force or owner_gone(current["owner"])):
-            raise _held(self.run_id, current)
+        if is_live(current) and not owner_gone(current["owner"]):
+            if not force:
+                raise _held(self.run_id, current)
+            gen, current = self._stopped(gen, current)
         try:
             self.store.create_json(lease_path(self.run_id, gen + 1), self._record())
         except CommitConflict:  # another driver took generation gen + 1 first
@@ -126,9 +138,32 @@ class Lease:
             if old < self.generation:
                 with contextlib.suppress(OSError):
                     self.store.delete(lease_path(self.run_id, old))
+                with contextlib.suppress(OSError):
+                    if self.store.exists(stop_path(self.run_id, old)):
+                        self.store.delete(stop_path(self.run_id, old))
         self._thread = threading.Thread(target=self._beat, name="alignflow-lease", daemon=True)
         self._thread.start()
         return self
+
+    def _stopped(self, gen: int, current: dict) -> tuple[int, dict | None]:
+        """Ask the holder of `gen` to stop, then wait (up to its TTL) until the lease is
+        released, expired, taken, or its heartbeat stopped; `LeaseHeld` if it beats on."""
+        self.store.write_json(stop_path(self.run_id, gen), {"by": self.owner, "at": time.time()})
+        period = max(float(current.get("expires", 0)) - float(current.get("heartbeat", 0)), 1.0)
+        beat, deadline = current.get("heartbeat"), time.time() + period
+        last_change = time.time()
+        while time.time() < deadline:
+            time.sleep(min(0.2, period / 12))
+            gen_now, record = read_lease(self.store, self.run_id)
+            if gen_now != gen or not is_live(record):
+                return gen_now, record
+            if record.get("heartbeat") != beat:
+                beat, last_change = record.get("heartbeat"), time.time()
+            elif time.time() - last_change > max(period / 3, 0.5):  # two beats missed
+                return gen_now, record
+        raise LeaseHeld(f"run {self.run_id!r}: {holder(current)} was asked to stop and is still "
+                        "at work (it stops at its next task boundary); run this again once it "
+                        "has")
 
     def still_ours(self) -> bool:
         return generations(self.store, self.run_id)[-1:] == [self.generation]
@@ -139,6 +174,8 @@ class Lease:
                 if not self.still_ours():
                     self.lost = True
                     return
+                if self.store.exists(stop_path(self.run_id, self.generation)):
+                    self.lost = True  # asked to stop: beat on until released
                 self.store.write_json(lease_path(self.run_id, self.generation), self._record())
             except OSError:
                 continue  # a transient store fault: try again at the next beat

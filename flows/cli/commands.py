@@ -239,10 +239,13 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_tick(args: argparse.Namespace) -> int:
+    """One line per run advanced; exit 1 when any of them failed (cron sees it)."""
+    failed = False
     for run_id, status in api.tick(args.store, address=args.address, trust=args.trust,
                                    trust_store=args.trust_store).items():
-        print(f"{run_id}: {status}")
-    return 0
+        print(f"{run_id}: {status}", flush=True)
+        failed = failed or status.startswith("error: ") or status == "FAILED"
+    return 1 if failed else 0
 
 
 _HANDLERS = {

@@ -4,18 +4,18 @@
 The function may return a tensor or list of N floats, or a dict with `rewards` (required),
 `scores` (N floats as in OpenRLHF, or name -> N floats) and `extra_logs` (name -> N
 floats per sample, or one number: a metric of the batch, as OpenRLHF's own
-`examples/python/math_reward_func.py` returns its accuracy). Everything it returns is checked (length, numbers, finite) and a fault names the
-file. Each path is imported under its own module
-name, so two files both called `reward.py` do not clash.
+`examples/python/math_reward_func.py` returns its accuracy). Everything it returns is
+checked (length, numbers, finite) and a fault names the file. The function runs in a child
+process with a time budget per call (`sandbox.py`): a hang or a crash fails the run in one
+line, never the process driving it. Each path is imported under its own module name.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from alignflow.artifacts import usercode
 from alignflow.errors import ConfigError
 from alignflow.tasks.rewards.base import (
     RewardOutput,
@@ -24,35 +24,15 @@ from alignflow.tasks.rewards.base import (
     to_vector,
     to_vectors,
 )
+from alignflow.tasks.rewards.sandbox import ChildFunc
 
 FUNC_NAME = "reward_func"
+DEFAULT_TIMEOUT = 300.0  # seconds one call may take (reward.func_timeout)
 
 
 def _module_name(path: Path) -> str:
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
     return f"alignflow_reward_{path.stem}_{digest}"
-
-
-def load_reward_func(path: str | Path, func_name: str = FUNC_NAME) -> Callable:
-    """Import `path` (only if this process allows it: `artifacts/usercode.py`) and return
-    its `func_name`; one-line ConfigError if either is missing."""
-    path = Path(path).expanduser().resolve()
-    if not path.is_file():
-        raise ConfigError(f"reward function file {path} not found; expected a .py file "
-                          f"defining {func_name}(queries, prompts, labels)")
-    try:
-        module = usercode.load_file(path, module_name=_module_name(path),
-                                    what="reward function file")
-    except usercode.UntrustedCode:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"importing reward function file {path} failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise ConfigError(f"reward function file {path} defines no function {func_name!r}; "
-                          f"expected def {func_name}(queries, prompts, labels)")
-    return func
 
 
 def _scores(values: object, n: int, where: str) -> dict:
@@ -63,18 +43,24 @@ def _scores(values: object, n: int, where: str) -> dict:
 
 
 class PythonRewardFunc:
-    """A RewardSource around a user's `reward_func` file."""
+    """A RewardSource around a user's `reward_func` file, called in a child process with a
+    time budget per call (`sandbox.py`); the file must be allowed (`artifacts/usercode.py`)."""
 
-    def __init__(self, path: str | Path, func_name: str = FUNC_NAME) -> None:
-        self.path = Path(path)
-        self.func_name = func_name
-        self._func = load_reward_func(path, func_name)
+    def __init__(self, path: str | Path, func_name: str = FUNC_NAME,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.func_name, self.timeout = func_name, timeout
+        if not self.path.is_file():
+            raise ConfigError(f"reward function file {self.path} not found; expected a .py "
+                              f"file defining {func_name}(queries, prompts, labels)")
+        self._func = ChildFunc(self.path, func_name, _module_name(self.path), timeout)
+        self._func.start()
 
     def __getstate__(self) -> dict:  # ship to Ray workers by path, not by pickled code
-        return {"path": self.path, "func_name": self.func_name}
+        return {"path": self.path, "func_name": self.func_name, "timeout": self.timeout}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["func_name"])
+        self.__init__(state["path"], state["func_name"], state.get("timeout", DEFAULT_TIMEOUT))
 
     def score(self, queries: list[str], prompts: list[str],
               labels: list[str | None]) -> RewardOutput:

@@ -36,6 +36,7 @@ class RewardConfig:
     normalize_enable: standardise a reward model's scores with the mean/std in its config.json
     offload: park reward models on disk between score steps
     remote_budget: seconds one batch may spend on a remote reward server, all tries included
+    func_timeout: seconds one call of a Python reward function may take (it runs in a child process, stopped past this)
     """
 
     model_name_or_path: str | None = None
@@ -46,6 +47,7 @@ class RewardConfig:
     remote_timeout: float = 60.0
     remote_retries: int = 3
     remote_budget: float = 300.0
+    func_timeout: float = 300.0
     normalize_enable: bool = False
     offload: bool = False
 
@@ -62,6 +64,9 @@ class RewardConfig:
                 "remote_timeout", "finite seconds > 0", self.remote_timeout)
         require(self.remote_retries >= 0, "remote_retries", "an integer >= 0",
                 self.remote_retries)
+        require(0 < self.func_timeout < float("inf"), "func_timeout",
+                "finite seconds > 0 (the time one call of a Python reward function may take)",
+                self.func_timeout)
         require(0 < self.remote_budget < float("inf"), "remote_budget",
                 "seconds > 0 (the time one batch may spend on a remote reward server)",
                 self.remote_budget)
@@ -151,7 +156,7 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
     if kind == "code":
         from alignflow.tasks.rewards.python_func import PythonRewardFunc
 
-        return PythonRewardFunc(spec)
+        return PythonRewardFunc(spec, timeout=cfg.func_timeout)
     from alignflow.tasks.rewards.model_rm import ModelRewardModel
 
     return ModelRewardModel(model_folder(spec), micro_batch=cfg.micro_batch,

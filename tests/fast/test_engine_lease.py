@@ -54,12 +54,39 @@ def _local_owner(pid: int, started: float | None) -> dict:
 
 def test_a_live_lease_of_another_host_is_refused_unless_forced(fast_store, folder):
     _crashed(fast_store, folder)
-    _foreign_lease(fast_store, "r", expires_in=60)
+    gen = _foreign_lease(fast_store, "r", expires_in=3)
     assert api.get_status("r", store=fast_store) == runs.RUNNING
     with pytest.raises(LeaseHeld, match=r"held by driver other-host:1 \(lease ffffffff\) until"):
         api.resume("r", store=fast_store)
     assert F.count(folder, "step-1") == 1
-    assert len(api.resume("r", store=fast_store, force=True)) == 2  # the user vouches
+    start = time.time()  # the user vouches: its heartbeat has stopped (two beats missed)
+    assert len(api.resume("r", store=fast_store, force=True)) == 2
+    assert 1.0 - 0.2 <= time.time() - start < 3  # asked, then waited for the missed beats
+    assert not fast_store.exists(lease.stop_path("r", gen))  # the request is cleaned up
+
+
+def test_force_asks_a_live_driver_to_stop_and_never_runs_beside_it(fast_store, folder,
+                                                                    monkeypatch):
+    monkeypatch.setenv("ALIGNFLOW_LEASE_TTL", "1.2")
+    first: dict = {}
+
+    def drive_first() -> None:
+        try:
+            api.run(F.training, {"iters": 40, "pause": 0.1}, store=fast_store, run_id="t",
+                    executor="inline")
+        except Exception as exc:  # stopped by the second driver
+            first["error"] = str(exc)
+    thread = threading.Thread(target=drive_first)
+    thread.start()
+    while not fast_store.exists(runs.manifest_path("t", "iter-0002/train")):
+        time.sleep(0.05)
+    out = api.resume("t", store=fast_store, force=True)
+    thread.join(timeout=30)
+    assert "asked this one to stop" in first["error"] or "stopped" in first["error"]
+    assert out["checkpoint"].endswith("w-0039.safetensors")
+    assert api.get_status("t", store=fast_store) == runs.SUCCESSFUL
+    manifests = runs.read_manifests(fast_store, "t")
+    assert len(manifests) == 40 and len({m["seq"] for m in manifests.values()}) == 40
 
 
 def test_expired_lease_is_taken_over_and_marked_released_at_the_end(fast_store, folder):

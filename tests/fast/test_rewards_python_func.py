@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.rewards.python_func import PythonRewardFunc, load_reward_func
+from alignflow.tasks.rewards.python_func import PythonRewardFunc
+from alignflow.tasks.rewards.sandbox import RewardFuncError
 from tests.fixtures.code import allow
 
 QUERIES = ["p1 aa", "p2 b", "p3 ccc", "p4 "]
@@ -16,7 +17,7 @@ LABELS = ["x", None, "y", "z"]
 
 def _write(tmp_path, body, name="reward.py"):
     path = tmp_path / name
-    path.write_text("import torch\n\n" + body)
+    path.write_text(("import torch\n\n" if "torch." in body else "") + body)
     allow(path)
     return path
 
@@ -78,20 +79,20 @@ def test_bad_returns_name_file_and_fault(tmp_path, returned, message):
 
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match=r"reward function file .*nope\.py not found"):
-        load_reward_func(tmp_path / "nope.py")
+        PythonRewardFunc(tmp_path / "nope.py")
 
 
 def test_missing_function(tmp_path):
     path = _write(tmp_path, "def reward(queries, prompts, labels):\n    return []\n")
     with pytest.raises(ConfigError, match=r"reward\.py defines no function 'reward_func'"):
-        load_reward_func(path)
+        PythonRewardFunc(path)
 
 
 def test_import_error_names_file(tmp_path):
     path = _write(tmp_path, "raise RuntimeError('boom')\n")
     with pytest.raises(ConfigError, match=r"importing reward function file .*reward\.py "
                                           r"failed: RuntimeError: boom"):
-        load_reward_func(path)
+        PythonRewardFunc(path)
 
 
 def test_same_file_name_in_two_folders_do_not_clash(tmp_path):
@@ -146,9 +147,40 @@ def test_a_file_not_allowed_or_changed_since_is_refused(tmp_path):
     path = tmp_path / "reward.py"
     path.write_text("def reward_func(q, p, l):\n    return [1.0] * len(q)\n")
     with pytest.raises(UntrustedCode, match="is not allowed to run in this process"):
-        load_reward_func(path)
+        PythonRewardFunc(path)
     allow(path)
-    load_reward_func(path)
+    PythonRewardFunc(path)
     path.write_text("def reward_func(q, p, l):\n    return [2.0] * len(q)\n")
     with pytest.raises(UntrustedCode, match="changed after it was allowed"):
-        load_reward_func(path)
+        PythonRewardFunc(path)
+
+
+@pytest.mark.parametrize("body,match", [
+    ("    import time\n    time.sleep(60)\n", r"did not return within 1 s \(scoring\); its "
+     r"process was stopped \(reward.func_timeout\)"),
+    ("    import os\n    os._exit(3)\n", r"its process exited with code 3 while scoring"),
+    ("    raise KeyError('k')\n", r"reward_func in .*reward.py raised KeyError: 'k'"),
+])
+def test_a_hang_or_an_exit_fails_in_one_line_and_the_caller_goes_on(tmp_path, body, match):
+    import time
+
+    path = _write(tmp_path, f"def reward_func(q, p, l):\n{body}    return [1.0] * len(q)\n")
+    func = PythonRewardFunc(path, timeout=1.0)
+    start = time.time()
+    with pytest.raises(RewardFuncError, match=match) as err:
+        func.score(QUERIES, PROMPTS, LABELS)
+    assert "\n" not in str(err.value) and time.time() - start < 10
+    ok = _write(tmp_path, "def reward_func(q, p, l):\n    return [1.0] * len(q)\n", "ok.py")
+    assert _run(ok).rewards.tolist() == [1.0] * 4  # this process is fine
+
+
+def test_draws_follow_the_task_seed(tmp_path):
+    import random
+
+    path = _write(tmp_path, "import random\ndef reward_func(q, p, l):\n"
+                            "    return [random.random() for _ in q]\n")
+    func = PythonRewardFunc(path)
+    random.seed(7)
+    first = func.score(QUERIES, PROMPTS, LABELS).rewards.tolist()
+    random.seed(7)
+    assert func.score(QUERIES, PROMPTS, LABELS).rewards.tolist() == first

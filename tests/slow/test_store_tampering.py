@@ -115,7 +115,7 @@ def test_tick_route_and_status(failed_run):
                     "@task\ndef step(folder, i):\n    return i\n")
     _edit_run(store, "r", flow_ref=f"{evil}:steps", status="SLEEPING", wake_at=time.time() - 1)
     proc = _cli(store, "tick")
-    assert proc.returncode == 0 and "r: error: run 'r': it was started with flow" in proc.stdout
+    assert proc.returncode == 1 and "r: error: run 'r': it was started with flow" in proc.stdout
     assert "outside the trusted directories" in proc.stdout
     status = _cli(store, "status", "r")  # reads the flow file as text: hashes, no import
     assert status.returncode == 0 and "code changed" in status.stdout, status.stderr
