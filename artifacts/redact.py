@@ -1,13 +1,19 @@
-"""Mask secrets in error texts before they are written anywhere a user or a bucket can see.
+"""Mask secrets in every text and config written anywhere a user or a bucket can see.
 
-Error messages and tracebacks end up in run.json, task logs, manifests and the catalog's
-`runs` table, and from there in shared buckets and reports. A message can quote a URL with
-a password, a command line with a token, or an exception that printed an environment
-value. So every such text passes through `redact`, which replaces the value of each
-environment variable whose name looks secret (`*KEY*`, `*SECRET*`, `*TOKEN*`,
-`*PASSWORD*`, any case; values of 4+ characters that are not a number or a flag such as
-`false`) with `<redacted $NAME>`, and the password of `scheme://user:pass@`
-URLs with `***`. Lives in `artifacts` so every layer (the catalog too) may use it.
+Configs, error messages and tracebacks end up in run.json, task logs, manifests, the
+catalog's `runs` table, reports, TensorBoard and W&B, and from there in shared buckets. A
+value can be a URL with a password, a command line with a token, or an exception that
+printed an environment value. So every such text passes through `redact`, which replaces
+- the value of each environment variable whose name looks secret (`*KEY*`, `*SECRET*`,
+  `*TOKEN*`, `*PASSWORD*`, any case; values of 4+ characters that are not a number or a
+  flag such as `false`), and of each variable a config references as `${NAME}` whatever
+  its name (`expand`), with `<redacted $NAME>`;
+- the userinfo of `scheme://user:pass@`, `scheme://:pass@` and `scheme://token@` URLs,
+  query values named like credentials (`?token=`, `&api_key=`, `&X-Amz-Signature=`, ...)
+  and `Authorization` header values, with `***`.
+A config may hold `${NAME}` instead of a secret: the store keeps the reference, and the
+run reads the value from its environment when it uses it (`expand`). Lives in `artifacts`
+so every layer (the catalog too) may use it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,23 @@ MIN_SECRET_LEN = 4  # shorter values ("1", "on") would mask ordinary words and n
 # flags and numbers are settings, not secrets (TOKENIZERS_PARALLELISM=false matches *TOKEN*)
 _NOT_SECRET = re.compile(r"(true|false|yes|no|on|off|none|null|[-+]?\d+(\.\d+)?)",
                          re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@")
+_URL_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^\s:/@]*)"
+                           r"(?P<colon>:?)(?P<secret>[^\s@/]*)@")
+_QUERY = re.compile(r"(?P<head>[?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|signature|"
+                    r"sig|auth|credential)[\w.-]*=)(?!\*\*\*|<redacted|\$\{)[^&\s#'\"]+",
+                    re.IGNORECASE)
+_AUTH = re.compile(r"(?P<head>authorization['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token)"
+                   r"\s+)?)(?!\*\*\*|<redacted|\$\{)[^\s'\",}]+", re.IGNORECASE)
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REFERENCED: dict[str, str] = {}  # NAME -> value of variables a config referenced
+
+
+def _userinfo(match: re.Match) -> str:
+    if _REFERENCE.fullmatch(match["secret"] or match["user"]):
+        return match.group(0)  # `${NAME}`: a reference to the environment, not a secret
+    if match["colon"]:  # user:pass or :pass -> the user stays, the password goes
+        return f"{match['head']}{match['user']}:***@"
+    return f"{match['head']}***@"  # a token used as the user
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -31,6 +53,9 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, s
     found = [(name, value) for name, value in env.items()
              if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LEN
              and not _NOT_SECRET.fullmatch(value.strip())]
+    if environ is None:  # this process: also what its configs referenced
+        found += [(n, v) for n, v in _REFERENCED.items()
+                  if len(v.strip()) >= MIN_SECRET_LEN and (n, v) not in found]
     return sorted(found, key=lambda nv: -len(nv[1]))
 
 
@@ -41,7 +66,49 @@ def redact(text: str | None, environ: Mapping[str, str] | None = None) -> str | 
     for name, value in secret_values(environ):
         if value in text:
             text = text.replace(value, f"<redacted ${name}>")
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    text = _URL_USERINFO.sub(_userinfo, text)
+    text = _QUERY.sub(r"\g<head>***", text)
+    return _AUTH.sub(r"\g<head>***", text)
+
+
+def references(text: str) -> list[str]:
+    """The `${NAME}` environment references in a config value."""
+    return _REFERENCE.findall(text)
+
+
+def expand(text: str, where: str) -> str:
+    """`text` with each `${NAME}` replaced by the variable's value, which is masked from then
+    on wherever this process writes (`where` names the key in the error for a variable that
+    is not set)."""
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            from alignflow.errors import ConfigError
+
+            raise ConfigError(f"{where}: ${{{name}}} is not set in this environment; expected "
+                              f"the variable to hold the value (export {name}=...)")
+        _REFERENCED[name] = os.environ[name]
+        return os.environ[name]
+    return _REFERENCE.sub(value, text)
+
+
+def register_secret(name: str, value: str) -> None:
+    """Mask `value` (as `<redacted $NAME>`) wherever this process writes from now on."""
+    _REFERENCED[name] = value
+
+
+def mask_referenced(value: object) -> None:
+    """Mask from now on the variables every `${NAME}` inside `value` (a config) names."""
+    if isinstance(value, str):
+        for name in references(value):
+            if name in os.environ:
+                _REFERENCED[name] = os.environ[name]
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            mask_referenced(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            mask_referenced(item)
 
 
 def redact_tree(value: object, environ: Mapping[str, str] | None = None) -> object:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from alignflow.artifacts import redact as redact_mod
 from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
@@ -30,7 +31,13 @@ from alignflow.flows.ray_connect import connect
 from alignflow.flows.removal import delete_run
 from alignflow.flows.runner import check_executor, drive
 from alignflow.flows.timers import send_event
-from alignflow.flows.trust.config import check_identity, decode_config, identity
+from alignflow.flows.trust.config import (
+    check_identity,
+    decode_config,
+    identity,
+    restore_masked,
+    stored_form,
+)
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
@@ -71,13 +78,8 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     executor = executor_choice.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
-    code = dict(_code_version(flow), refs=trust_mod.record_of(refs))
-    meta = {"format": 1, "run_id": run_id, "flow": name, "flow_ref": ref,
-            "config": codec.encode(config), "code": code, "seed": seed,
-            "identity": codec.encode(identity(config)),
-            "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
-            "ended": None, "error": None, "executor": executor, "address": address,
-            "store": store.url}
+    meta = _new_meta(run_id, flow, ref, config, refs, seed=seed, parent_run=parent_run,
+                     executor=executor, address=address, store_url=store.url)
     try:
         store.create_json(runs.run_json(run_id), meta)
     except FileExistsError:
@@ -86,6 +88,22 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     with usercode.allowing(allowed), trust_mod.in_force(sayso):
         return drive(store, run_id, flow, config, executor=executor, address=address,
                      block=block, progress=progress)
+
+
+def _new_meta(run_id: str, flow: Flow, ref: str, config: Any, refs: list[Reference], *,
+              seed: int, parent_run: str | None, executor: str, address: str | None,
+              store_url: str) -> dict:
+    """run.json of a new run: its config with credentials masked, the code it starts with
+    (hashed) and what it trains (`flows/trust/`)."""
+    stored, masked = stored_form(config)
+    redact_mod.mask_referenced(codec.encode(config))
+    code = dict(_code_version(flow), refs=trust_mod.record_of(refs))
+    return {"format": 1, "run_id": run_id, "flow": flow.name if ref not in registry.BUILTIN
+            else ref, "flow_ref": ref, "config": stored, "masked": masked, "code": code,
+            "seed": seed, "identity": redact_mod.redact_tree(codec.encode(identity(config))),
+            "parent_run": parent_run, "status": runs.RUNNING, "created": time.time(),
+            "ended": None, "error": None, "executor": executor, "address": address,
+            "store": store_url}
 
 
 def _references(ref: str, config: Any) -> list[Reference]:
@@ -125,7 +143,9 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
         trust, store_url=store.url, address=address, trust_store=trust_store, named=given)
     ctx = _context(store, run_id, trust_mod.recorded_hashes(meta))
     found, cls, flow_code = trust_mod.stored_flow(meta, flow, sayso, ctx)
+    meta = restore_masked(meta, sayso.named)
     config = decode_config(meta, cls)
+    redact_mod.mask_referenced(meta.get("config"))
     check_identity(meta, config)
     refs = references(config)  # the flow itself was checked as it loaded
     allowed = trust_mod.check(refs, sayso, ctx) | flow_code

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError, LeaseHeld
-from alignflow.flows import api, codec, runs
+from alignflow.flows import api, runs
 from alignflow.flows.campaign import control
 from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
 from alignflow.flows.campaign.records import Inputs
@@ -26,6 +26,7 @@ from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow, initial_
 from alignflow.flows.config import load_config
 from alignflow.flows.config.refs import references
 from alignflow.flows.loader import canonical_ref, load_flow
+from alignflow.flows.trust.config import stored_form
 
 ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
 
@@ -70,7 +71,7 @@ def _named(cfg: CampaignConfig) -> list[str]:
 
 def _check_same(store: Any, cfg: CampaignConfig) -> dict:
     meta = runs.read_run(store, cfg.run_id)
-    if meta.get("config") != codec.encode(cfg):
+    if meta.get("config") != stored_form(cfg)[0]:
         raise ConfigError(f"campaign {cfg.name!r} in {store.url} was started with another "
                           "config; stop it (`alignflow campaign stop`) and start one under a "
                           "new name, or run it with the config it was started with")

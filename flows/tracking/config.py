@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from alignflow.artifacts.redact import register_secret
 from alignflow.errors import require
 
 _ON = ("true", "1", "yes", "on")
@@ -33,6 +34,7 @@ class WandbConfig:
         key = self.key
         if key is not None and key.strip().lower() not in _ON + _OFF:
             os.environ.setdefault("WANDB_API_KEY", key)  # a secret: keep it out of run.json
+            register_secret("WANDB_API_KEY", key)  # and out of every text written
             object.__setattr__(self, "key", "true")
 
     @property

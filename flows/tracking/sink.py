@@ -14,6 +14,7 @@ import secrets
 import sys
 from typing import Any
 
+from alignflow.artifacts.redact import redact_tree
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.flows.tracking.points import points
 
@@ -53,7 +54,8 @@ class LiveLog:
             from alignflow.flows.tracking.wandb_writer import WandbWriter
 
             plain = to_dict(config) if not isinstance(config, dict) else config
-            self.writers.append(WandbWriter(cfg.wandb, run_id, self.state["wandb_id"], plain))
+            self.writers.append(WandbWriter(cfg.wandb, run_id, self.state["wandb_id"],
+                                            redact_tree(plain)))
 
     def catch_up(self, journal: dict[str, dict]) -> None:
         """Log the commits a killed driver committed but did not log."""

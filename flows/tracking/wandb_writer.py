@@ -6,8 +6,10 @@ against `global_step`, rollout statistics and sample tables against `iteration`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 from alignflow.flows.tracking.config import WandbConfig
 from alignflow.flows.tracking.points import Samples, Scalar
@@ -23,9 +25,14 @@ class WandbWriter:
             raise ConfigError("logger.wandb.key (--use_wandb) is set but wandb is not "
                               "installed; pip install 'alignflow[wandb]'") from None
         self.wandb = wandb
-        self.run = wandb.init(project=cfg.project, entity=cfg.org, group=cfg.group,
-                              name=cfg.run_name or run_id, id=wandb_id, resume="allow",
-                              config=config)
+        argv = sys.argv
+        sys.argv = [redact(a) or a for a in argv]  # W&B records the command line
+        try:
+            self.run = wandb.init(project=cfg.project, entity=cfg.org, group=cfg.group,
+                                  name=cfg.run_name or run_id, id=wandb_id, resume="allow",
+                                  config=config)
+        finally:
+            sys.argv = argv
         self.defined: set[str] = set()
         for axis in _AXES.values():
             self.run.define_metric(axis, hidden=True)

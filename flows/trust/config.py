@@ -1,5 +1,9 @@
 """A stored run's config, decoded strictly: what the store holds is what the run runs.
 
+Credentials in a config (URL passwords, `?token=` values) are stored masked (`stored_form`);
+a resume gets each back only from this machine (`restore_masked`: the same value given
+again with `--trust`), or the config keeps them as `${NAME}` references to the environment.
+
 A typed config is rebuilt from run.json by the flow's own config class (so keys renamed
 since, aliases, still load), and anything else is an error naming the file and the key
 path: a record whose type is not the class the field declares (a `__type__` planted in the
@@ -13,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from alignflow.artifacts.redact import redact, redact_tree
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import codec, runs
 from alignflow.flows.config import from_dict, to_dict
@@ -95,10 +100,74 @@ def check_identity(meta: dict, config: Any) -> None:
     recorded = meta.get("identity")
     if not isinstance(recorded, dict):
         return  # a run started before identities were recorded
-    now = codec.encode(identity(config))
+    now = redact_tree(codec.encode(identity(config)))
     differ = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     if differ:
         shown = "; ".join(f"{k}: recorded {recorded.get(k)!r}, decodes to {now.get(k)!r}"
                           for k in differ)
         raise FlowError(f"{runs.run_json(meta['run_id'])}: the stored config decodes to "
                         f"another model, dataset or reward than the run started with ({shown})")
+
+
+def stored_form(config: Any) -> tuple[Any, list[list]]:
+    """(the config as run.json stores it: credentials masked, the JSON paths masked)."""
+    encoded = codec.encode(config)
+    masked = redact_tree(encoded)
+    return masked, list(_differences(encoded, masked, []))
+
+
+def _differences(a: Any, b: Any, path: list) -> Any:
+    if isinstance(a, dict):
+        for key in a:
+            yield from _differences(a[key], b[key], [*path, key])
+    elif isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _differences(x, y, [*path, i])
+    elif a != b:
+        yield path
+
+
+def restore_masked(meta: dict, given: set[str] | frozenset[str]) -> dict:
+    """`meta` with each masked credential put back from a `given` item (a `--trust` value
+    that masks to it); `FlowError` naming each key still masked."""
+    paths = meta.get("masked") or []
+    if not paths:
+        return meta
+    config, missing = _copy(meta.get("config")), []
+    for path in paths:
+        node = config
+        for step in path[:-1]:
+            node = node[step]
+        value = node[path[-1]]
+        parts = [_given_for(part, given) for part in str(value).split(",")]
+        if None in parts:
+            missing.append(f"config key '{_dotted(path)}' holds a credential stored masked "
+                           f"({value!r}); give it again: --trust '<the value>' (or start runs "
+                           "with ${NAME} in its place: the value stays in the environment)")
+        else:
+            node[path[-1]] = ",".join(parts)
+    if missing:
+        from alignflow.flows.trust.check import untrusted
+
+        raise untrusted(str(meta.get("run_id")), missing)
+    return dict(meta, config=config)
+
+
+def _given_for(part: str, given: set[str] | frozenset[str]) -> str | None:
+    if "***" not in part and "<redacted $" not in part:
+        return part  # this part held no credential
+    found = [g for g in given if redact(g) == part]
+    return found[0] if found else None
+
+
+def _dotted(path: list) -> str:
+    return ".".join(str(p) for p in path if p not in ("fields", "__dict__") and
+                    not isinstance(p, int))
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value

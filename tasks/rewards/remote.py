@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from alignflow.artifacts.redact import expand
 from alignflow.errors import AlignflowError, ConfigError, Kind
 from alignflow.tasks.rewards.base import (
     RewardOutput,
@@ -110,7 +111,7 @@ class RemoteRewardModel:
     def _post_once(self, body: bytes, left: float) -> bytes:
         """One request; its socket timeout never reaches past the batch's deadline."""
         request = urllib.request.Request(
-            self.url, data=body, method="POST",
+            expand(self.url, "reward.remote_url"), data=body, method="POST",
             headers={"Content-Type": "application/json", "Accept": "application/json"})
         with urllib.request.urlopen(request, timeout=max(0.001, min(self.timeout, left))) \
                 as response:
