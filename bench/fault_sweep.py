@@ -6,6 +6,8 @@ is judged:
 - unclear: it failed, but not with one line that names the thing
 - silent: it exited 0 although something was wrong, or said nothing about it
 - leak: a secret from the environment showed up in the output or in the store
+- breach: a tampered store made the command run its code, connect outside 127.0.0.1 or
+  write outside the store (the hostile-store cases, `sweep_hostile.py`)
 
     .venv/bin/python bench/fault_sweep.py [--only NAME]
 
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from sweep_cases import CASES, SECRET, Context  # noqa: E402
+from sweep_hostile import HOSTILE_CASES  # noqa: E402
 
 
 @dataclass
@@ -60,7 +63,10 @@ def judge(case, ctx: Context, proc: subprocess.CompletedProcess) -> Outcome:
     said = [line for line in proc.stderr.splitlines() + proc.stdout.splitlines()
             if line.startswith(("error: ", "warning: "))]
     out = Outcome(case.name, "", f"rc={proc.returncode}", said)
-    if _leaked(ctx, proc):
+    broken = case.breach(ctx) if case.breach is not None else []
+    if broken:
+        out.verdict, out.detail = "breach", "; ".join(broken)
+    elif _leaked(ctx, proc):
         out.verdict = "leak"
     elif case.forbid and re.search(case.forbid, proc.stdout + proc.stderr):
         out.verdict, out.detail = "unclear", f"printed {case.forbid!r}"
@@ -82,7 +88,7 @@ def judge(case, ctx: Context, proc: subprocess.CompletedProcess) -> Outcome:
 
 def sweep(only: str | None) -> list[Outcome]:
     results = []
-    for case in CASES:
+    for case in [*CASES, *HOSTILE_CASES]:
         if only and only not in case.name:
             continue
         tmp = Path(tempfile.mkdtemp(prefix="af-sweep-"))
@@ -106,9 +112,9 @@ def main() -> int:
     parser.add_argument("--only", help="run the cases whose name contains this")
     results = sweep(parser.parse_args().only)
     counts = Counter(r.verdict for r in results)
-    print("\n| clear | unclear | silent | leak | skipped |\n|---|---|---|---|---|")
-    print("| " + " | ".join(str(counts[k]) for k in
-                            ("clear", "unclear", "silent", "leak", "skipped")) + " |")
+    kinds = ("clear", "unclear", "silent", "leak", "breach", "skipped")
+    print("\n| " + " | ".join(kinds) + " |\n|" + "---|" * len(kinds))
+    print("| " + " | ".join(str(counts[k]) for k in kinds) + " |")
     return 0
 
 

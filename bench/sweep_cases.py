@@ -57,6 +57,7 @@ class Case:
     # non-zero exit, one line per run (resume --all)
     forbid: str | None = None
     after: Callable[[Context], bool] | None = field(default=None)
+    breach: Callable[[Context], list[str]] | None = None  # what acted outside the store
 
 
 def _corrupt(path: str, data: bytes = b"{broken"):

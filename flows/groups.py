@@ -172,7 +172,23 @@ class GroupHandle:
                 raise
             if res["error"] is not None:
                 if pending:
+                    self._raise_dead_peer(pending)
                     self.group.kill()
                 return res
             results[done[0]] = res
         return results[self.refs[0]]
+
+    def _raise_dead_peer(self, pending: list[Any]) -> None:
+        """A rank's error may only be the echo of a peer that died under it (a collective
+        whose other side is gone): if a pending rank's actor is dead, raise that fault, which
+        the driver retries on a rebuilt group, instead of failing the run with the echo."""
+        import ray
+
+        grace = float(os.environ.get("ALIGNFLOW_PEER_DEATH_GRACE", "5"))
+        done, _ = ray.wait(pending, num_returns=len(pending), timeout=grace)
+        for ref in done:
+            try:
+                ray.get(ref)
+            except Exception:
+                self.group.kill()
+                raise
