@@ -5,7 +5,8 @@ client and the libraries on top of Ray Core; its binaries carry symbol tables. A
 part is a tar.xz of the files as they lie in site-packages, with the dist-info's RECORD
 rewritten to the files that remain (and their new hashes), so `importlib.metadata` and
 pip's view of the installed package stay true. Tar entries are sorted and their owners and
-times fixed, so the same wheel gives the same bytes.
+times fixed (the archive still differs by a few KB between builds: the manifest's sha256 is
+what the installer checks, not a reproducible hash).
 """
 
 from __future__ import annotations
