@@ -58,3 +58,9 @@ lint: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) alignflow-store build *.egg-info
+
+# An offline install for GPU nodes (cp312, beside the node's own CUDA torch), <= 60 MB:
+# see README "Installing on a GPU node without internet" and bench/gpu_bundle/.
+.PHONY: gpu-bundle
+gpu-bundle: $(VENV)/.installed
+	$(PY) -m bench.gpu_bundle build dist/gpu-bundle

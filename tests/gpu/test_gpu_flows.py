@@ -2,11 +2,15 @@
 checkpointing for actor and critic, GPU peak memory in `metrics`, and (where the `vllm`
 wheel is installed) generation with vLLM colocated with sleep/wake, or on its own GPU with
 the weights broadcast over NCCL. Skipped without CUDA (tests/gpu/conftest.py).
+
+The model is `$ALIGNFLOW_GPU_TEST_MODEL` (a short name or a folder; default smollm2-135m):
+an offline GPU node, whose files must travel in 64 MiB, runs them on `tiny-llama`.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -18,10 +22,11 @@ from alignflow.flows.loader import load_flow
 from alignflow.tasks.zoo.registry import resolve_model
 
 BF16_MISMATCH = 0.5  # bf16 vLLM vs bf16-autocast trainer: max |Δ logprob| per token
+MODEL = os.environ.get("ALIGNFLOW_GPU_TEST_MODEL", "smollm2-135m")
 
 
 def _sets(**extra: str) -> list[str]:
-    base = {"actor.model_name_or_path": str(resolve_model("smollm2-135m")),
+    base = {"actor.model_name_or_path": str(resolve_model(MODEL)),
             "data.max_samples": "16", "rollout.batch_size": "4",
             "rollout.n_samples_per_prompt": "4", "rollout.max_new_tokens": "32",
             "reward.sources": "rule:target:e", "train.batch_size": "16",

@@ -1,0 +1,79 @@
+"""The node checks, in priority order: what one GPU can confirm or refute, most useful first.
+
+Each entry names its module (run in its own process), the argument it gets, its own time
+limit, whether it needs CUDA, what it exercises, and what the code review expects. The
+runner starts them in this order until its deadline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: `python -P -m bench.gpu_check.checks.<module> [arg]`."""
+
+    name: str
+    module: str
+    timeout_s: float
+    needs_cuda: bool
+    exercises: str
+    expected: str = "pass"
+    arg: str | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        return ["-P", "-m", f"bench.gpu_check.checks.{self.module}",
+                *([self.arg] if self.arg else [])]
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("versions", "versions", 120, False,
+          "python, torch, CUDA, driver, GPU, nvcc; every bundled package imports at its "
+          "version; unmet and shadowed requirements"),
+    Check("tiny_model", "tiny_model", 120, False,
+          "the tiny offline Llama built by alignflow.tasks.zoo.tiny (the model every check uses)"),
+    Check("gpu_tests", "gpu_tests", 300, True,
+          "pytest tests/gpu on the tiny model: inline GRPO and PPO on CUDA, bf16, gradient "
+          "checkpointing, peak GPU memory"),
+    Check("nccl_stats_allreduce", "nccl_reduce", 90, True,
+          "tasks/distributed/reduce.py statistics on an NCCL group, world 1, rank count "
+          "patched to 2",
+          "fails with 'No backend type associated with device type cpu' until fixed"),
+    Check("weight_sync_nccl", "weight_sync", 90, True,
+          "tasks/engines/vllm_broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
+          "round trip equal"),
+    Check("sleep_torch", "trainer_sleep", 150, True,
+          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, PyTorch trainer",
+          "frees ~all of the trainer's GPU memory", "torch"),
+    Check("sleep_zero2", "trainer_sleep", 180, True,
+          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, DeepSpeed ZeRO-2",
+          "frees ~nothing until fixed (ZeRO's flat buffers stay)", "zero2"),
+    Check("sleep_zero3", "trainer_sleep", 180, True,
+          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, DeepSpeed ZeRO-3",
+          "frees ~nothing until fixed (ZeRO's partitions stay)", "zero3"),
+    Check("zero2_train", "zero_train", 150, True,
+          "DeepSpeedTrainer ZeRO-2 steps on CUDA against TorchTrainer; gathered sync", arg="2"),
+    Check("zero3_train", "zero_train", 150, True,
+          "DeepSpeedTrainer ZeRO-3 steps on CUDA against TorchTrainer; gathered sync", arg="3"),
+    Check("lora_cuda", "lora_cuda", 120, True,
+          "LoRA adapters (trainers.build) on CUDA: base frozen, merged weights sync into "
+          "an HF engine"),
+    Check("ray_gpu", "ray_gpu", 240, True,
+          "GRPO with the Ray executor: a host actor with num_gpus=1 (Ray's "
+          "CUDA_VISIBLE_DEVICES)", arg="whole"),
+    Check("ray_quarter_gpus", "ray_gpu", 240, True,
+          "PPO with four hosts (actor, ref, critic, reward) at placement.num_gpus=0.25 on "
+          "one GPU", arg="quarter"),
+    Check("cpu_adam_jit", "cpu_adam", 300, True,
+          "DeepSpeedCPUAdam JIT build with the node's nvcc, then one step",
+          "builds, or a CUDA-version message"),
+    Check("perf_tiny", "perf", 120, True,
+          "for the record: peak GPU memory and tokens/s of a generate and a learn step on "
+          "the tiny model"),
+)
+
+
+def by_name() -> dict[str, Check]:
+    return {c.name: c for c in CHECKS}
