@@ -26,7 +26,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="override one dotted config key (repeatable)")
     parser.add_argument("--run-id", help="run id (default <flow>-<yyyymmdd-hhmmss>-<hex>)")
     parser.add_argument("--seed", type=int, default=None,
-                        help="run seed (default 0; 42 with OpenRLHF's defaults)")
+                        help="run seed (default 42, as OpenRLHF's --seed)")
     parser.add_argument("--executor", choices=CHOICES, default="auto",
                         help="auto (default: in this process when the run fits one, else Ray), "
                              "ray, or inline (no Ray)")
@@ -37,9 +37,6 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="check everything (flags, values, models, data, rewards), print the "
                              "config with where each value came from, and exit")
-    parser.add_argument("--defaults", choices=["auto", "openrlhf", "alignflow"], default="auto",
-                        help="whose defaults unset keys take (auto: OpenRLHF's when an OpenRLHF "
-                             "flag is given)")
     parser.add_argument("--ignore-hardware", action="store_true",
                         help="run on this machine: GPU / vLLM / DeepSpeed flags become notes")
 
@@ -110,7 +107,8 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    parser = argparse.ArgumentParser(prog="alignflow run", add_help=False)
+    # no abbreviations of alignflow's own options: a prefix is an OpenRLHF flag's (compat/era.py)
+    parser = argparse.ArgumentParser(prog="alignflow run", add_help=False, allow_abbrev=False)
     _run_options(parser)
     _common(parser)
     parser.add_argument("--address")
@@ -122,7 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if known.executor == "ray":
         _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
     plan = plan_run(known.flow, known.config, known.sets, flags, seed=known.seed,
-                    defaults=known.defaults, ignore_hardware=known.ignore_hardware,
+                    ignore_hardware=known.ignore_hardware,
                     on_config=lambda config: _choose_executor(known, config))
     if known.dry_run:
         print(format_dry_run(known.flow, plan))

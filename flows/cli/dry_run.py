@@ -30,6 +30,9 @@ def _named(origin: str, key: str, paths: set[str]) -> str:
 
 def format_dry_run(flow: str, plan: Any) -> str:
     """The dry run's report: one line per key, then the notes."""
+    if plan.cls is None:  # a user flow taking a plain dict
+        return (f"{flow}: the config checks out (dry run: nothing started, nothing written); "
+                f"run seed {plan.seed}\n  config = {plan.config!r}")
     paths = set(config_paths(plan.cls))
     rows = []
     for f in config_fields(plan.cls):

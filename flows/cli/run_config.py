@@ -1,13 +1,13 @@
 """The config of `alignflow run FLOW [--config FILE] [--set KEY=VALUE]... [--flags]`, checked
 whole before anything starts.
 
-A built-in flow's command line is sorted first (OpenRLHF flags without a key: problems or
-notes; `flows/compat/argv.py`), its defaults chosen (OpenRLHF's when OpenRLHF flags are
-given; `flows/compat/profile.py`), the config resolved with every problem collected, and
-then what it names checked (models, data, rewards; `preflight.py`). All problems are raised
-together, one line each, before Ray starts or the store is touched. A flow whose first
-parameter is annotated with a config class gets that class built from the sources; a flow
-taking a plain dict gets the YAML mapping with `--set` values.
+A built-in flow's command line is sorted first (OpenRLHF flags of any release onto its
+keys, the ones it has no key for as problems or notes: `flows/compat/argv.py`), the config
+resolved once on alignflow's defaults with every problem collected, and then what it names
+checked (models, data, rewards; `preflight.py`). All problems are raised together, one
+line each, before Ray starts or the store is touched. A flow whose first parameter is
+annotated with a config class gets that class built from the sources; a flow taking a plain
+dict gets the YAML mapping with `--set` values.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from typing import Any
 
 from alignflow.errors import ConfigError, ConfigProblems
 from alignflow.flows import registry
-from alignflow.flows.compat import argv, notes, profile
+from alignflow.flows.compat import argv, notes
 from alignflow.flows.config import load_plain, resolve_config
 from alignflow.flows.loader import canonical_ref, load_flow
+
+DEFAULT_SEED = 42  # OpenRLHF's --seed / --train.seed
 
 
 @dataclass
@@ -31,15 +33,13 @@ class RunPlan:
     cls: type | None = None
     origins: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     env: dict[str, str] = field(default_factory=dict)
-    profile: profile.Profile | None = None
 
 
 def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str], *,
-             seed: int | None = None, defaults: str = "auto", ignore_hardware: bool = False,
-             check: bool = True, on_config: Callable[[Any], None] = lambda _config: None
-             ) -> RunPlan:
+             seed: int | None = None, ignore_hardware: bool = False, check: bool = True,
+             on_config: Callable[[Any], None] = lambda _config: None) -> RunPlan:
     """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad.
     `on_config` sees the config once it is resolved, before its models and data are checked."""
     _flow, cls = load_flow(canonical_ref(ref), named=True)
@@ -49,15 +49,13 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
                               "config; use --set KEY=VALUE")
         plain = load_plain(config_file, sets)
         on_config(plain)
-        return RunPlan(plain, seed=seed or 0)
+        return RunPlan(plain, seed=DEFAULT_SEED if seed is None else seed)
     builtin = ref in registry.BUILTIN
-    found = argv.sort_argv(flags, sets, is_key=argv.key_test(cls),
-                           ignore_hardware=ignore_hardware) if builtin else \
-        argv.Sorted(flags=list(flags), sets=list(sets))
-    chosen = profile.choose(ref if builtin else "", flags, defaults)
+    found = argv.sort(cls, flags, sets, builtin, ignore_hardware)
     problems, resolved = list(found.problems), None
     try:
-        resolved = _resolve(cls, chosen, config_file, found)
+        resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
+                                  flags=found.flags)
     except ConfigProblems as exc:
         problems += [str(p) for p in exc.problems]
     except ConfigError as exc:
@@ -70,25 +68,11 @@ def plan_run(ref: str, config_file: str | None, sets: list[str], flags: list[str
         problems += preflight(resolved.config)
     if problems:
         raise problems_error(problems)
-    config = profile.settle(chosen, resolved.config, resolved.origins)
-    return RunPlan(config, cls, resolved.origins,
-                   found.notes + (notes.notes(chosen, config) if builtin else []),
-                   profile.run_seed(chosen, seed if seed is not None else found.seed),
-                   found.env, chosen)
-
-
-def _resolve(cls: type, chosen: profile.Profile, config_file: str | None,
-             found: argv.Sorted) -> Any:
-    """The config on the chosen defaults; OpenRLHF's split default is dropped again for a
-    dataset that is alignflow's own default, and so are its column names (they describe it)."""
-    base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
-    resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
-                              flags=found.flags, base=base)
-    kept = profile.own_dataset_keys(chosen, base, resolved.origins)
-    if kept == base:
-        return resolved
-    return resolve_config(cls, config_file=config_file, sets=found.sets, flags=found.flags,
-                          base=kept)
+    origins = {k: found.spelled.get(o, o) for k, o in resolved.origins.items()}
+    chosen = next(s for s in (seed, found.seed, DEFAULT_SEED) if s is not None)
+    return RunPlan(resolved.config, cls, origins,
+                   found.notes + (notes.notes(resolved.config) if builtin else []), chosen,
+                   found.env)
 
 
 def problems_error(lines: list[str]) -> ConfigError:

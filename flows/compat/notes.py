@@ -5,24 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from alignflow.flows.compat.profile import Profile
 
-
-def notes(profile: Profile, cfg: Any) -> list[str]:
+def notes(cfg: Any) -> list[str]:
     """One line per difference that concerns `cfg` (a built-in flow's config)."""
-    out = [f"defaults: OpenRLHF {profile.version}'s ({profile.script}), because "
-           f"{profile.reason} (--defaults alignflow keeps alignflow's)"] if profile.script else []
-    data, ds = getattr(cfg, "data", None), getattr(cfg, "ds", None)
-    if profile.script and ds is not None and ds.param_dtype == "fp32":
-        out.append("ds.param_dtype = fp32: alignflow trains in fp32 here (OpenRLHF's default is "
-                   "bf16; --param_dtype bf16 autocasts to bf16)")
-    if profile.script and getattr(getattr(cfg, "train", None), "colocate_all", False):
+    out = []
+    data = getattr(cfg, "data", None)
+    if getattr(getattr(cfg, "train", None), "colocate_all", False):
         out.append("train.colocate_all = true: every role shares one process here (OpenRLHF "
                    "places roles on their own GPUs); placement only, same results")
     if data is not None and data.apply_chat_template and data.input_template:
-        out.append("data.input_template is applied before the chat template (OpenRLHF ignores "
-                   "it when a chat template is used)")
-    out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(profile, cfg)
+        out.append("data.input_template is not used: a chat template is applied (as in "
+                   "OpenRLHF)")
+    out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(cfg)
     return out
 
 
@@ -49,9 +43,9 @@ def _ckpt_notes(cfg: Any) -> list[str]:
             "alignflow resume); the path only names the run for ckpt.load_enable"]
 
 
-def _offline_notes(profile: Profile, cfg: Any) -> list[str]:
+def _offline_notes(cfg: Any) -> list[str]:
     evaluation = getattr(cfg, "eval", None)
-    if profile.script and evaluation is not None and evaluation.steps == -1 and (
+    if evaluation is not None and evaluation.steps == -1 and (
             evaluation.dataset or evaluation.ratio):
         return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
     return []

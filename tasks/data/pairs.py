@@ -41,8 +41,6 @@ def _pair_text(row: dict, keys: tuple[str | None, str, str], tokenizer, chat: bo
             raise ConfigError("message-list chosen/rejected need apply_chat_template=True")
         return prompt, row[chosen_key], row[rejected_key]
     prompt_value = row[prompt_key] if prompt_key else _shared_turns(row[chosen_key])
-    if isinstance(prompt_value, str) and input_template:
-        prompt_value = input_template.format(prompt_value)
     prompt_msgs = as_messages(prompt_value) if prompt_value else []
     prompt = render(tokenizer, prompt_msgs, generation_prompt=True) if prompt_msgs else ""
     out = []
@@ -88,14 +86,10 @@ def prepare_preferences(
     return Prepared(rows, dropped)
 
 
-def _sft_messages(row: dict, input_key: str, output_key: str | None,
-                  input_template: str | None) -> list[dict]:
+def _sft_messages(row: dict, input_key: str, output_key: str | None) -> list[dict]:
     if output_key is None:
         return as_messages(row[input_key])
-    value = row[input_key]
-    if isinstance(value, str) and input_template:
-        value = input_template.format(value)
-    return as_messages(value) + as_messages(row[output_key], role="assistant")
+    return as_messages(row[input_key]) + as_messages(row[output_key], role="assistant")
 
 
 def _assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
@@ -155,7 +149,7 @@ def prepare_sft(
     texts, spans = [], []
     for row in dataset:
         if apply_chat_template:
-            messages = _sft_messages(row, input_key, output_key, input_template)
+            messages = _sft_messages(row, input_key, output_key)
             text, sp = _assistant_spans(tokenizer, messages)
         else:
             text, sp = _plain_spans(tokenizer, row, input_key, output_key, input_template)

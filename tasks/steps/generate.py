@@ -30,14 +30,14 @@ class RolloutConfig:
     engine: hf, vllm, or auto (vLLM where installed and GPUs are placed or vllm.num_engines > 0)
     """
 
-    batch_size: int = 8
-    n_samples_per_prompt: int = 4
-    max_new_tokens: int | None = 128
+    batch_size: int = 1024
+    n_samples_per_prompt: int = 1
+    max_new_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     stop: tuple[str, ...] = ()
-    micro_batch_size: int = 16
+    micro_batch_size: int = 1
     engine: rollout_engine.EngineName = "auto"
 
     def __post_init__(self) -> None:
