@@ -106,11 +106,12 @@ def _assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[i
     return render(tokenizer, messages, generation_prompt=False), spans
 
 
-def _plain_spans(tokenizer, row: dict, input_key: str, output_key: str,
+def _plain_spans(tokenizer, row: dict, input_key: str, output_key: str | None,
                  input_template: str | None) -> tuple[str, list[tuple[int, int]]]:
     prompt = format_input(row[input_key], input_template=input_template, tokenizer=None,
                           chat=False)
-    text = prompt + row[output_key] + (tokenizer.eos_token or "")
+    response = row[output_key] if output_key else ""  # OpenRLHF: "continue pretraining"
+    text = prompt + response + (tokenizer.eos_token or "")
     return text, [(len(prompt), len(text))]
 
 
@@ -142,10 +143,9 @@ def prepare_sft(
     max_len: int | None = None,
 ) -> Prepared:
     """Rows `{sample_id, text, input_ids, loss_mask}`; `output_key=None`: `input_key` holds
-    multi-turn messages. Samples over `max_len` tokens are truncated on the right."""
+    multi-turn messages (with the chat template), else the prompt alone, its loss on the end
+    of text (as OpenRLHF). Samples over `max_len` tokens are truncated on the right."""
     require_keys(dataset, input_key, output_key)
-    if not apply_chat_template and output_key is None:
-        raise ConfigError("output_key=None (multi-turn messages) needs apply_chat_template=True")
     texts, spans = [], []
     for row in dataset:
         if apply_chat_template:
