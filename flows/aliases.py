@@ -229,3 +229,11 @@ LOOPS: dict[str, Target] = {
     "train.l2": "adam.weight_decay", "train.lr_warmup_ratio": "lr_warmup_ratio",
     "train.min_lr_ratio": "min_lr_ratio", "train.max_norm": "max_norm",
 }
+
+
+# -- keys alignflow's own earlier layouts had and no flow has now: a saved config holding
+# them still resumes (they are dropped with a note); any other unknown key is an error
+RETIRED_OFFLINE = frozenset({"data.pretrain_mode", "loss.desirable_weight", "loss.kd_alpha",
+                             "loss.margin", "loss.rm_loss", "loss.undesirable_weight",
+                             "model.teacher_model"})
+RETIRED_LOOPS = frozenset({"model.ref_pretrain"})

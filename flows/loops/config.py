@@ -43,6 +43,7 @@ class LoopConfig(Optimizer):
     """
 
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS
+    RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -58,6 +58,7 @@ class OfflineConfig(Optimizer):
 
     KIND: ClassVar[str] = "sft"
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE
+    RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_OFFLINE
     LOSS_IN_MODEL: ClassVar[bool] = False  # the model section holds the loss knobs
 
     model: ModelConfig = field(default_factory=ModelConfig)
