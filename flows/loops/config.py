@@ -15,7 +15,7 @@ from typing import ClassVar
 from alignflow.errors import require
 from alignflow.flows import aliases
 from alignflow.flows.tracking.config import LoggerConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.loss_config import DPOModelConfig

@@ -18,7 +18,7 @@ from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,

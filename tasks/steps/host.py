@@ -36,6 +36,7 @@ from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.device import Attention, check_attention, host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.modeling.lora import LoraConfig
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
@@ -45,7 +46,7 @@ from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer, TrainerConfig
 from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-from alignflow.tasks.trainers.ds_section import DSConfig, LoraSection
+from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.sleep import move_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -200,7 +201,7 @@ class ModelHost(Memo, GroupMember):
         assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
         critic = Critic.from_pretrained(
             resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        ds = dataclasses.replace(self.spec.ds, lora=LoraSection(), load_in_4bit=False)
+        ds = dataclasses.replace(self.spec.ds, lora=LoraConfig(), load_in_4bit=False)
         return build_trainer(critic.to(self.device), self.spec.critic_trainer, ds)
 
     @functools.cached_property

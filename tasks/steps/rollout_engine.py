@@ -25,7 +25,7 @@ from typing import Literal
 
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
 from alignflow.flows.loops.config import RejectionSamplingConfig
 from alignflow.flows.rl.config import RLConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.modeling.device import check_attention, host_device
 from alignflow.tasks.steps import rollout_engine
 from alignflow.tasks.steps.placement import PlacementConfig, check_gpus, worker_gpus

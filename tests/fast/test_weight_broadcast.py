@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alignflow.tasks.engines.vllm_broadcast import SyncGroup, sync_transport
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.engines.vllm_weights import pack_buckets, unpack
 
 
