@@ -15,6 +15,7 @@ from typing import Literal, get_args
 from alignflow.errors import ConfigError, require
 
 SyncBackend = Literal["nccl", "gloo"]
+Transport = Literal["ray", "nccl", "gloo"]  # how weights reach engines in actors
 VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 COLOCATED_GPU_SHARE = 0.4  # an engine inside the trainer's process leaves it the rest
 OWN_GPU_SHARE = 0.95  # an engine on GPUs of its own
@@ -79,6 +80,13 @@ class VLLMSection:
     @property
     def engines(self) -> int:
         return max(self.num_engines, 1)
+
+    def transport(self, *, on_gpu: bool) -> Transport:
+        """How weights reach separate engines (`sync_with_ray`, `sync_backend`); CPU builds
+        have no NCCL, so gloo there."""
+        if self.sync_with_ray:
+            return "ray"
+        return self.sync_backend if on_gpu else "gloo"
 
     def engine_config(self, *, dtype: str, on_gpu: bool, colocated: bool) -> VLLMEngineConfig:
         """The engine's settings where it runs: `dtype` is the trainer's (fp32 | bf16)."""
