@@ -14,6 +14,7 @@ from alignflow.errors import ConfigError, require
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.plan.rules import EngineName
 from alignflow.tasks.steps import gpu_memory, rollout_engine
+from alignflow.tasks.steps.host_api import Generator
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
@@ -106,7 +107,7 @@ def cut_to_budget(sample: GeneratedSample, budget: int) -> GeneratedSample:
                                finish_reason="length")
 
 
-def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
+def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
              round_: int | None = None, max_len: int | None = None) -> StepOutput:
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
     Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row;

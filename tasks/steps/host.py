@@ -263,7 +263,7 @@ class ModelHost(Memo, GroupMember):
         for role, rel in self.latest.items():
             if self.has(role):
                 (self.actor if role == "actor" else self.critic).restore(store, rel)
-        if self.has("actor") and "actor" in self.latest:
+        if self.spec.plan.engine is not None and "actor" in self.latest:
             self.sync_engine()
 
     def sync_engine(self) -> None:

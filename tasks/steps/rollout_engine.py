@@ -15,6 +15,7 @@ from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.hosts import EnginePlan, VLLMEngines
+from alignflow.tasks.steps.host_api import Generator
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
 _ANNOUNCE: dict[int, str] = {}
 
 
-def generate(host, prompts: list[list[int]], params: SamplingParams) -> list[GeneratedSample]:
+def generate(host: Generator, prompts: list[list[int]],
+             params: SamplingParams) -> list[GeneratedSample]:
     """`host.engine.generate`, with the engine first brought to the host's policy; an engine
     that died or hung (EngineError) has been restarted by its wrapper: re-sync and retry."""
     said = _ANNOUNCE.pop(id(host.engine), None)

@@ -92,3 +92,16 @@ def test_the_dry_run_says_which_executor_and_why(capsys):
     assert main(["run", "sft", "--dry-run", "--set", "ds.zero_stage=2"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == ("executor: ray (DeepSpeed trains in "
                                                         "worker processes)")
+
+
+def test_the_dry_run_shows_the_plan(capsys):
+    assert main(["run", "ppo", "--dry-run", "--set", "train.colocate_all=false"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("plan: "))):]
+    assert table[1].split() == ["host", "roles", "workers", "GPUs/CPUs", "per", "worker",
+                                "trainer", "engine", "placement"]
+    rows = {line.split()[0]: line for line in table[2:5]}
+    assert rows["actor"].split()[1:] == ["actor", "1×1", "0", "/", "1", "torch", "hf",
+                                         "in-process", "Ray", "actor"]
+    assert "- (no model)" in rows["reward"] and "critic" in rows
+    assert out[-1] == "executor: ray (roles are placed on separate hosts (train.colocate_*))"
