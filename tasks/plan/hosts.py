@@ -63,7 +63,9 @@ class EnginePlan:
 @dataclass(frozen=True, kw_only=True)
 class VLLMEngines:
     """vLLM engines in Ray actors, placed once for the run (one placement group each) and
-    driven by rank 0 of `host`'s group; a generate call is sharded over the engines."""
+    driven from `host`; a generate call is sharded over the engines, not over the host's
+    trainer ranks. (A data-parallel host still starts engines on each of its ranks today;
+    issue 21's GPU sections leave rank 0 the only driver, as planned here.)"""
 
     host: str
     count: int
@@ -115,4 +117,6 @@ class HostPlan:
     def label(self) -> str:
         """What the progress line says about the host."""
         roles = "roles " + ", ".join(self.roles) if self.roles else "generation only"
-        return roles + self.note
+        where = [f"{self.workers} workers"] if self.workers > 1 else []
+        where += [f"{self.gpus_per_worker:g} GPU each"] if self.gpus_per_worker else []
+        return roles + self.note + ("; " + ", ".join(where) if where else "")

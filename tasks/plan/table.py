@@ -20,8 +20,8 @@ def plan_table(plan: RunPlan, executor: str) -> list[str]:
     e = plan.engines
     if e is not None:
         lines.append(f"  vLLM engines: {e.count} × tensor parallel {e.tensor_parallel} "
-                     f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven by rank 0 "
-                     f"of {e.host}; weights sent by {e.transport}")
+                     f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven from "
+                     f"{e.host}; weights sent by {e.transport}")
     return lines
 
 

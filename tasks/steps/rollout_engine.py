@@ -37,7 +37,8 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
         from alignflow.tasks.engines.vllm_actor import VLLMEngineActor
 
         built = VLLMEngineActor(model_path, engine.vllm, num_engines=actors.count,
-                                policy_version=policy_version, transport=actors.transport)
+                                policy_version=policy_version, transport=actors.transport,
+                                on_gpu=engine.on_gpu)
     weakref.finalize(built, built.shutdown)
     where = "in the host's process" if engine.in_host else f"{actors.count} Ray actor(s)"
     _ANNOUNCE[id(built)] = (f"generation engine: vLLM, {where} "
