@@ -34,7 +34,7 @@ def _row(host: HostPlan, executor: str) -> tuple[str, ...]:
 
 def _trainer(host: HostPlan) -> str:
     if not host.trainers:
-        return "- (frozen)" if host.holds_model else "- (no model)"
+        return "-" if host.holds_model else "- (no model)"
     if len(host.trainers) == 1:
         return host.trainers[0].describe()
     return ", ".join(f"{t.role}: {t.describe()}" for t in host.trainers)
