@@ -23,6 +23,7 @@ from typing import Any
 
 from alignflow.errors import ConfigError
 from alignflow.flows.compat import reference
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.sources import Keys
 from alignflow.flows.config.values import coerce
 
@@ -134,7 +135,7 @@ def _value(flag: reference.Flag) -> Any:
 def settle(profile: Profile, cfg: Any, origins: Mapping[str, str]) -> Any:
     """OpenRLHF ignores its default input_template when a chat template is used: so does a
     run on its defaults (a template the user gave is kept, and said out loud)."""
-    data = getattr(cfg, "data", None)
+    data = value_at(cfg, "data")
     if profile.script and data is not None and data.apply_chat_template and \
             data.input_template and origins.get("data.input_template") == profile.label:
         return dataclasses.replace(cfg, data=dataclasses.replace(data, input_template=None))
@@ -157,6 +158,4 @@ def differing(profile: Profile, cls: type, base: Mapping[str, tuple[Any, str]]) 
 
 
 def _get(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
+    return value_at(cfg, key)

@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.steps.host_api import Trained
 
 
-def export_model(host, folder: str = "actor") -> dict[str, str | int]:
+def export_model(host: Trained, folder: str = "actor") -> dict[str, str | int]:
     """`save_pretrained` of the host's trained model into `runs/<run_id>/final/<folder>`
     in the store; returns the path."""
     scope = current_scope()

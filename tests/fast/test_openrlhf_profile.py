@@ -3,11 +3,11 @@ split and column names of alignflow's default dataset, which describe that datas
 
 from __future__ import annotations
 
-from alignflow.flows.cli.run_config import plan_run
+from alignflow.flows.cli.run_config import check_run
 
 
 def _data(flags: list[str], sets: list[str] = ()) -> object:
-    return plan_run("grpo", None, list(sets), ["--n_samples_per_prompt", "4", *flags],
+    return check_run("grpo", None, list(sets), ["--n_samples_per_prompt", "4", *flags],
                     check=False).config.data
 
 
@@ -25,5 +25,5 @@ def test_a_dataset_the_user_names_takes_openrlhfs_split_and_columns():
 
 
 def test_alignflows_defaults_are_untouched_without_openrlhf_flags():
-    data = plan_run("grpo", None, [], [], check=False).config.data
+    data = check_run("grpo", None, [], [], check=False).config.data
     assert (data.prompt_split, data.input_key) == (None, "question")
