@@ -16,7 +16,7 @@ from alignflow.flows import api
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import plan_run
-from alignflow.flows.cli.views import print_logs, print_runs, print_status
+from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
 from alignflow.flows.executor_choice import CHOICES, resolve
 
 
@@ -195,6 +195,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
         results = api.resume_all(args.store, executor=args.executor, address=args.address,
                                  trust=args.trust, on_result=report)
+        warn_unreadable(api.open_store(args.store))
         failed = [r for r in results.values() if isinstance(r, str) and r.startswith("error: ")]
         return 1 if failed else 0
     if not args.run_id:
@@ -234,6 +235,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 def _cmd_tick(args: argparse.Namespace) -> int:
     for run_id, status in api.tick(args.store, address=args.address, trust=args.trust).items():
         print(f"{run_id}: {status}")
+    warn_unreadable(api.open_store(args.store))
     return 0
 
 
