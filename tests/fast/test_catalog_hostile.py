@@ -1,6 +1,6 @@
 """The catalog reads a hostile store without hanging or reading without end, and serves no
 file that disagrees with its manifest (issue 20 §4, §5): each bad file is named in one
-line and its run marked; every other row is served."""
+line and its run marked; every other row is served. `--out` never writes into a store."""
 
 from __future__ import annotations
 
@@ -105,3 +105,22 @@ def test_a_tampered_committed_parquet_file_is_left_out(store, tamper):
                                                               "top": 14.0}]
         [r1] = cat.sql("SELECT problem FROM runs WHERE run_id = 'r1'").to_pylist()
         assert r1["problem"] == message
+
+
+def test_out_never_writes_into_another_store(store, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(store.root, other)
+    victim = other / _victim(store)
+    before = victim.read_bytes()
+    for force in ([], ["--force"]):
+        code = main(["sql", "SELECT * FROM rollouts", "--store", store.url, "--format",
+                     "parquet", "--out", str(victim), *force])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"error: --out {victim}: inside the store {other} ")
+        assert err.count("\n") == 1
+    code = main(["sql", "SELECT 1 AS x", "--store", store.url, "--format", "csv", "--out",
+                 str(other / "result.csv")])
+    assert code == 2 and "inside the store" in capsys.readouterr().err
+    assert victim.read_bytes() == before and not (other / "result.csv").exists()
