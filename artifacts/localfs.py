@@ -184,7 +184,8 @@ class LocalRoot:
 
     def write(self, rel: str, data: bytes, *, once: bool = False) -> bool:
         """Write `rel` atomically (fsynced temp + rename in the same folder); with `once`,
-        only if it does not exist (hard link): False when it did."""
+        only if it does not exist: temp, hard link (never replaces), temp removed, folder
+        fsynced. False when it existed."""
         with self.parent(rel, create=True, doing="writing") as (fd, name):
             self._check_target(fd, name, rel)
             tmp = f".{name}.{os.urandom(8).hex()}.tmp"
@@ -197,11 +198,11 @@ class LocalRoot:
                     os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
                 except FileExistsError:
                     return False
-                os.fsync(fd)
-                return True
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp, dir_fd=fd)
+            _fsync_dir(fd)
+            return True
 
     def move_in(self, local_path: str, rel: str) -> None:
         """Move the finished file `local_path` to `rel` (copied first when it lies on
@@ -286,3 +287,8 @@ def _write_temp(fd: int, tmp: str, data: bytes | object) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=fd)
         raise
+
+
+def _fsync_dir(fd: int) -> None:
+    """Make a folder's new entry durable (a commit is not done before this)."""
+    os.fsync(fd)
