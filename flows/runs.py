@@ -130,10 +130,13 @@ def journal_path(run_id: str) -> str:
 
 
 def _listing(store: Any, run_id: str) -> dict[str, str]:
-    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST."""
+    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST. A
+    link, FIFO or device there (the tasks folder itself, too) is listed, so that reading it
+    names it."""
     found = store.find(f"runs/{run_id}/tasks")
     return {p: f"{i['stamp']}:{i['size']}" + ("" if i["type"] == "file" else f":{i['type']}")
-            for p, i in found.items() if p.endswith(".json") and "/." not in f"/{p}"}
+            for p, i in found.items()
+            if i["type"] != "file" or p.endswith(".json") and "/." not in f"/{p}"}
 
 
 def read_manifests(store: Any, run_id: str,

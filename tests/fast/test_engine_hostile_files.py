@@ -95,6 +95,17 @@ def test_status_names_a_fifo_manifest_and_shows_the_rest(store, capsys):
     assert _cli(capsys, "status", "b", "--store", store.url)[0] == 0
 
 
+def test_status_and_resume_name_a_linked_tasks_folder(store, capsys):
+    os.rename(store.path("runs/a/tasks"), store.path("elsewhere"))
+    os.symlink(store.path("elsewhere"), store.path("runs/a/tasks"))
+    store.delete("runs/a/journal.json")
+    code, out, err = _cli(capsys, "status", "a", "--store", store.url)
+    assert code == 0 and "step-0" not in out
+    assert "runs/a/tasks is a symbolic link" in err and err.count("\n") == 1
+    with pytest.raises(StoreFileRefused, match=r"runs/a/tasks is a symbolic link"):
+        runs.read_manifests(store, "a")
+
+
 def test_logs_names_a_linked_log_and_prints_the_others(store, capsys, outside):
     store.write_bytes("runs/a/logs/step-0.log", b"zero says hi\n")
     os.symlink(outside / "config.json", store.path("runs/a/logs/step-1.log"))
