@@ -16,7 +16,7 @@ from alignflow.flows import api
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
-from alignflow.flows.cli.views import print_logs, print_runs, print_status
+from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
 from alignflow.flows.planning import CHOICES, resolve
 
 
@@ -201,6 +201,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         results = api.resume_all(args.store, executor=args.executor, address=args.address,
                                  trust=args.trust, trust_store=args.trust_store,
                                  on_result=report)
+        warn_unreadable(api.open_store(args.store))
         failed = [r for r in results.values() if isinstance(r, str) and r.startswith("error: ")]
         return 1 if failed else 0
     if not args.run_id:
@@ -245,6 +246,7 @@ def _cmd_tick(args: argparse.Namespace) -> int:
                                    trust_store=args.trust_store).items():
         print(f"{run_id}: {status}", flush=True)
         failed = failed or status.startswith("error: ") or status == "FAILED"
+    warn_unreadable(api.open_store(args.store))
     return 1 if failed else 0
 
 

@@ -63,4 +63,4 @@ def copy_out(store: Any, rel: str, folder: str) -> None:
     """The store folder `rel` (an HF export) copied into the local `folder`."""
     os.makedirs(folder, exist_ok=True)
     for path in store.list(rel):
-        store.fs.get_file(store.path(path), os.path.join(folder, os.path.basename(path)))
+        store.get_file(path, os.path.join(folder, os.path.basename(path)))

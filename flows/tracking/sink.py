@@ -49,7 +49,8 @@ class LiveLog:
 
             from alignflow.flows.tracking.tensorboard import TensorBoardWriter
 
-            self.writers.append(TensorBoardWriter(Path(cfg.tensorboard_dir) / run_id))
+            folder = store.local_folder(str(Path(cfg.tensorboard_dir) / run_id))  # in the store:
+            self.writers.append(TensorBoardWriter(folder))  # through no link
         if cfg.wandb.enabled:
             from alignflow.flows.config import to_dict
             from alignflow.flows.tracking.wandb_writer import WandbWriter

@@ -22,7 +22,7 @@ def export_model(host: Trained, folder: str = "actor") -> dict[str, str | int]:
     with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp:
         trainer.save_pretrained(tmp, host.tokenizer)  # collective under ZeRO-3
         files = sorted(p for p in Path(tmp).iterdir() if p.is_file())
-        for path in files if scope.is_lead else ():
-            scope.store.fs.put_file(str(path), scope.store.path(f"{rel}/{path.name}"))
+        for path in files if scope.is_lead else ():  # never through a link in the store
+            scope.store.put_file(str(path), f"{rel}/{path.name}")
     return {"path": rel, "files": len(files), "step": trainer.global_step,
             "policy_version": getattr(host, "policy_version", trainer.global_step)}
