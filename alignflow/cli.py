@@ -60,9 +60,9 @@ QUICK_EXIT = {"run", "resume", "tick", "demo"}
 def _cpu_deepspeed() -> None:
     """DeepSpeed picks its accelerator once, at import, and without a GPU must be told
     "cpu" (else it warns on every model load); Ray workers started here inherit it."""
-    from alignflow.flows.executor_choice import machine_has_gpu
+    from alignflow.tasks.plan.cluster import visible_gpus
 
-    if not machine_has_gpu():
+    if not visible_gpus():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 

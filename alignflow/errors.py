@@ -29,6 +29,13 @@ class SchemaError(AlignflowError, ValueError):
     """Data in the store does not match what alignflow expects (version, fields, Parquet)."""
 
 
+class StoreFileRefused(SchemaError):
+    """A store path that is not what a store holds, refused before it is used: a symbolic
+    link below the root (never followed, to read or to write), a FIFO, device or socket, a
+    file past its size limit, JSON nested past the depth limit, or a file that disagrees
+    with its manifest. The rest of the store is still served."""
+
+
 class StoreError(AlignflowError, OSError):
     """The store cannot be reached or used (endpoint, credentials, bucket)."""
 

@@ -26,7 +26,7 @@ from safetensors.torch import save_file as st_save_file
 from alignflow.artifacts import schemas, treecodec
 from alignflow.artifacts.parquet_io import ArtifactRef, write_table
 from alignflow.artifacts.store import Store
-from alignflow.errors import SchemaError
+from alignflow.errors import SchemaError, StoreFileRefused
 
 FORMAT = 1
 
@@ -86,10 +86,9 @@ def _weights(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], d
 
 def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor]) -> int:
     """Serialise straight to a file (never a bytes copy of the whole state in memory):
-    locally a temp file beside the target, renamed into place; elsewhere, uploaded."""
-    folder = os.path.dirname(store.path(rel)) if store.is_local else None
-    if folder:
-        os.makedirs(folder, exist_ok=True)
+    locally a temp file beside the target (its folders made without following a link),
+    renamed into place; elsewhere, uploaded."""
+    folder = os.path.dirname(store.writable_path(rel)) if store.is_local else None
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".safetensors")
     os.close(fd)
     try:
@@ -103,15 +102,22 @@ def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor])
     return size
 
 
-def _read_safetensors(store: Store, rel: str) -> dict[str, torch.Tensor]:
+def _read_safetensors(store: Store, rel: str, size: int | None) -> dict[str, torch.Tensor]:
+    """The tensors of `rel`: locally a regular file reached through no link, of the `size`
+    its meta.json records (when it records one)."""
     if store.is_local:
         with store._errors(rel):
-            return st_load_file(store.path(rel))
+            return st_load_file(store.readable_path(rel, size))
     with tempfile.TemporaryDirectory(prefix="alignflow-ckpt-") as tmp:
         local = os.path.join(tmp, "x.safetensors")
-        with store._errors(rel):
-            store.fs.get_file(store.path(rel), local)
+        store.get_file(rel, local)
         return st_load_file(local)
+
+
+def _recorded(meta: dict, name: str) -> int | None:
+    """The size meta.json records for file `name` of the checkpoint, if any."""
+    size = (meta.get("files") or {}).get(name) if isinstance(meta, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
@@ -153,9 +159,13 @@ def load(store: Store, rel_dir: str) -> Checkpoint:
         raise SchemaError(f"{store.url}/{rel_dir}/meta.json: format {meta.get('format')!r}, "
                           f"expected {FORMAT}")
     try:
-        model = _read_safetensors(store, f"{rel_dir}/model.safetensors")
-        tensors = _read_safetensors(store, f"{rel_dir}/state.safetensors")
+        model = _read_safetensors(store, f"{rel_dir}/model.safetensors",
+                                  _recorded(meta, "model.safetensors"))
+        tensors = _read_safetensors(store, f"{rel_dir}/state.safetensors",
+                                    _recorded(meta, "state.safetensors"))
         tree = treecodec.decode(store.read_json(f"{rel_dir}/state.json"), tensors)
+    except StoreFileRefused:
+        raise
     except (ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
     for alias, name in (meta.get("tied") or {}).items():
@@ -169,8 +179,9 @@ def load_model_state(store: Store, rel_dir: str) -> dict[str, torch.Tensor]:
     if not store.exists(f"{rel_dir}/meta.json"):
         raise SchemaError(f"{store.url}/{rel_dir}: no meta.json; not a checkpoint or an "
                           "unfinished save")
+    size = _recorded(store.read_json(f"{rel_dir}/meta.json"), "model.safetensors")
     try:
-        return _read_safetensors(store, f"{rel_dir}/model.safetensors")
+        return _read_safetensors(store, f"{rel_dir}/model.safetensors", size)
     except (ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         raise SchemaError(f"{store.url}/{rel_dir}: corrupt checkpoint ({exc})") from None
 

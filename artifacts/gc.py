@@ -50,10 +50,8 @@ def find_orphans(store: Store, run_id: str | None = None, min_age_s: float = 0.0
     now = time.time()
     for rid in [run_id] if run_id else run_ids(store):
         files, dirs = _referenced(store, rid)
-        with store._errors(f"runs/{rid}"):
-            found = store.fs.find(store.path(f"runs/{rid}"), detail=True)
-        for full, info in sorted(found.items()):
-            rel = store.rel(full)
+        found = store.find(f"runs/{rid}")  # a link is listed (and removed) itself, not followed
+        for rel, info in sorted(found.items()):
             if _is_kept(rel, rid, files, dirs) or _age(info, now) < min_age_s:
                 continue
             out.append(Orphan(rel, int(info.get("size") or 0)))
@@ -61,7 +59,7 @@ def find_orphans(store: Store, run_id: str | None = None, min_age_s: float = 0.0
 
 
 def _age(info: dict, now: float) -> float:
-    mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+    mtime = info.get("mtime")
     if mtime is None:
         return float("inf")
     stamp = mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime)

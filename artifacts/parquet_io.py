@@ -108,12 +108,11 @@ def _stream(writer: pq.ParquetWriter, data: Any, schema: TableSchema,
 
 
 def _temp_path(store: Store, rel: str) -> str:
-    """Local stores: a hidden temp next to the target (same disk, rename is atomic)."""
+    """Local stores: a hidden temp next to the target (same disk, rename is atomic), its
+    folders made without following a link (`Store.writable_path`)."""
     if store.is_local:
-        target = store.path(rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        folder, name = os.path.split(target)
-        return os.path.join(folder, f".{name}.tmp")
+        folder, name = rel.rsplit("/", 1)
+        return store.writable_path(f"{folder}/.{name}.tmp")
     fd, path = tempfile.mkstemp(prefix="alignflow-", suffix=".parquet")
     os.close(fd)
     return path
@@ -175,18 +174,27 @@ def _arrow_fs(store: Store) -> pafs.FileSystem | None:
     return None if store.is_local else pafs.PyFileSystem(pafs.FSSpecHandler(store.fs))
 
 
+def _source(store: Store, ref: ArtifactRef | str) -> tuple[str, str]:
+    """(store path, what Arrow opens): locally a regular file reached through no link, of
+    the size its manifest records (a missing one is a FileNotFoundError naming it)."""
+    rel = ref if isinstance(ref, str) else ref.path
+    if not store.is_local:
+        return rel, store.path(rel)
+    try:
+        return rel, store.readable_path(rel, None if isinstance(ref, str) else ref.bytes)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{store.url}/{rel}: committed file is missing") from None
+
+
 @contextlib.contextmanager
-def _parquet(store: Store, rel: str) -> Iterator[tuple[pq.ParquetFile, TableSchema]]:
+def _parquet(store: Store, rel: str, path: str) -> Iterator[tuple[pq.ParquetFile, TableSchema]]:
     """Local files go to Arrow's native reader (no Python file object in the loop); remote
     ones through fsspec with coalesced, pre-buffered range reads."""
     with contextlib.ExitStack() as stack:
-        if store.is_local and not os.path.exists(store.path(rel)):
-            raise FileNotFoundError(f"{store.url}/{rel}: committed file is missing")
         fs = _arrow_fs(store)
         try:
             with translate_errors(store.url, rel):
-                pf = stack.enter_context(pq.ParquetFile(store.path(rel), filesystem=fs,
-                                                        pre_buffer=True))
+                pf = stack.enter_context(pq.ParquetFile(path, filesystem=fs, pre_buffer=True))
         except (pa.ArrowInvalid, OSError) as exc:
             raise _corrupt(store, rel, exc) from None
         yield pf, _check_version(store, rel, pf.schema_arrow.metadata)
@@ -215,8 +223,8 @@ def iter_batches(store: Store, refs: Iterable[RefLike], columns: Sequence[str] |
                  batch_size: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
     """Stream committed files as small tables, checking each file's schema version."""
     for ref in map(_as_ref, refs):
-        rel = ref if isinstance(ref, str) else ref.path
-        with _parquet(store, rel) as (pf, known):
+        rel, path = _source(store, ref)
+        with _parquet(store, rel, path) as (pf, known):
             try:
                 for batch in pf.iter_batches(batch_size, columns=_read_columns(pf, columns)):
                     yield _upgrade(batch, known, columns)
@@ -224,14 +232,13 @@ def iter_batches(store: Store, refs: Iterable[RefLike], columns: Sequence[str] |
                 raise _corrupt(store, rel, exc) from None
 
 
-def _read_file(store: Store, rel: str, pf: pq.ParquetFile,
+def _read_file(store: Store, path: str, pf: pq.ParquetFile,
                columns: list[str] | None) -> pa.Table:
     """One row group: read it from the file already open (a small step table: ~1 ms less
     than opening it again). More: the dataset reader, which decodes row groups in parallel."""
     if pf.metadata.num_row_groups <= 1:
         return pf.read(columns=columns, use_threads=True)
-    return pq.read_table(store.path(rel), filesystem=_arrow_fs(store), columns=columns,
-                         pre_buffer=True)
+    return pq.read_table(path, filesystem=_arrow_fs(store), columns=columns, pre_buffer=True)
 
 
 def read_table(store: Store, refs: Iterable[RefLike],
@@ -239,10 +246,10 @@ def read_table(store: Store, refs: Iterable[RefLike],
     """All rows of `refs` as one table (older minor versions gain null columns)."""
     tables = []
     for ref in map(_as_ref, refs):
-        rel = ref if isinstance(ref, str) else ref.path
-        with _parquet(store, rel) as (pf, known):
+        rel, path = _source(store, ref)
+        with _parquet(store, rel, path) as (pf, known):
             try:
-                table = _read_file(store, rel, pf, _read_columns(pf, columns))
+                table = _read_file(store, path, pf, _read_columns(pf, columns))
             except (pa.ArrowInvalid, OSError) as exc:
                 raise _corrupt(store, rel, exc) from None
             tables.append(_upgrade(table, known, columns))

@@ -3,6 +3,11 @@
 Every path the rest of alignflow uses is relative to the root. The one operation that
 must be exactly right is `create_json`, the create-once commit of a manifest: a crash
 leaves either the whole manifest or nothing, and a second commit is refused.
+
+A store is data others may have shaped, so every read is bounded by its kind of file
+(`bounds.py`; on S3 one ranged GET), and a local store is read, written, listed and deleted
+only below its root, through no link, reading only regular files (`localfs.py`); libraries
+that open store files by path get it from `readable_path` / `writable_path`.
 """
 
 from __future__ import annotations
@@ -11,49 +16,20 @@ import contextlib
 import fnmatch
 import json
 import os
+import shutil
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-import fsspec
-
-from alignflow.artifacts import retry
+from alignflow.artifacts import bounds, retry
+from alignflow.artifacts.localfs import LocalRoot
 from alignflow.artifacts.s3errors import translate_errors
-from alignflow.errors import CommitConflict, ConfigError, SchemaError
+from alignflow.artifacts.urls import filesystem, parse_url
+from alignflow.errors import CommitConflict, ConfigError
 
 DEFAULT_URL = "./alignflow-store"
 T = TypeVar("T")
 _MEMORY_LOCK = threading.Lock()
-
-
-def _parse(url: str) -> tuple[str, str]:
-    """`url` → (protocol, root path inside that filesystem)."""
-    if url.startswith("s3://"):
-        root = url[len("s3://"):].strip("/")
-        if not root:
-            raise ConfigError(f"store URL {url!r} names no bucket; expected s3://bucket/prefix")
-        return "s3", root
-    if url.startswith("memory://"):
-        return "memory", "/" + url[len("memory://"):].strip("/")
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    elif "://" in url:
-        raise ConfigError(f"store URL {url!r}: expected a local path, file://, memory:// or s3://")
-    return "file", os.path.abspath(os.path.expanduser(url))
-
-
-def _filesystem(protocol: str, options: dict[str, Any]) -> fsspec.AbstractFileSystem:
-    """A fresh filesystem (no fsspec instance cache, so credentials are never stale)."""
-    options = dict(options)
-    if protocol == "s3":
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint and "endpoint_url" not in options:
-            options["endpoint_url"] = endpoint
-        options.setdefault("use_listings_cache", False)  # other processes write too
-    if protocol == "file":
-        options.setdefault("auto_mkdir", True)
-    return fsspec.filesystem(protocol, skip_instance_cache=True, **options)
 
 
 class Store:
@@ -62,8 +38,9 @@ class Store:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         self.url = url
         self.storage_options = dict(storage_options or {})
-        self.protocol, self.root = _parse(url)
-        self.fs = _filesystem(self.protocol, self.storage_options)
+        self.protocol, self.root = parse_url(url)
+        self.fs = filesystem(self.protocol, self.storage_options)
+        self.local = LocalRoot(self.root, url) if self.protocol == "file" else None
         self.reached = False  # has the store answered? (then an outage is retried: retry.py)
 
     @classmethod
@@ -95,7 +72,7 @@ class Store:
         return full[len(self.root):].lstrip("/")
 
     @contextlib.contextmanager
-    def _errors(self, rel: str) -> Iterator[None]:
+    def _errors(self, rel: str = "") -> Iterator[None]:
         with translate_errors(self.url, rel):
             yield
 
@@ -106,40 +83,120 @@ class Store:
                 return fn()
         return once() if self.is_local else retry.call(self, once)
 
+    def _disk(self, rel: str, fn: Callable[[str], T]) -> T:
+        """`fn(rel)` on a local store: `rel` checked to stay below the root, errors named."""
+        if self.local is None:
+            raise ConfigError(f"{self.url}: {rel!r} has no local path (not a local store)")
+        self.path(rel)
+        with self._errors(rel):
+            return fn(rel.strip("/"))
+
+    def where(self, rel: str) -> str:
+        """`rel` as users see it in errors: the store URL and the path."""
+        return f"{self.url.rstrip('/')}/{rel.strip('/')}"
+
     # -- plain files ---------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
+        """Whether something is at `rel` (locally a link counts: reading it names it)."""
+        if self.local:
+            return self._disk(rel, lambda r: self.local.lstat(r) is not None)
         return self._io(rel, lambda: self.fs.exists(self.path(rel)))
 
-    def read_bytes(self, rel: str) -> bytes:
-        return self._io(rel, lambda: self.fs.cat_file(self.path(rel)))
+    def read_bytes(self, rel: str, limit: int | None = None) -> bytes:
+        """The bytes of `rel`, refused unread past `limit` (default: its kind's limit)."""
+        limit = bounds.limit_for(rel) if limit is None else limit
+        if self.local:
+            return self._disk(rel, lambda r: self.local.read(r, limit))
+        data = self._io(rel, lambda: self._ranged_get(rel, limit + 1))
+        if len(data) > limit:  # a ranged GET: never more than limit + 1 bytes arrive
+            raise bounds.too_big(self.where(rel), None, limit)
+        return data
+
+    def _ranged_get(self, rel: str, end: int) -> bytes:
+        try:
+            return self.fs.cat_file(self.path(rel), start=0, end=end)
+        except OSError as exc:
+            if _unsatisfiable(exc):  # a ranged GET of an empty S3 object answers 416
+                return b""
+            raise
+
+    def read_many(self, rels: Iterable[str]) -> dict[str, bytes | Exception]:
+        """Several files at once (concurrent GETs on S3), each bounded like `read_bytes`; a
+        file that cannot be read maps to its exception."""
+        rels = list(rels)
+        if self.local or not rels:
+            return {rel: _attempt(lambda rel=rel: self.read_bytes(rel)) for rel in rels}
+        limits = {rel: bounds.limit_for(rel) for rel in rels}
+        full = {self.path(r): r for r in rels}
+        with self._errors():
+            got = self.fs.cat(list(full), on_error="return", start=0,
+                              end=max(limits.values()) + 1)
+        out: dict[str, bytes | Exception] = {}
+        for path, data in got.items():
+            rel, data = full[self.fs._strip_protocol(path)], b"" if _unsatisfiable(data) else data
+            too_big = isinstance(data, bytes) and len(data) > limits[rel]
+            out[rel] = bounds.too_big(self.where(rel), None, limits[rel]) if too_big else data
+        return out
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Overwrite `rel` with `data` (atomic locally: temp + rename)."""
         path = self.path(rel)
-        if self.is_local:
-            with self._errors(rel):
-                os.replace(self._local_temp(path, data), path)
+        if self.local:
+            self._disk(rel, lambda r: self.local.write(r, data))
         else:
             self._io(rel, lambda: self.fs.pipe_file(path, data))
 
     def put_file(self, local_path: str, rel: str) -> None:
         """Upload (or move, when local) a finished local file to `rel`."""
         path = self.path(rel)
-        if self.is_local:
-            with self._errors(rel):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.replace(local_path, path)
+        if self.local:
+            self._disk(rel, lambda r: self.local.move_in(local_path, r))
         else:
             self._io(rel, lambda: self.fs.put_file(local_path, path))
 
+    def writable_path(self, rel: str) -> str:
+        """Local stores: the path of `rel` for a library that writes by path (its folders
+        made, no link on the way or at the end; refused in one line otherwise)."""
+        return self._disk(rel, self.local.writable)
+
+    def local_folder(self, path: str) -> str:
+        """`path`, a local folder a user named (TensorBoard's): when it lies inside this
+        local store it is made like any store folder, through no link; else left as is."""
+        rel = os.path.relpath(os.path.abspath(path), self.root) if self.local else ".."
+        if rel != ".." and not rel.startswith("../"):
+            self._disk(rel, self.local.make_folder)
+        return path
+
+    def readable_path(self, rel: str, size: int | None = None) -> str:
+        """Local stores: the path of regular file `rel` (reached through no link; of exactly
+        `size` bytes when given) for a library that reads by path."""
+        return self._disk(rel, lambda r: self.local.readable(r, size))
+
     def open_file(self, rel: str, mode: str = "rb"):
-        """A file object for reading `rel` (writers go through `put_file`/`write_bytes`)."""
+        """A binary file object for reading `rel` (writers go through `put_file`/`write_bytes`)."""
+        if mode != "rb":
+            raise ConfigError(f"open_file {rel!r}: mode {mode!r}; only 'rb' (reading)")
+        if self.local:
+            return self._disk(rel, self.local.open_file)
         return self._io(rel, lambda: self.fs.open(self.path(rel), mode))
 
+    def get_file(self, rel: str, local_path: str) -> None:
+        """Copy `rel` to the local file `local_path`, streamed, whatever its size (locally:
+        a regular file reached through no link)."""
+        if not self.local:
+            return self._io(rel, lambda: self.fs.get_file(self.path(rel), local_path))
+        with self._disk(rel, self.local.open_file) as src, open(local_path, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
     def size(self, rel: str) -> int:
+        if self.local:
+            return self._disk(rel, lambda r: self.local.readable_size(r))
         return self._io(rel, lambda: int(self.fs.size(self.path(rel))))
 
     def delete(self, rel: str, recursive: bool = False) -> None:
+        """Remove `rel` (a folder too with `recursive`); locally a link itself, never its target."""
+        if self.local:
+            return self._disk(rel, lambda r: self.local.remove(r, recursive))
         tries = []
 
         def rm() -> None:
@@ -151,14 +208,27 @@ class Store:
                     raise
         self._io(rel, rm)
 
+    def find(self, prefix: str = "") -> dict[str, dict[str, Any]]:
+        """Every file under `prefix`: path -> {type ("file", or locally what else it is:
+        "a symbolic link", "a FIFO", ...), size, mtime, stamp (ETag on S3, else mtime)};
+        links are listed, never followed."""
+        base = self.path(prefix)
+        if self.local:
+            found = self._disk(prefix, self.local.entries)
+            return {r: {"type": e.kind, "size": e.size, "mtime": e.mtime, "stamp": e.mtime}
+                    for r, e in found.items()}
+
+        def listing() -> dict:
+            return self.fs.find(base, detail=True) if self.fs.exists(base) else {}
+        return {self.rel(p): {"type": "file", "size": int(i.get("size") or 0),
+                              "mtime": i.get("mtime") or i.get("LastModified") or i.get("created"),
+                              "stamp": i.get("ETag") or i.get("mtime") or i.get("LastModified")}
+                for p, i in self._io(prefix, listing).items()}
+
     def list(self, prefix: str = "", pattern: str | None = None) -> list[str]:
         """Files under `prefix` (recursive, sorted), relative to the root; `pattern` is an
         fnmatch glob on the path relative to `prefix`."""
-        base = self.path(prefix)
-
-        def find() -> list[str]:
-            return self.fs.find(base) if self.fs.exists(base) else []
-        rels = sorted(self.rel(p) for p in self._io(prefix, find))
+        rels = sorted(self.find(prefix))
         if pattern is None:
             return rels
         cut = len(prefix.strip("/")) + 1 if prefix.strip("/") else 0
@@ -166,13 +236,9 @@ class Store:
 
     # -- JSON ----------------------------------------------------------------------------------
     def read_json(self, rel: str) -> Any:
-        """Parsed JSON of `rel`; a file that is not JSON is a `SchemaError` naming it."""
-        data = self.read_bytes(rel)
-        try:
-            return json.loads(data)
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise SchemaError(f"{self.url.rstrip('/')}/{rel} is not valid JSON "
-                              f"({_first_line(exc)})") from None
+        """Parsed JSON of `rel` (bounded in size and depth); a file that is not JSON is a
+        `SchemaError` naming it."""
+        return bounds.parse_json(self.read_bytes(rel), self.where(rel))
 
     def write_json(self, rel: str, obj: Any) -> None:
         """Plain overwrite (run.json, lease.json): atomic where the filesystem allows."""
@@ -181,9 +247,9 @@ class Store:
     def create_json(self, rel: str, obj: Any) -> None:
         """Create-once commit of `rel`; `CommitConflict` if it already exists."""
         data, path = _dumps(obj), self.path(rel)
-        if self.is_local:
-            with self._errors(rel):
-                self._create_local(rel, path, data)
+        if self.local:
+            if not self._disk(rel, lambda r: self.local.write(r, data, once=True)):
+                raise _conflict(self, rel)  # a hard link never replaces
         elif self.protocol == "s3":
             self._io(rel, self._create_s3(rel, path, data))
         else:
@@ -202,42 +268,22 @@ class Store:
             try:
                 self.fs.pipe_file(path, data, mode="create")
             except FileExistsError:
-                if len(tries) > 1 and self.fs.cat_file(path) == data:
+                if len(tries) > 1 and self.fs.cat_file(path, start=0, end=len(data) + 1) == data:
                     return
                 raise _conflict(self, rel) from None
         return put
 
-    def _create_local(self, rel: str, path: str, data: bytes) -> None:
-        tmp = self._local_temp(path, data)
-        try:
-            os.link(tmp, path)  # fails if `path` exists: no replace, ever
-        except FileExistsError:
-            raise _conflict(self, rel) from None
-        finally:
-            os.unlink(tmp)
-        _fsync_dir(os.path.dirname(path))
 
-    @staticmethod
-    def _local_temp(path: str, data: bytes) -> str:
-        """Write `data` to a hidden, fsynced temp file next to `path`."""
-        folder, name = os.path.split(path)
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)  # a full disk leaves no half-written temp behind
-            raise
-        return tmp
+def _unsatisfiable(answer: Any) -> bool:
+    """S3's answer to a ranged GET from byte 0 of an empty object (416): it is empty."""
+    return isinstance(answer, OSError) and "range is not satisfiable" in str(answer).lower()
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+def _attempt(fn: Callable[[], T]) -> T | Exception:
+    try:
+        return fn()
+    except Exception as exc:  # handed to the caller, who names the file
+        return exc
 
 
 def _dumps(obj: Any) -> bytes:
@@ -246,14 +292,6 @@ def _dumps(obj: Any) -> bytes:
 
 def _conflict(store: Store, rel: str) -> CommitConflict:
     return CommitConflict(f"{store.url}/{rel} is already committed; a commit happens once")
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def open_store(store: Store | str | None = None) -> Store:

@@ -72,17 +72,17 @@ def _trainer(args, variant: str):
     if use_lora:
         from alignflow.tasks.modeling import lora
 
-        model = lora.wrap(model, lora.LoraConfig(lora_rank=8, lora_alpha=16))
+        model = lora.wrap(model, lora.LoraConfig(rank=8, alpha=16))
     cfg = TrainerConfig(lr=1e-6, lr_warmup_ratio=0.0, total_steps=args.steps + 1,
                         train_batch_size=args.pairs, micro_train_batch_size=args.micro)
     if kind == "torch":
         from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
         return TorchTrainer(model, cfg)
-    from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
     from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+    from alignflow.tasks.trainers.ds_section import DSConfig
 
-    return DeepSpeedTrainer(model, cfg, DeepSpeedConfig(zero_stage=stage, adam_offload=offload))
+    return DeepSpeedTrainer(model, cfg, DSConfig(zero_stage=stage, adam_offload=offload))
 
 
 def _dpo_work(args, trainer):

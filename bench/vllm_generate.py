@@ -76,7 +76,7 @@ def _timed(call, max_new_tokens: int, repeats: int) -> tuple[float, int]:
 def run_one(name: str, args: argparse.Namespace) -> dict:
     """Loads one engine in this process and times its generate calls."""
     from alignflow.tasks.engines.base import SamplingParams
-    from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+    from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
     from alignflow.tasks.modeling.loading import load_tokenizer
     from alignflow.tasks.zoo import resolve_model
 
@@ -84,7 +84,8 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     prompts = _prompts(load_tokenizer(path), args.prompts)
     params = lambda length: SamplingParams(max_new_tokens=length, n=args.n, seed=1,  # noqa: E731
                                            temperature=1.0, eos_token_ids=(10**9,))
-    config = VLLMEngineConfig(dtype="float32", max_model_len=1024)
+    config = VLLMEngineConfig(dtype="float32", section=VLLMSection(
+        max_model_len=1024, enable_prefix_caching=True))
     if name == "hf":
         import torch
 

@@ -6,14 +6,17 @@
 Views: `runs`, `tasks`, `rollouts`, `preferences`, `sft_samples`, `metrics`, `checkpoints`
 (plus any other table a manifest lists). They are a snapshot of what was committed when
 the catalog was opened or last `refresh()`ed. User SQL passes the read-only guard first and
-runs under `SqlLimits` (time, memory, threads); `cursor()` is guarded the same way. A file
-that cannot be read is left out and listed in `problems`; the rest of the store is served.
+runs under `SqlLimits` (time, memory, threads, result rows and bytes); `cursor()` is guarded
+the same way, and `stream()` hands the result out batch by batch. A file that cannot be read,
+or does not match its manifest, is left out and listed in `problems`; the rest is served.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -22,15 +25,12 @@ import pyarrow as pa
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
 from alignflow.catalog.cursor import GuardedCursor, Params
+from alignflow.catalog.deadline import deadline
 from alignflow.catalog.guard import check_read_only
-from alignflow.catalog.limits import (
-    SqlLimits,
-    deadline,
-    human_bytes,
-    private_temp_dir,
-    remove_temp_dir,
-)
+from alignflow.catalog.limits import SqlLimits, human_bytes
 from alignflow.catalog.manifests import Problem, Snapshot, run_of, scan
+from alignflow.catalog.results import Rows, short
+from alignflow.catalog.spill import private_temp_dir, remove_temp_dir
 from alignflow.errors import ConfigError, QueryLimit, SchemaError, SqlRefused
 
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException,
@@ -42,6 +42,10 @@ class _Unreadable(Exception):
     def __init__(self, rel: str, problem: Problem) -> None:
         super().__init__(problem.message)
         self.rel, self.problem = rel, problem
+
+
+class _LeftOut(SchemaError):
+    """A file found unreadable after part of a streamed result was handed out."""
 
 
 class Catalog:
@@ -60,6 +64,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._cursors: list[duckdb.DuckDBPyConnection] = []  # of the current connection
         self._generation = 0
         self._snap: Snapshot | None = None
         self._built: connection.Built | None = None
@@ -75,7 +80,7 @@ class Catalog:
         built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out)
         with self._lock:
             self._con, self._built, self._snap = built.con, built, snap
-            self._left_out = left_out
+            self._left_out, self._cursors = left_out, []
             self._generation += 1
 
     @property
@@ -104,31 +109,53 @@ class Catalog:
                 if self._con is None:
                     raise ConfigError("catalog is closed; open a new Catalog")
                 local.cursor, local.generation = self._con.cursor(), self._generation
+                self._cursors.append(local.cursor)
         return local.cursor
+
+    def interrupt(self) -> None:
+        """Interrupt every running query of this catalog (from any thread: a signal's)."""
+        with self._lock:
+            cursors = list(self._cursors)
+        for cur in cursors:
+            cur.interrupt()
 
     def sql(self, query: str, params: Params = None) -> pa.Table:
         """Run read-only `query` (`?` placeholders bound from `params`); the last result."""
-        statements = check_read_only(query, self.limits.max_query_bytes)
         for _ in range(_MAX_LEFT_OUT_PER_QUERY):
             try:
-                return self._run(statements, params)
-            except _Unreadable as bad:
-                self._leave_out(bad.rel, bad.problem)
-        raise SchemaError(f"more than {_MAX_LEFT_OUT_PER_QUERY} unreadable Parquet files in "
-                          f"{self.store.url}; see Catalog.problems")
+                with self.stream(query, params) as rows:
+                    return rows.read_all()
+            except _LeftOut:
+                continue  # that file is left out now: the whole query again
+        raise self._too_many()
 
-    def _run(self, statements: list[str], params: Params) -> pa.Table:
-        cur = self._raw_cursor()
-        with deadline(cur, self.limits.timeout_s) as fired:
-            for i, text in enumerate(statements):
+    @contextmanager
+    def stream(self, query: str, params: Params = None) -> Iterator[Rows]:
+        """The result of read-only `query` batch by batch (`Rows`: its `schema`, then its
+        Arrow batches), under the same guard and limits as `sql()`, the deadline covering
+        the whole iteration. A file found unreadable before the first batch is left out and
+        the query run again; found later, the error names it (later queries leave it out)."""
+        statements = check_read_only(query, self.limits.max_query_bytes)
+        for _ in range(_MAX_LEFT_OUT_PER_QUERY):
+            cur = self._raw_cursor()
+            with deadline(cur, self.limits.timeout_s) as fired:
+                rows = Rows(self.limits, self._translate, fired)
                 try:
-                    if i < len(statements) - 1:
-                        cur.execute(text).fetchall()  # run for its errors; rows unused
-                        continue
-                    return cur.sql(text, params=params).to_arrow_table()
-                except duckdb.Error as exc:
-                    raise self._translate(exc, text, fired.is_set()) from None
-        raise AssertionError("unreachable: check_read_only returns at least one statement")
+                    rows.start(cur, statements, params)
+                except _Unreadable as bad:
+                    self._leave_out(bad.rel, bad.problem)
+                    continue
+                try:
+                    yield rows
+                except _Unreadable as bad:
+                    self._leave_out(bad.rel, bad.problem)
+                    raise _LeftOut(f"{bad.problem.message}; run the query again") from None
+                return
+        raise self._too_many()
+
+    def _too_many(self) -> SchemaError:
+        return SchemaError(f"more than {_MAX_LEFT_OUT_PER_QUERY} unreadable Parquet files in "
+                           f"{self.store.url}; see Catalog.problems")
 
     def _leave_out(self, rel: str, problem: Problem) -> None:
         """Rebuild the views from the same snapshot without the file a query could not read."""
@@ -164,17 +191,16 @@ class Catalog:
 
     def _translate(self, exc: duckdb.Error, statement: str, timed_out: bool) -> Exception:
         """A one-line error of ours naming the statement, the limit hit or the corrupt file."""
-        first = connection.first_line(exc)
-        short = " ".join(statement.split())[:80]
+        first, short_text = connection.first_line(exc), short(statement)
         if timed_out and isinstance(exc, duckdb.InterruptException):
-            return QueryLimit(f"SQL stopped: `{short}` ran past the {self.limits.timeout_s:g} s "
+            return QueryLimit(f"SQL stopped: `{short_text}` ran past the {self.limits.timeout_s:g} s "
                               "time limit (--timeout SECONDS; SqlLimits(timeout_s=...))")
         if isinstance(exc, duckdb.OutOfMemoryException):
             size = human_bytes(self.limits.memory_bytes)
-            return QueryLimit(f"SQL stopped: `{short}` needs more than the {size} memory limit "
+            return QueryLimit(f"SQL stopped: `{short_text}` needs more than the {size} memory limit "
                               f"(--memory-limit SIZE|PERCENT; SqlLimits(memory=...))")
         if isinstance(exc, duckdb.PermissionException):
-            return SqlRefused(f"SQL refused: `{short}` reaches outside the store's committed "
+            return SqlRefused(f"SQL refused: `{short_text}` reaches outside the store's committed "
                               f"files ({first})")
         if isinstance(exc, _FILE_ERRORS):
             files = self._built.files_by_name if self._built else {}
@@ -182,4 +208,4 @@ class Catalog:
             if rel is not None and rel not in self._left_out:
                 return _Unreadable(rel, Problem(rel, run_of(rel),
                                                 connection.unreadable(self.store, rel, exc)))
-        return ConfigError(f"SQL error in `{short}`: {first}")
+        return ConfigError(f"SQL error in `{short_text}`: {first}")

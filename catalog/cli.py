@@ -3,12 +3,22 @@
     alignflow sql "SELECT iteration, avg(reward) FROM rollouts GROUP BY 1" --format csv
     alignflow sql                      # interactive shell (or statements piped on stdin)
     alignflow report RUN_ID --out report.html
+
+`sql` bounds its whole process: the query's time, DuckDB's memory and threads, the result's
+rows and bytes (written out batch by batch), and the process's own memory
+(`limits.cap_process_memory`). Ctrl-C, SIGTERM and SIGHUP interrupt the query and close the
+catalog, so its spill folder goes with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from alignflow.catalog.output import FORMATS
 
@@ -34,11 +44,15 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     limits = parser.add_argument_group("query limits")
     limits.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="stop a query after this many seconds (default 60)")
-    limits.add_argument("--memory-limit", default="50%", metavar="SIZE",
-                        help="DuckDB memory limit: a size (4GB) or a share of RAM (default 50%%)")
+                        help="stop a query after this many seconds (default 60, at most a day)")
+    limits.add_argument("--memory-limit", default="25%", metavar="SIZE",
+                        help="memory limit: a size (4GB) or a share of RAM (default 25%%)")
     limits.add_argument("--threads", type=int, default=None,
                         help="DuckDB threads (default: the usable cores, at most 8)")
+    limits.add_argument("--max-rows", type=int, default=None, metavar="N",
+                        help="stop a query whose result has more rows (default 1,000,000)")
+    limits.add_argument("--max-bytes", default=None, metavar="SIZE",
+                        help="stop a query whose result is bigger, in Arrow bytes (default 1GiB)")
 
 
 def run(name: str, args: argparse.Namespace) -> int:
@@ -50,17 +64,61 @@ def run(name: str, args: argparse.Namespace) -> int:
         from alignflow.errors import ConfigError
 
         raise ConfigError("--format parquet needs --out FILE (Parquet is binary)")
-    with Catalog(args.store, limits=limits) as catalog:
+    opened: list = []
+    with _signals_interrupt(opened), Catalog(args.store, limits=limits) as catalog:
+        opened.append(catalog)
         if name == "report":
             return _report(catalog, args)
-        return _sql(catalog, args)
+        from alignflow.catalog.limits import cap_process_memory
+
+        with cap_process_memory(limits):
+            return _sql(catalog, args)
+
+
+@contextlib.contextmanager
+def _signals_interrupt(catalogs: list) -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command like Ctrl-C: the query is interrupted, the
+    catalog closed and its spill folder removed, instead of the process dying on the spot.
+    DuckDB looks at Python's signals only between its tasks (one step of a big sort can
+    take many seconds), so a thread woken by any signal (`signal.set_wakeup_fd`) interrupts
+    the queries of `catalogs` at once as well."""
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)
+    old_fd = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+    threading.Thread(target=_interrupt_on_wake, args=(wake, catalogs), daemon=True,
+                     name="alignflow-sql-signals").start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        os.close(woken)  # the thread reads the end of the pipe and stops
+
+
+def _interrupt_on_wake(wake: int, catalogs: list) -> None:
+    try:
+        while os.read(wake, 1):
+            for catalog in catalogs:
+                catalog.interrupt()
+    finally:
+        os.close(wake)
 
 
 def _limits(args: argparse.Namespace):
     from alignflow.catalog.limits import SqlLimits
 
-    extra = {} if args.threads is None else {"threads": args.threads}
-    return SqlLimits(timeout_s=args.timeout, memory=args.memory_limit, **extra)
+    given = {"threads": args.threads, "max_rows": args.max_rows, "max_bytes": args.max_bytes}
+    return SqlLimits(timeout_s=args.timeout, memory=args.memory_limit,
+                     **{k: v for k, v in given.items() if v is not None})
 
 
 def _warn(catalog, run_id: str | None = None) -> None:
@@ -72,7 +130,7 @@ def _warn(catalog, run_id: str | None = None) -> None:
 
 
 def _sql(catalog, args: argparse.Namespace) -> int:
-    from alignflow.catalog.output import check_out_path, write_result
+    from alignflow.catalog.output import check_out_path, write_rows
     from alignflow.catalog.shell import Shell
     from alignflow.errors import ConfigError
 
@@ -84,10 +142,11 @@ def _sql(catalog, args: argparse.Namespace) -> int:
         check_out_path(args.out, catalog.store, args.force)  # before the query runs
     query = sys.stdin.read() if args.query == "-" else args.query
     try:
-        result = catalog.sql(query)
+        with catalog.stream(query) as rows:  # written out batch by batch
+            write_rows(rows.schema, rows, args.format, args.out, store=catalog.store,
+                       force=args.force)
     finally:
         _warn(catalog)
-    write_result(result, args.format, args.out, store=catalog.store, force=args.force)
     return 0
 
 

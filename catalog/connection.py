@@ -4,16 +4,14 @@ The database is in memory and belongs to one `Catalog` (never DuckDB's module-le
 connection). Local stores are read by DuckDB's native reader; other filesystems (S3,
 memory) go through the store's fsspec filesystem registered with the connection, so no
 DuckDB extension (httpfs) is needed. Threads, memory and the spill folder are set from
-`SqlLimits`. Once the views exist, file access is limited to the committed files and the
-configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
+`SqlLimits`. A view reads only files that match their manifests (`verify.py`). Once the
+views exist, file access is limited to the committed files and the configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
 (DuckDB's `allowed_paths` would let a `COPY` write onto a committed file; the parser guard,
 `guard.py`, is what refuses every writing statement.)
 """
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -25,7 +23,9 @@ from alignflow.artifacts.store import Store
 from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
+from alignflow.catalog.paths import duckdb_path, file_in_message, literal
 from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
+from alignflow.catalog.verify import verified
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
                lineage.INPUTS.name, lineage.ROUNDS.name)
@@ -34,12 +34,6 @@ DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints
 def sql_text(name: str) -> str:
     """The text of `catalog/<name>.sql` (package data)."""
     return resources.files("alignflow.catalog").joinpath(f"{name}.sql").read_text()
-
-
-def duckdb_path(store: Store, rel: str) -> str:
-    """How DuckDB names a store file: a plain path locally, `proto://...` through fsspec."""
-    full = store.path(rel)
-    return full if store.is_local else store.fs.unstrip_protocol(full)
 
 
 @dataclass
@@ -69,7 +63,8 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
         served: set[str] = set()  # tables with at least one readable file
         for name in sorted(set(DATA_TABLES) | set(snap.files)):
             view = GENERATED if name == "rollouts" else name
-            rels = _usable(store, snap.files.get(name, []), set(left_out), built.problems)
+            rels = [r for r in snap.files.get(name, []) if r not in left_out]
+            rels = verified(store, con, snap, rels, built.problems, unreadable)
             rels = _data_view(store, built, name, rels, view)
             allowed += [duckdb_path(store, rel) for rel in rels]
             served |= {name} if rels else set()
@@ -85,22 +80,6 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
         con.close()
         raise
     return built
-
-
-def _usable(store: Store, rels: list[str], exclude: set[str],
-            problems: list[Problem]) -> list[str]:
-    """The files a view may read: not excluded, and (locally) not a link out of the store."""
-    root = os.path.realpath(store.root) if store.is_local else ""
-    out = []
-    for rel in rels:
-        if rel in exclude:
-            continue
-        if root and not os.path.realpath(store.path(rel)).startswith(root + os.sep):
-            problems.append(Problem(rel, run_of(rel), f"{store.url}/{rel} links outside the "
-                                                      "store; left out"))
-            continue
-        out.append(rel)
-    return out
 
 
 def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -120,7 +99,7 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
     view = view or name
     rels = list(rels)
     while rels:
-        files = "[" + ", ".join(_literal(duckdb_path(store, r)) for r in rels) + "]"
+        files = "[" + ", ".join(literal(duckdb_path(store, r)) for r in rels) + "]"
         hive = "true" if _same_partition_keys(rels) else "false"
         try:
             built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive))
@@ -147,14 +126,6 @@ def unreadable(store: Store, rel: str, exc: BaseException) -> str:
     return f"corrupt or unreadable Parquet file {store.url}/{rel}: {first_line(exc)}; left out"
 
 
-def file_in_message(message: str, files_by_name: dict[str, str]) -> str | None:
-    """The store path of the committed file a DuckDB error message names, if any."""
-    for name in re.findall(r"[^/\\\"' ]+\.parquet", message):
-        if name in files_by_name:
-            return files_by_name[name]
-    return None
-
-
 def first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
@@ -177,13 +148,9 @@ def _same_partition_keys(rels: list[str]) -> bool:
 
 
 def _lock(con: duckdb.DuckDBPyConnection, allowed: list[str]) -> None:
-    con.execute(f"SET allowed_paths = [{', '.join(_literal(p) for p in allowed)}]")
+    con.execute(f"SET allowed_paths = [{', '.join(literal(p) for p in allowed)}]")
     for statement in duckdb.extract_statements(sql_text("lockdown")):
         con.execute(statement.query)
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _ident(name: str) -> str:

@@ -1,10 +1,23 @@
-"""Resource limits of catalog SQL: time, memory, threads, spill folder and query size.
+"""Resource limits of catalog SQL: time, memory, threads, result size and query size.
 
-A query over a big store can run for hours or take the machine's memory; these limits turn
-that into one clear line. They are set on the catalog's own connection before it is locked
-(`connection.py`), so user SQL cannot raise them. DuckDB spills to a private temporary
-folder made for each catalog (mode 0700, removed on close) instead of its default `./.tmp`:
-DuckDB may always read its temp folder, so it must hold nothing but its own spill files.
+A query over a big store can run for hours, take the machine's memory or return more rows
+than anyone can read; these limits turn that into one clear line. Threads and DuckDB's
+memory limit are set on the catalog's own connection before it is locked
+(`connection.py`), so user SQL cannot raise them. Every limit is bounded by the machine: a
+timeout of at most a day (`deadline.py`), at most the usable cores, at most the RAM; the
+default memory limit is a quarter of the RAM, leaving the rest to the machine's other work.
+
+DuckDB's memory limit binds its buffer manager only: one huge value (`repeat('x', 1e9)`)
+or a result being converted is allocated outside it. `cap_process_memory` therefore bounds
+the whole `alignflow sql` process as well (RLIMIT_DATA, the process's data memory): what it
+holds once the catalog is open, plus twice the memory limit, plus `PROCESS_MARGIN` for the
+result on its way out. Twice, because DuckDB's allocator reserves more than it touches:
+measured here (2026-11-26), a 30M-row sort grew the data memory by 1.9x / 1.5x / 0.9x its
+256 MB / 1 GB / 4 GB limit while resident memory grew 1.1x / 1.0x / 0.8x. An allocation
+past the cap fails cleanly (`QueryLimit`) instead of taking the machine's memory:
+`repeat('x', 1e9)` under a 256 MB limit needs 3.3 GB more and stops at once.
+The result is bounded too (`max_rows`, `max_bytes`): `alignflow sql` streams csv, json and
+parquet out batch by batch, so a big result never sits whole in memory.
 """
 
 from __future__ import annotations
@@ -12,10 +25,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
-import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,11 +37,19 @@ from alignflow.errors import ConfigError
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[kmgt]i?b|b)?\s*$", re.IGNORECASE)
+MAX_TIMEOUT_S = 86_400.0  # a day: a longer query is a batch job, not a catalog query
+DEFAULT_MAX_ROWS = 1_000_000
+DEFAULT_MAX_BYTES = "1GiB"
+PROCESS_MARGIN = 512 * 2**20
+
+
+def usable_cores() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
 
 
 def _default_threads() -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(8, cores or 1))
+    return min(8, usable_cores())
 
 
 def total_memory() -> int:
@@ -41,15 +58,20 @@ def total_memory() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def parse_memory(text: str, flag: str = "--memory-limit") -> int:
-    """Bytes from `50%` (of this machine's RAM) or a size such as `4GB`, `512MiB`."""
+def parse_memory(text: str, flag: str = "--memory-limit", share: bool = True) -> int:
+    """Bytes from `25%` (of this machine's RAM) or a size such as `4GB`, `512MiB`; never
+    more than the RAM."""
     match = _SIZE.match(str(text))
-    if not match:
-        raise ConfigError(f"{flag} {text!r}: expected a size such as 4GB, 512MiB or 50% (of RAM)")
+    if not match or not share and match.group(2) == "%":
+        raise ConfigError(f"{flag} {text!r}: expected a size such as 4GB, 512MiB"
+                          + (" or 25% (of RAM)" if share else ""))
     number, unit = float(match.group(1)), (match.group(2) or "").lower()
     size = total_memory() * number / 100 if unit == "%" else number * _UNITS[unit]
     if unit == "%" and not 0 < number <= 100 or size < 2**20:
         raise ConfigError(f"{flag} {text!r}: expected at least 1MiB and at most 100%")
+    if share and size > total_memory():
+        raise ConfigError(f"{flag} {text!r}: more than this machine's "
+                          f"{human_bytes(total_memory())} of RAM; expected at most 100%")
     return int(size)
 
 
@@ -63,36 +85,41 @@ def human_bytes(n: float) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class SqlLimits:
-    """Per-query time limit, memory limit (a size or a share of RAM), DuckDB threads and the
-    largest query text accepted; checked when built, each bad value named."""
+    """Per-query time limit, memory limit (a size or a share of RAM), DuckDB threads, the
+    largest result (rows, Arrow bytes) and the largest query text accepted; checked when
+    built against this machine, each bad value named."""
 
     timeout_s: float = 60.0
-    memory: str = "50%"
+    memory: str = "25%"
     threads: int = field(default_factory=_default_threads)
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: str = DEFAULT_MAX_BYTES
     max_query_bytes: int = MAX_QUERY_BYTES
 
     def __post_init__(self) -> None:
         if not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)
-                and self.timeout_s > 0):
-            raise ConfigError(f"--timeout {self.timeout_s!r}: expected seconds > 0")
-        if not isinstance(self.threads, int) or self.threads < 1:
-            raise ConfigError(f"--threads {self.threads!r}: expected an integer >= 1")
-        if not isinstance(self.max_query_bytes, int) or self.max_query_bytes < 1:
-            raise ConfigError(f"max_query_bytes {self.max_query_bytes!r}: expected an integer >= 1")
+                and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ConfigError(f"--timeout {self.timeout_s!r}: expected seconds > 0 and at most "
+                              f"{MAX_TIMEOUT_S:.0f} (a day)")
+        cores = usable_cores()
+        if not isinstance(self.threads, int) or not 1 <= self.threads <= cores:
+            raise ConfigError(f"--threads {self.threads!r}: expected an integer from 1 to "
+                              f"{cores} (this machine's usable cores)")
+        for name in ("max_rows", "max_query_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                flag = "--max-rows" if name == "max_rows" else name
+                raise ConfigError(f"{flag} {value!r}: expected an integer >= 1")
         parse_memory(self.memory)
+        self.max_result_bytes  # noqa: B018 - checked now, not at the first query
 
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
 
-
-def private_temp_dir() -> str:
-    """A fresh folder only this user can read (mkdtemp makes it 0700)."""
-    return tempfile.mkdtemp(prefix="alignflow-sql-")
-
-
-def remove_temp_dir(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    @property
+    def max_result_bytes(self) -> int:
+        return parse_memory(self.max_bytes, "--max-bytes", share=False)
 
 
 def apply(con: duckdb.DuckDBPyConnection, limits: SqlLimits, temp_dir: str) -> None:
@@ -102,56 +129,25 @@ def apply(con: duckdb.DuckDBPyConnection, limits: SqlLimits, temp_dir: str) -> N
     con.execute("SET temp_directory = '" + temp_dir.replace("'", "''") + "'")
 
 
-class _Watchdog:
-    """One daemon thread that interrupts cursors whose deadline passed (a thread per query
-    would cost more than a short query)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._due: dict[int, tuple[float, duckdb.DuckDBPyConnection, threading.Event]] = {}
-        self._next = 0
-        self._thread: threading.Thread | None = None
-
-    def arm(self, cur: duckdb.DuckDBPyConnection, seconds: float) -> tuple[int, threading.Event]:
-        fired = threading.Event()
-        with self._cond:
-            self._next += 1
-            self._due[self._next] = (time.monotonic() + seconds, cur, fired)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="alignflow-sql-deadline",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify()
-            return self._next, fired
-
-    def disarm(self, token: int) -> None:
-        with self._cond:
-            self._due.pop(token, None)
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                soonest = self._fire_due(time.monotonic())
-                self._cond.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
-
-    def _fire_due(self, now: float) -> float | None:
-        """Interrupt every overdue cursor; the next deadline, if any. (Its own frame, so the
-        waiting thread holds no cursor.)"""
-        for token in [t for t, (when, _, _) in self._due.items() if when <= now]:
-            _, cur, fired = self._due.pop(token)
-            fired.set()
-            cur.interrupt()
-        return min((when for when, _, _ in self._due.values()), default=None)
-
-
-_WATCHDOG = _Watchdog()
-
-
 @contextmanager
-def deadline(cur: duckdb.DuckDBPyConnection, seconds: float) -> Iterator[threading.Event]:
-    """Interrupt `cur`'s running query after `seconds`; the event says whether it fired."""
-    token, fired = _WATCHDOG.arm(cur, seconds)
+def cap_process_memory(limits: SqlLimits) -> Iterator[int | None]:
+    """Inside, this process's data memory (RLIMIT_DATA) is bounded by what it uses now plus
+    twice the memory limit plus `PROCESS_MARGIN` (a lower cap already set is kept); yields
+    the cap in bytes, or None where the platform has no such limit. For `alignflow sql`,
+    which does nothing else meanwhile: a library user's process is theirs to bound."""
     try:
-        yield fired
+        import resource
+
+        with open("/proc/self/status") as f:
+            used = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+    except (ImportError, OSError, StopIteration, ValueError):
+        yield None
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = used + 2 * limits.memory_bytes + PROCESS_MARGIN
+    cap = min(c for c in (cap, soft, hard) if c != resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield cap
     finally:
-        _WATCHDOG.disarm(token)
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))

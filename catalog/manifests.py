@@ -2,11 +2,13 @@
 
 A data file is visible to SQL only if a committed manifest lists it, so the catalog never
 globs data folders: it lists `runs/`, reads every `run.json` and every manifest (one batched
-`cat`, concurrent on S3), and keeps the listed paths. Orphans are never seen.
+read, concurrent on S3, each file bounded in size and nesting: artifacts/bounds.py), and
+keeps the listed paths. Orphans are never seen.
 
 One bad file never hides the rest of the store: a run record or manifest that cannot be
-read or parsed, or a listed path that leaves the store, becomes a `Problem` naming the file;
-its run is marked (`runs.problem`) and everything else is served.
+read or parsed, is too big or too deep, a link, FIFO or device anywhere in a run (never
+followed or opened), or a listed path that leaves the store, becomes a `Problem` naming the
+file; its run is marked (`runs.problem`) and everything else is served.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import tombstoned, validate
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
-from alignflow.errors import ConfigError, SchemaError, StoreError
+from alignflow.errors import ConfigError, SchemaError, StoreError, StoreFileRefused
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _RESERVED = {"runs", "tasks"}
@@ -57,12 +60,15 @@ class Problem:
 @dataclass
 class Snapshot:
     """What a scan found: rows for `runs`/`tasks`, files per data table, and the files that
-    could not be used (each left out, named, and marked on its run)."""
+    could not be used (each left out, named, and marked on its run); for checking the data
+    files (catalog/verify.py): the listing (path -> type, size) and each file's manifest entry."""
 
     runs: list[dict[str, Any]]
     tasks: pa.Table
     files: dict[str, list[str]] = field(default_factory=dict)  # table -> store-relative paths
     problems: list[Problem] = field(default_factory=list)
+    listing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refs: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> artifact entry
 
     def runs_table(self, extra: list[Problem] = ()) -> pa.Table:
         """The `runs` rows, each with the problems of its files (`problem` column)."""
@@ -84,13 +90,15 @@ def scan(store: Store) -> Snapshot:
                              "store written by alignflow (--store URL or $ALIGNFLOW_STORE)")
             err.kind = "user"
             raise err
-    rels = store.list("runs")
-    deleting = tombstoned(rels)  # runs being deleted are gone already
-    rels = [r for r in rels if run_of(r) not in deleting]
+    listing = store.find("runs")
+    deleting = tombstoned(list(listing))  # runs being deleted are gone already
+    snap = Snapshot([], pa.table({}), listing={r: i for r, i in listing.items()
+                                              if run_of(r) not in deleting})
+    rels = [r for r, i in snap.listing.items() if i["type"] == "file"]
+    snap.problems += [_odd(store, r, i) for r, i in snap.listing.items() if i["type"] != "file"]
     run_rels = [r for r in rels if _is_run_json(r)]
     manifest_rels = [r for r in rels if _is_manifest(r)]
-    snap = Snapshot([], pa.table({}))
-    blobs = _read_all(store, run_rels + manifest_rels)
+    blobs = store.read_many(run_rels + manifest_rels)
     for rel in run_rels:
         row = _use(store, rel, blobs, snap.problems, lambda obj, rel=rel: _run_row(rel, obj))
         snap.runs.append(row or _blank_run(run_of(rel), []))
@@ -110,8 +118,9 @@ def _use(store: Store, rel: str, blobs: dict[str, Any], problems: list[Problem],
     """`make(parsed JSON)`, or None with a problem naming the file when it cannot be used."""
     data = blobs.get(rel)
     if isinstance(data, BaseException):
-        problems.append(Problem(rel, run_of(rel), f"cannot read {store.url}/{rel}: "
-                                                   f"{_one_line(data)}"))
+        text = _one_line(data) if isinstance(data, StoreFileRefused) else \
+            f"cannot read {store.url}/{rel}: {_one_line(data)}"
+        problems.append(Problem(rel, run_of(rel), text))
         return None
     try:
         return make(_parse(f"{store.url}/{rel}", data) if isinstance(data, bytes) else data)
@@ -145,6 +154,15 @@ def _add_files(store: Store, rel: str, manifest: dict[str, Any], snap: Snapshot)
             snap.problems.append(Problem(rel, run_of(rel), f"{store.url}/{rel}: {exc}"))
             continue
         snap.files.setdefault(table, []).append(path.strip("/"))
+        snap.refs[path.strip("/")] = art
+
+
+def _odd(store: Store, rel: str, info: dict[str, Any]) -> Problem:
+    """A link, FIFO or device in the store, as a problem of its run (never followed or
+    opened); a run folder that is a link still gets its (blank, marked) `runs` row."""
+    return Problem(rel, run_of(rel), f"{store.where(rel)} is {info['type']}; a store holds "
+                   "only regular files and folders, and alignflow never follows a link in it; "
+                   "left out")
 
 
 def run_of(rel: str) -> str | None:
@@ -174,23 +192,13 @@ def _is_manifest(rel: str) -> bool:
             and not parts[-1].startswith("."))
 
 
-def _read_all(store: Store, rels: list[str]) -> dict[str, Any]:
-    """All files at once (fsspec's multi-path `cat` runs concurrently on async filesystems);
-    a file that cannot be read maps to its exception."""
-    if not rels:
-        return {}
-    full = {store.path(r): r for r in rels}
-    with translate_errors(store.url):
-        got = store.fs.cat(list(full), on_error="return")
-    return {full[store.fs._strip_protocol(p)]: data for p, data in got.items()}
-
-
 def _parse(where: str, data: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise SchemaError(f"{where} is not valid JSON ({exc}); expected a run record or "
-                          "manifest") from None
+        obj = parse_json(data, where)
+    except StoreFileRefused:
+        raise
+    except SchemaError as exc:
+        raise SchemaError(f"{exc}; expected a run record or manifest") from None
     if not isinstance(obj, dict):
         raise SchemaError(f"{where} holds a {type(obj).__name__}; expected a JSON object")
     return obj

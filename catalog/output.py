@@ -1,9 +1,13 @@
 """Write a query result as a table, CSV, JSON or Parquet (for `alignflow sql`).
 
-A file named by `--out` is never inside the store (a result written over a committed
-Parquet file would silently replace a run's rows) and never replaces an existing file
-unless `force` is given; then it is replaced atomically, so a link is swapped, not written
-through.
+CSV, JSON and Parquet are written batch by batch as the query streams them
+(`Catalog.stream`), so a big result never sits whole in memory; `table` is for people and
+renders DuckDB's box of a result kept within the row and byte caps. A file named by `--out`
+is never inside a store, this one or any other (a result written over a committed Parquet
+file would replace a run's rows), and never replaces an existing file unless `force` is
+given. It is written to a temp file beside it and renamed into place only once complete, so
+a query that fails half-way (a cap, the deadline) leaves no partial file, and a link at the
+name is swapped, not written through.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Literal, get_args
 
 import duckdb
@@ -21,11 +25,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from alignflow.artifacts.layout import enclosing_store
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
 
 Format = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)
+_JSON_ROWS = 1024  # rows turned into Python objects at a time
 
 
 def render_table(table: pa.Table) -> str:
@@ -41,29 +47,56 @@ def to_text(table: pa.Table, fmt: Format) -> str:
     """The result in a text format (table, csv or json)."""
     if fmt == "table":
         return render_table(table)
+    if fmt not in ("csv", "json"):
+        raise ConfigError(f"--format {fmt!r} is not a text format; expected one of table, csv, "
+                          "json")
+    buf = io.BytesIO()
+    write_batches(table.schema, table.to_batches(), fmt, buf)
+    return buf.getvalue().decode()
+
+
+def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: Format,
+                  sink: IO[bytes]) -> None:
+    """Write `batches` to the binary `sink` as csv, json (one array of objects) or parquet,
+    one batch at a time."""
     if fmt == "csv":
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
-        return buf.getvalue().decode()
-    if fmt == "json":
-        return json.dumps(table.to_pylist(), default=str, ensure_ascii=False) + "\n"
-    raise ConfigError(f"--format {fmt!r} is not a text format; expected one of table, csv, json")
+        with pacsv.CSVWriter(sink, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+    elif fmt == "parquet":
+        with pq.ParquetWriter(sink, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+    else:
+        sep = b"["
+        for batch in batches:
+            for start in range(0, batch.num_rows, _JSON_ROWS):
+                for row in batch.slice(start, _JSON_ROWS).to_pylist():
+                    sink.write(sep + json.dumps(row, default=str, ensure_ascii=False).encode())
+                    sep = b", "
+        sink.write(b"[]\n" if sep == b"[" else b"]\n")
 
 
 def check_outside_store(out: str, store: Store | None, flag: str = "--out") -> str:
-    """`out` as an absolute path; refused when it, or where its links lead, is in the store."""
+    """`out` as an absolute path; refused when it, or where its links lead, is inside a
+    store: the one queried, or any folder laid out as a store (artifacts/layout.py)."""
     path = os.path.abspath(os.path.expanduser(out))
+    roots = set()
     if store is not None and store.is_local:
         roots = {os.path.abspath(store.root), os.path.realpath(store.root)}
-        for candidate in (path, os.path.realpath(path)):
-            if any(candidate == r or candidate.startswith(r + os.sep) for r in roots):
-                raise ConfigError(f"{flag} {out}: inside the store {store.url}; the store holds "
-                                  "only what runs commit, write results outside it")
+    for candidate in (path, os.path.realpath(path)):
+        if any(candidate == r or candidate.startswith(r + os.sep) for r in roots):
+            raise ConfigError(f"{flag} {out}: inside the store {store.url}; the store holds "
+                              "only what runs commit, write results outside it")
+    other = enclosing_store(path)
+    if other is not None:
+        raise ConfigError(f"{flag} {out}: inside the store {other} (it holds runs/); a store "
+                          "holds only what runs commit, write results outside it")
     return path
 
 
 def check_out_path(out: str, store: Store | None, force: bool, flag: str = "--out") -> str:
-    """`out` as an absolute path, if it may be written: outside the store, and new unless
+    """`out` as an absolute path, if it may be written: outside every store, and new unless
     `force`. Both the path as given and with links resolved are checked."""
     path = check_outside_store(out, store, flag)
     if os.path.isdir(path):
@@ -76,12 +109,8 @@ def check_out_path(out: str, store: Store | None, force: bool, flag: str = "--ou
 
 
 def write_file(path: str, write: Callable[[IO[bytes]], None], force: bool) -> None:
-    """Create `path` with `write(file)`: exclusively when not `force`, else through a temp
-    file in the same folder renamed over it."""
-    if not force:
-        with open(path, "xb") as f:
-            write(f)
-        return
+    """Create `path` with `write(file)` through a temp file in the same folder, put in place
+    only once complete: renamed over `path` with `force`, else linked (never replacing)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as f:
@@ -89,26 +118,52 @@ def write_file(path: str, write: Callable[[IO[bytes]], None], force: bool) -> No
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # as a plain new file, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise ConfigError(f"--out {path}: the file exists; pass --force to replace "
+                                  "it") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def write_result(table: pa.Table, fmt: Format, out: str | None = None,
                  stream: IO[str] | None = None, *, store: Store | None = None,
                  force: bool = False) -> None:
-    """Write `table` to `out` (a file outside `store`) or `stream` (default stdout)."""
+    """Write `table` to `out` (a file outside every store) or `stream` (default stdout)."""
+    write_rows(table.schema, table.to_batches(), fmt, out, stream, store=store, force=force)
+
+
+def write_rows(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: Format,
+               out: str | None = None, stream: IO[str] | None = None, *,
+               store: Store | None = None, force: bool = False) -> None:
+    """Write a result given as batches, streamed (csv/json/parquet) to `out` or `stream`."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if fmt == "parquet" and not out:
         raise ConfigError("--format parquet needs --out FILE (Parquet is binary)")
-    if not out:
-        (stream or sys.stdout).write(to_text(table, fmt))
+    if out:
+        path = check_out_path(out, store, force)
+        if fmt == "table":
+            text = render_table(pa.Table.from_batches(list(batches), schema)).encode()
+            write_file(path, lambda f: f.write(text), force)
+        else:
+            write_file(path, lambda f: write_batches(schema, batches, fmt, f), force)
         return
-    path = check_out_path(out, store, force)
-    if fmt == "parquet":
-        write_file(path, lambda f: pq.write_table(table, f), force)
-    else:
-        data = to_text(table, fmt).encode("utf-8")
-        write_file(path, lambda f: f.write(data), force)
+    stream = stream or sys.stdout
+    if fmt == "table":
+        stream.write(render_table(pa.Table.from_batches(list(batches), schema)))
+        return
+    stream.flush()
+    sink = getattr(stream, "buffer", None)
+    if sink is None:  # a text stream without bytes underneath (a test's StringIO)
+        buf = io.BytesIO()
+        write_batches(schema, batches, fmt, buf)
+        stream.write(buf.getvalue().decode())
+        return
+    write_batches(schema, batches, fmt, sink)
+    sink.flush()

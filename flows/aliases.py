@@ -119,3 +119,11 @@ def offline(*clis: str) -> dict[str, Target]:
 # -- durable loops (no OpenRLHF counterpart: RL's data/rollout/reward, offline training) ----
 def loops(*clis: str) -> dict[str, Target]:
     return {**openrlhf_aliases(*clis), **OFFLINE_OLD, **PROMPTS, **_optim("train.", "adam.lr")}
+
+
+# -- keys alignflow's own earlier layouts had and no flow has now: a saved config holding
+# them still resumes (they are dropped with a note); any other unknown key is an error
+RETIRED_OFFLINE = frozenset({"data.pretrain_mode", "loss.desirable_weight", "loss.kd_alpha",
+                             "loss.margin", "loss.rm_loss", "loss.undesirable_weight",
+                             "model.teacher_model", "model.kd_alpha"})
+RETIRED_LOOPS = frozenset({"model.ref_pretrain"})

@@ -16,7 +16,7 @@ from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.store import open_store
 from alignflow.errors import AlignflowError, FlowError
-from alignflow.flows import codec, executor_choice, registry, runs
+from alignflow.flows import codec, planning, registry, runs
 from alignflow.flows import trust as trust_mod
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
@@ -58,7 +58,7 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
         seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
         parent_run: str | None = None, progress: Any = None, trust: Iterable[str] = ()) -> Any:
     """Start a new run of `flow` and drive it to the end; returns the flow's output.
-    `executor`: ray, inline, or auto (`flows/executor_choice.py`). The flow and what its
+    `executor`: ray, inline, or auto (the run's plan: `flows/planning.py`). The flow and what its
     config names (code, URLs, folders) are the caller's own; inside a running campaign a
     round run is held to what the campaign's command confirmed (`flows/trust/`)."""
     outer = trust_mod.active()
@@ -75,7 +75,7 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     sayso = outer or trust_mod.local_sayso(trust, store_url=store.url, address=address,
                                            named=[r.value for r in refs])
     allowed = trust_mod.check(refs, sayso, _context(store, run_id, {}))
-    executor = executor_choice.resolve(executor, address, config)[0]
+    executor = planning.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
     meta = _new_meta(run_id, flow, ref, config, refs, seed=seed, parent_run=parent_run,

@@ -29,7 +29,10 @@ MOVED_MODULES = {
     "alignflow.tasks.rl.generate": "alignflow.tasks.steps.generate",
     "alignflow.tasks.rl.prompts": "alignflow.tasks.steps.prompts",
     "alignflow.tasks.rl.models:RLModelConfig": "alignflow.tasks.modeling.model_config:RLModelConfig",
-    "alignflow.tasks.rl.models:PlacementConfig": "alignflow.tasks.steps.placement:PlacementConfig",
+    "alignflow.tasks.rl.models:PlacementConfig": "alignflow.tasks.plan.placement:PlacementConfig",
+    "alignflow.tasks.steps.placement": "alignflow.tasks.plan.placement",
+    "alignflow.tasks.trainers.ds_section:LoraSection": "alignflow.tasks.modeling.lora:LoraConfig",
+    "alignflow.tasks.engines.vllm_section": "alignflow.tasks.engines.vllm_config",
     "alignflow.tasks.offline.config:Plan": "alignflow.tasks.trainers.plan:Plan",
 }
 

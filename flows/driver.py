@@ -78,6 +78,7 @@ class Driver(Timers):
         self.replayed = self.ran = 0
         self.outcome: str | None = None  # the run's status when this attempt ended
         self.listeners: list[Any] = []  # called with each manifest this driver commits
+        self.plan: Any = None  # the run's plan, settled before the flow runs (flows/planning.py)
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------

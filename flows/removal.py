@@ -14,8 +14,8 @@ A deletion cut short leaves a trash folder or a tombstoned run that no reader sh
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import time
 import uuid
 from typing import Any
@@ -51,19 +51,27 @@ def delete_run(store: Any, run_id: str) -> None:
 
 
 def _delete_local(store: Any, run_id: str) -> None:
-    trash = store.path(TRASH)
-    os.makedirs(trash, exist_ok=True)
-    target = os.path.join(trash, f"{run_id}-{uuid.uuid4().hex[:8]}")
-    os.rename(store.path(runs.run_dir(run_id)), target)  # gone for readers, all at once
+    """Rename the run folder into trash/ (both reached through no link: a link there would
+    move, then delete, folders outside the store), then empty the trash."""
+    name = f"{run_id}-{uuid.uuid4().hex[:8]}"
+    store.writable_path(f"{TRASH}/{name}")  # makes trash/, refuses a link on the way
+    with store.local.parent(runs.run_dir(run_id), doing="deleting") as (src, old), \
+            store.local.folder(TRASH, doing="deleting") as dst:
+        os.rename(old, name, src_dir_fd=src, dst_dir_fd=dst)  # gone for readers, all at once
     empty_trash(store)
 
 
 def empty_trash(store: Any) -> None:
-    """Remove what interrupted local deletions left in `trash/`."""
-    trash = store.path(TRASH)
-    if os.path.isdir(trash):
-        for name in os.listdir(trash):
-            shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+    """Remove what interrupted local deletions left in `trash/` (a link there is removed
+    itself; nothing is followed)."""
+    try:
+        with store.local.folder(TRASH, doing="deleting") as fd:
+            names = os.listdir(fd)
+    except FileNotFoundError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            store.delete(f"{TRASH}/{name}", recursive=True)
 
 
 def _delete_remote(store: Any, run_id: str, tombstoned: bool) -> None:

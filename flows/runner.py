@@ -16,7 +16,7 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows import codec, runs
+from alignflow.flows import codec, planning, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
@@ -59,16 +59,18 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
     driver = sink = runner = None
     try:
         runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
-        if rerun_from is not None:
-            discard_from(store, run_id, rerun_from)
         meta = runs.read_run(store, run_id)
         if meta["status"] == runs.CANCELED:
             raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
+        plan = planning.settle(store, meta, config)  # on the cluster joined; a refusal changes nothing
+        if rerun_from is not None:
+            discard_from(store, run_id, rerun_from)
         runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
                         wake_at=None, waiting_for=None, executor=executor, address=address,
                         drivers=meta.get("drivers", 0) + 1, resumed=time.time())
         driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
                         lease=lease)
+        driver.plan = plan
         if progress is not None:
             progress.start_run(run_id, flow.name)
         sink = _live_log(store, run_id, config, driver)

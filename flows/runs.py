@@ -6,13 +6,13 @@ run.json is the one mutable file of a run (status, timings, error); manifests un
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import TOMBSTONE, tombstoned
-from alignflow.errors import RunNotFound, SchemaError
+from alignflow.errors import RunNotFound, SchemaError, StoreError, StoreFileRefused
 
 RUNNING, SUCCESSFUL, FAILED = "RUNNING", "SUCCESSFUL", "FAILED"
 RESUMABLE, CANCELED, SLEEPING = "RESUMABLE", "CANCELED", "SLEEPING"
@@ -77,29 +77,52 @@ def tombstone_path(run_id: str) -> str:
     return f"runs/{run_id}/{TOMBSTONE}"
 
 
-def run_listing(store: Any) -> tuple[list[str], list[str]]:
-    """(run ids with a run.json, run ids being deleted), from one recursive listing."""
-    rels = store.list("runs")
-    deleting = tombstoned(rels)
-    ids = [p[1] for p in (r.split("/") for r in rels)
-           if len(p) == 3 and p[2] == "run.json" and p[1] not in deleting]
-    return ids, sorted(deleting)
+def run_listing(store: Any, odd: list[Problem] | None = None) -> tuple[list[str], list[str]]:
+    """(run ids with a run.json, run ids being deleted), from one recursive listing. What a
+    store must not hold (a link, a FIFO, a device) is never followed; with `odd`, each one
+    under a run is noted there, and a run folder that is one is listed with it."""
+    found = store.find("runs")
+    deleting = tombstoned(list(found))
+    ids = {p[1] for p in (r.split("/") for r in found)
+           if len(p) == 3 and p[2] == "run.json" and p[1] not in deleting}
+    for rel, info in sorted(found.items()):
+        parts = rel.split("/")
+        if odd is not None and info["type"] != "file" and len(parts) > 1 \
+                and parts[1] not in deleting:
+            odd.append(Problem(rel, parts[1], str(StoreFileRefused(
+                f"{store.url.rstrip('/')}/{rel} is {info['type']}; a store holds only regular "
+                "files and folders, and alignflow never follows a link in it"))))
+            ids |= {parts[1]} if len(parts) == 2 else set()
+    return sorted(ids), sorted(deleting)
 
 
 def list_run_ids(store: Any, problems: list[Problem] | None = None) -> list[str]:
     """Every run id with a run.json, oldest first by creation time. A run.json that cannot
-    be read is a `Problem` in `problems` (sorted first) or, without that list, an error."""
-    metas = []
-    for run_id in run_listing(store)[0]:
-        try:
-            created = float(read_run(store, run_id).get("created") or 0.0)
-        except (ValueError, TypeError) as exc:
-            if problems is None:
-                raise
-            problems.append(Problem(run_json(run_id), run_id, one_line(exc)))
-            created = 0.0
-        metas.append((created, run_id))
+    be read, or a link, FIFO or device in a run, is a `Problem` in `problems` (its run
+    sorted first) or, without that list, an error."""
+    metas, odd = [], []
+    ids = run_listing(store, odd)[0]
+    if odd and problems is None:
+        raise SchemaError(odd[0].message)
+    for run_id in ids:
+        bad = any(p.run_id == run_id for p in odd)
+        metas.append((0.0 if bad else _created(store, run_id, odd, problems is None), run_id))
+    if problems is not None:
+        problems.extend(sorted(odd, key=lambda p: p.run_id))
     return [i for _, i in sorted(metas)]
+
+
+def _created(store: Any, run_id: str, problems: list[Problem], strict: bool) -> float:
+    """When the run was created (0.0, and a `Problem`, when its run.json cannot be read)."""
+    try:
+        return float(read_run(store, run_id).get("created") or 0.0)
+    except StoreError:  # the store itself is unreachable: not one run's problem
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        if strict:
+            raise
+        problems.append(Problem(run_json(run_id), run_id, one_line(exc)))
+        return 0.0
 
 
 def journal_path(run_id: str) -> str:
@@ -107,13 +130,13 @@ def journal_path(run_id: str) -> str:
 
 
 def _listing(store: Any, run_id: str) -> dict[str, str]:
-    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST."""
-    base = store.path(f"runs/{run_id}/tasks")
-    if not store.fs.exists(base):
-        return {}
-    found = store.fs.find(base, detail=True)
-    return {store.rel(p): f"{i.get('ETag') or i.get('mtime') or i.get('LastModified')}:{i['size']}"
-            for p, i in found.items() if p.endswith(".json") and "/." not in p}
+    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST. A
+    link, FIFO or device there (the tasks folder itself, too) is listed, so that reading it
+    names it."""
+    found = store.find(f"runs/{run_id}/tasks")
+    return {p: f"{i['stamp']}:{i['size']}" + ("" if i["type"] == "file" else f":{i['type']}")
+            for p, i in found.items()
+            if i["type"] != "file" or p.endswith(".json") and "/." not in f"/{p}"}
 
 
 def read_manifests(store: Any, run_id: str,
@@ -128,12 +151,10 @@ def read_manifests(store: Any, run_id: str,
     snapshot = _read_snapshot(store, run_id)
     found = [m for p, (stamp, m) in snapshot.items() if listing.get(p) == stamp]
     missing = [p for p in listing if snapshot.get(p, (None,))[0] != listing[p]]
-    if missing:
-        blobs = store.fs.cat([store.path(p) for p in missing], on_error="return")
-        for full, blob in blobs.items():
-            manifest = _parse_manifest(store, store.rel(full), blob, problems)
-            if manifest is not None:
-                found.append(manifest)
+    for rel, blob in store.read_many(missing).items():  # each bounded (artifacts/bounds.py)
+        manifest = _parse_manifest(store, rel, blob, problems)
+        if manifest is not None:
+            found.append(manifest)
     found.sort(key=lambda m: (m.get("seq", 0), m.get("ended") or 0.0))
     return {m["task_key"]: m for m in found}
 
@@ -142,12 +163,11 @@ def _parse_manifest(store: Any, rel: str, blob: Any,
                     problems: list[Problem] | None) -> dict | None:
     where = f"{store.url.rstrip('/')}/{rel}"
     try:
+        if isinstance(blob, StoreFileRefused):
+            raise blob
         if isinstance(blob, BaseException):
             raise SchemaError(f"cannot read {where}: {one_line(blob)}")
-        try:
-            manifest = json.loads(blob)
-        except ValueError as exc:
-            raise SchemaError(f"{where} is not valid JSON ({one_line(exc)})") from None
+        manifest = parse_json(blob, where)
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task_key"), str):
             raise SchemaError(f"{where} is not a task manifest (no task_key)")
         return manifest

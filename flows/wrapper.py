@@ -20,7 +20,7 @@ from typing import Any
 
 from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
-from alignflow.errors import AlignflowError, FlowError
+from alignflow.errors import AlignflowError, FlowError, StoreFileRefused
 from alignflow.flows import codec
 
 TRANSIENT = (TimeoutError, ConnectionError)
@@ -205,6 +205,10 @@ def _write_log(call: dict, text: str, error: dict | None) -> None:
     rank = f".rank{call['rank']}" if call.get("rank") else ""  # a follower's own failure
     store, rel = call["store"], f"runs/{call['run_id']}/logs/{call['task_key']}{rank}.log"
     header = f"--- attempt {call['attempt']} ---\n"
-    with contextlib.suppress(Exception):
+    try:
         old = store.read_bytes(rel).decode() if call["attempt"] > 1 and store.exists(rel) else ""
         store.write_bytes(rel, (old + header + redact(text)).encode())
+    except StoreFileRefused as exc:  # a link in the store is never written through: say so
+        print(f"warning: task log not written: {exc}", file=sys.stderr)
+    except Exception:  # a log is never worth failing the task for
+        pass

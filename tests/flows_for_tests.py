@@ -309,3 +309,31 @@ def blob(i: int, rows: int) -> dict:
 @flow
 def blobs(cfg: dict) -> list:
     return [blob.options(key=f"iter-{i:04d}/blob")(i, cfg["rows"]) for i in range(cfg["iters"])]
+
+
+class _FakeTrainer:
+    """What `export_model` asks of a host's trainer: an HF folder with a config.json."""
+
+    global_step = 0
+
+    def save_pretrained(self, folder: str, tokenizer: object = None) -> None:
+        Path(folder, "config.json").write_text('{"model_type": "written by the export"}')
+
+
+@task
+def export(folder: str) -> dict:
+    """`export_model` of a fake host: writes `runs/<run>/final/actor/config.json`."""
+    from types import SimpleNamespace
+
+    from alignflow.tasks.steps.export import export_model
+
+    bump(folder, "export")
+    return export_model(SimpleNamespace(trainer=_FakeTrainer(), tokenizer=None))
+
+
+@flow
+def exporting(cfg: dict) -> dict:
+    """`steps`, then an export of the final model into the run's `final/` folder."""
+    for i in range(cfg["n"]):
+        step(cfg["dir"], i)
+    return export(cfg["dir"])

@@ -15,9 +15,9 @@ from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.outputs import start_or_resume
-from alignflow.flows.cli.run_config import plan_run
-from alignflow.flows.cli.views import print_logs, print_runs, print_status
-from alignflow.flows.executor_choice import CHOICES, resolve
+from alignflow.flows.cli.run_config import check_run
+from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
+from alignflow.flows.planning import CHOICES, resolve
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -119,23 +119,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
     if known.executor == "ray":
         _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
-    plan = plan_run(known.flow, known.config, known.sets, flags, seed=known.seed,
-                    ignore_hardware=known.ignore_hardware,
-                    on_config=lambda config: _choose_executor(known, config))
+    checked = check_run(known.flow, known.config, known.sets, flags, seed=known.seed,
+                        ignore_hardware=known.ignore_hardware,
+                        on_config=lambda config, plan: _choose_executor(known, config, plan))
     if known.dry_run:
-        print(format_dry_run(known.flow, plan))
+        print(format_dry_run(known.flow, checked, known.executor))
         why = getattr(known, "executor_why", "")
         print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
         return 0
-    for note in plan.notes:
+    for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
-    os.environ.update(plan.env)
+    os.environ.update(checked.env)
     if known.detach:
         from alignflow.flows.cli.detach import detach
 
-        detach(known, flags, plan.config, api.open_store(known.store))
+        detach(known, flags, checked.config, api.open_store(known.store))
         return 0
-    output = start_or_resume(known, plan, _progress())
+    output = start_or_resume(known, checked, _progress())
     _print_output(output)
     return 0
 
@@ -149,12 +149,12 @@ def _plausible(ref: str) -> bool:
     return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
 
 
-def _choose_executor(known: argparse.Namespace, config: Any) -> None:
-    """Settle `--executor auto` once the config is known (before its data and models are
-    checked, so that Ray, when chosen, starts meanwhile)."""
+def _choose_executor(known: argparse.Namespace, config: Any, plan: Any) -> None:
+    """Settle `--executor auto` from the run's plan once the config is known (before its
+    data and models are checked, so that Ray, when chosen, starts meanwhile)."""
     if known.executor != "auto":
         return
-    known.executor, why = resolve("auto", known.address, config)
+    known.executor, why = resolve("auto", known.address, config, plan)
     known.executor_why = why
     if known.executor == "ray":
         _maybe_start_ray_early(known)
@@ -199,6 +199,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         results = api.resume_all(args.store, executor=args.executor, address=args.address,
                                  trust=args.trust, trust_store=args.trust_store,
                                  on_result=report)
+        warn_unreadable(api.open_store(args.store))
         failed = [r for r in results.values() if isinstance(r, str) and r.startswith("error: ")]
         return 1 if failed else 0
     if not args.run_id:
@@ -243,6 +244,7 @@ def _cmd_tick(args: argparse.Namespace) -> int:
                                    trust_store=args.trust_store).items():
         print(f"{run_id}: {status}", flush=True)
         failed = failed or status.startswith("error: ") or status == "FAILED"
+    warn_unreadable(api.open_store(args.store))
     return 1 if failed else 0
 
 

@@ -19,8 +19,8 @@ import time
 
 from alignflow.flows import api
 from alignflow.flows.config import load_config
-from alignflow.flows.executor_choice import CHOICES
 from alignflow.flows.identity import new_run_id
+from alignflow.flows.planning import CHOICES
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from alignflow.flows.config import config_fields, to_dict
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.types import config_paths
+from alignflow.tasks.plan.table import plan_table
 
 
 def origin_of(path: str, origins: dict[str, str], paths: set[str]) -> str:
@@ -28,26 +30,26 @@ def _named(origin: str, key: str, paths: set[str]) -> str:
     return origin
 
 
-def format_dry_run(flow: str, plan: Any) -> str:
-    """The dry run's report: one line per key, then the notes."""
-    if plan.cls is None:  # a user flow taking a plain dict
+def format_dry_run(flow: str, checked: Any, executor: str) -> str:
+    """The dry run's report: one line per key, the run's plan, then the notes."""
+    if checked.cls is None:  # a user flow taking a plain dict
         return (f"{flow}: the config checks out (dry run: nothing started, nothing written); "
-                f"run seed {plan.seed}\n  config = {plan.config!r}")
-    paths = set(config_paths(plan.cls))
+                f"run seed {checked.seed}\n  config = {checked.config!r}")
+    paths = set(config_paths(checked.cls))
     rows = []
-    for f in config_fields(plan.cls):
-        value = _value(plan.config, f.path)
-        rows.append((f.path, repr(to_dict(value)), origin_of(f.path, plan.origins, paths)))
+    for f in config_fields(checked.cls):
+        value = _value(checked.config, f.path)
+        rows.append((f.path, repr(to_dict(value)), origin_of(f.path, checked.origins, paths)))
     width = max(len(r[0]) for r in rows)
     vwidth = min(max(len(r[1]) for r in rows), 40)
     lines = [f"{flow}: the config checks out (dry run: nothing started, nothing written); "
-             f"run seed {plan.seed}"]
+             f"run seed {checked.seed}"]
     lines += [f"  {k.ljust(width)} = {v.ljust(vwidth)}  # {o}" for k, v, o in rows]
-    lines += [f"note: {n}" for n in plan.notes]
+    if checked.plan is not None:
+        lines += plan_table(checked.plan, executor)
+    lines += [f"note: {n}" for n in checked.notes]
     return "\n".join(lines)
 
 
 def _value(cfg: Any, path: str) -> Any:
-    for part in path.split("."):
-        cfg = getattr(cfg, part, None)
-    return cfg
+    return value_at(cfg, path)

@@ -12,12 +12,13 @@ import sys
 from typing import Any
 
 from alignflow.flows import api, runs
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.refs import references
 
 
-def run_id_for(flow: str, plan: Any, given: str | None) -> str | None:
+def run_id_for(flow: str, checked: Any, given: str | None) -> str | None:
     """`--run-id`, else (with ckpt.load_enable) one derived from ckpt.path, else None."""
-    ckpt = getattr(plan.config, "ckpt", None)
+    ckpt = value_at(checked.config, "ckpt")
     if given or ckpt is None or not ckpt.load_enable:
         return given
     where = os.path.abspath(ckpt.path or ckpt.output_dir or ".")
@@ -25,29 +26,30 @@ def run_id_for(flow: str, plan: Any, given: str | None) -> str | None:
     return f"{flow}-{stem[:40]}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
 
 
-def start_or_resume(known: Any, plan: Any, progress: Any) -> Any:
+def start_or_resume(known: Any, checked: Any, progress: Any) -> Any:
     """Resume the run when ckpt.load_enable finds it in the store, else start it."""
-    run_id = run_id_for(os.path.basename(known.flow).split(":")[-1], plan, known.run_id)
-    ckpt = getattr(plan.config, "ckpt", None)
+    run_id = run_id_for(os.path.basename(known.flow).split(":")[-1], checked, known.run_id)
+    ckpt = value_at(checked.config, "ckpt")
     store = api.open_store(known.store)
     if ckpt is not None and ckpt.load_enable and run_id and _exists(store, run_id):
-        output = _continue(store, run_id, known, plan, progress)
+        output = _continue(store, run_id, known, checked, progress)
     else:
-        output = api.run(known.flow, plan.config, run_id=run_id, store=store, seed=plan.seed,
-                         address=known.address, executor=known.executor, progress=progress)
+        output = api.run(known.flow, checked.config, run_id=run_id, store=store,
+                         seed=checked.seed, address=known.address, executor=known.executor,
+                         progress=progress)
     if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
         copy_out(store, output["model"], ckpt.output_dir)
     return output
 
 
-def _continue(store: Any, run_id: str, known: Any, plan: Any, progress: Any) -> Any:
+def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) -> Any:
     """The run resumed; a finished one gives its output (OpenRLHF loads the last checkpoint,
     finds nothing left to train and ends). What this command names is the user's own."""
     if api.get_status(run_id, store=store) == runs.SUCCESSFUL:
         print(f"run {run_id} already finished (ckpt.load_enable): nothing left to train",
               file=sys.stderr)
         return api.get_output(run_id, store=store)
-    named = [r.value for r in references(plan.config)]
+    named = [r.value for r in references(checked.config)]
     flow = known.flow if ".py:" in known.flow else None
     return api.resume(run_id, store=store, executor=known.executor, address=known.address,
                       progress=progress, trust=named, flow=flow)
@@ -61,4 +63,4 @@ def copy_out(store: Any, rel: str, folder: str) -> None:
     """The store folder `rel` (an HF export) copied into the local `folder`."""
     os.makedirs(folder, exist_ok=True)
     for path in store.list(rel):
-        store.fs.get_file(store.path(path), os.path.join(folder, os.path.basename(path)))
+        store.get_file(path, os.path.join(folder, os.path.basename(path)))

@@ -1,27 +1,37 @@
 """Checks of what a config names, before Ray starts or the store is touched (issue 9 §3):
-model folders and names, data files and their columns, reward sources. Each problem is one
-line naming the config key, the value and what was expected; all are returned together."""
+model folders and names (those of the roles the run's plan uses), data files and their
+columns, reward sources. Each problem is one line naming the config key, the value and
+what was expected; all are returned together."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from alignflow.errors import ConfigError
+from alignflow.flows.config.lookup import leaves, value_at
+from alignflow.tasks.plan.records import RunPlan
+from alignflow.tasks.steps.prompts import DataConfig
+
+UNUSED_WHEN_ABSENT = ("ref", "critic")  # RL roles whose models a plan may leave out
 
 
-def preflight(cfg: Any) -> list[str]:
-    """Every problem found in `cfg` (a built-in flow's config), one line each."""
+def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
+    """Every problem found in `cfg` (a built-in flow's config), one line each; the models
+    of RL roles its `plan` leaves out (no KL term, no critic) are not loaded, so not
+    checked."""
     problems: list[str] = []
-    for key, name in _leaves(cfg, "model_name_or_path"):
-        problems += _catch(_check_model, key, name)
+    unused = {r for r in UNUSED_WHEN_ABSENT if r not in plan.roles} \
+        if plan is not None and "actor" in plan.roles else set()
+    for key, name in leaves(cfg, "model_name_or_path"):
+        if key.split(".")[0] not in unused:
+            problems += _catch(_check_model, key, name)
     for key, spec, split, columns in _datasets(cfg):
         problems += _catch(_check_data, key, spec, split, columns)
-    reward = getattr(cfg, "reward", None)
+    reward = value_at(cfg, "reward")
     for spec in (reward.specs if reward is not None else ()):
         problems += _catch(_check_reward, "reward", spec)
     return problems
@@ -33,16 +43,6 @@ def _catch(check, *args) -> list[str]:
     except ConfigError as exc:
         return [str(exc)]
     return []
-
-
-def _leaves(cfg: Any, name: str, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, value) of every set field called `name` in the config tree."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if f.name == name and value:
-            yield prefix + f.name, value
-        elif dataclasses.is_dataclass(value):
-            yield from _leaves(value, name, f"{prefix}{f.name}.")
 
 
 def _check_model(key: str, name: str) -> None:
@@ -60,15 +60,15 @@ def _check_model(key: str, name: str) -> None:
 def _datasets(cfg: Any) -> Iterator[tuple[str, str, str | None, tuple[str | None, ...]]]:
     """(key, spec, split, columns it must have) of each dataset the config reads."""
     data = cfg.data
-    if hasattr(data, "prompt_dataset"):
+    if isinstance(data, DataConfig):  # RL and the loops: prompts
         yield ("data.prompt_dataset", data.prompt_dataset, data.prompt_split,
                (data.input_key, data.label_key))
-    else:
-        cols = _offline_columns(getattr(cfg, "KIND", ""), data)
+    else:  # an offline objective's examples
+        cols = _offline_columns(cfg.KIND, data)
         yield "data.dataset", data.dataset, data.dataset_split, cols
         if cfg.eval.dataset:
             yield "eval.dataset", cfg.eval.dataset, cfg.eval.split, cols
-    ptx = getattr(getattr(cfg, "algo", None), "ptx", None)
+    ptx = value_at(cfg, "algo.ptx")
     if ptx is not None and ptx.enabled:
         yield "algo.ptx.pretrain_data", ptx.pretrain_data, None, (ptx.pretrain_key,)
 

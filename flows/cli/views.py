@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from alignflow.errors import FlowError
+from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows import api, runs
 
 
@@ -155,5 +155,16 @@ def print_logs(store: Any, run_id: str, task_key: str | None) -> int:
     for p in paths:
         if task_key is None:
             print(f"=== {p[len(prefix) + 1:-4]} ===")
-        print(store.read_bytes(p).decode(errors="replace"), end="")
+        try:  # bounded (artifacts/bounds.py); a link, FIFO or huge file is named, not read
+            print(store.read_bytes(p).decode(errors="replace"), end="")
+        except StoreFileRefused as exc:
+            print(f"warning: {exc}", file=sys.stderr)
     return 0
+
+
+def warn_unreadable(store: Any) -> None:
+    """Name the runs `tick` and `resume --all` passed over because a file of theirs cannot
+    be used (the others were served)."""
+    problems: list[runs.Problem] = []
+    runs.list_run_ids(store, problems)
+    warn(problems)

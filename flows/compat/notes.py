@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from alignflow.flows.config.lookup import value_at
+from alignflow.flows.planning import Plan
 
-def notes(cfg: Any) -> list[str]:
-    """One line per difference that concerns `cfg` (a built-in flow's config)."""
+
+def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
+    """One line per difference that concerns `cfg` (a built-in flow's config) and its run
+    `plan`."""
     out = []
-    data = getattr(cfg, "data", None)
-    if getattr(getattr(cfg, "train", None), "colocate_all", False):
-        out.append("train.colocate_all = true: every role shares one process here (OpenRLHF "
-                   "places roles on their own GPUs); placement only, same results")
+    data = value_at(cfg, "data")
+    if plan is not None and plan.colocated and len(plan.roles) > 1 and \
+            value_at(cfg, "train.colocate_all"):
+        out.append("every role shares one process here (train.colocate_all; OpenRLHF places "
+                   "roles on their own GPUs unless colocated): placement only, same results")
     if data is not None and data.apply_chat_template and data.input_template:
         out.append("data.input_template is not used: a chat template is applied (as in "
                    "OpenRLHF)")
@@ -22,21 +27,21 @@ def notes(cfg: Any) -> list[str]:
 
 def _rl_notes(cfg: Any) -> list[str]:
     out = []
-    algo, reward = getattr(cfg, "algo", None), getattr(cfg, "reward", None)
-    if getattr(algo, "dynamic_filtering_enable", False):
+    reward = value_at(cfg, "reward")
+    if value_at(cfg, "algo.dynamic_filtering_enable"):
         out.append("algo.dynamic_filtering_enable: groups outside the range are dropped, not "
                    "replaced by new prompts (OpenRLHF refills the batch)")
     if reward is not None and any(s.endswith(".py") for s in reward.specs):
         out.append("reward_func is called once per batch (OpenRLHF: once per sample), with "
                    "responses decoded without special tokens")
-    urls = getattr(reward, "remote_urls", [])
+    urls = reward.remote_urls if reward is not None else []
     if len(urls) > 1 and urls[0].endswith(".py"):
         out.append(f"reward.remote_url: only {urls[0]} is used (as OpenRLHF does)")
     return out
 
 
 def _ckpt_notes(cfg: Any) -> list[str]:
-    ckpt = getattr(cfg, "ckpt", None)
+    ckpt = value_at(cfg, "ckpt")
     if ckpt is None or not ckpt.path:
         return []
     return [f"ckpt.path = {ckpt.path}: checkpoints are written to the store (resumable with "
@@ -44,7 +49,7 @@ def _ckpt_notes(cfg: Any) -> list[str]:
 
 
 def _offline_notes(cfg: Any) -> list[str]:
-    evaluation = getattr(cfg, "eval", None)
+    evaluation = value_at(cfg, "eval")
     if evaluation is not None and evaluation.steps == -1 and (
             evaluation.dataset or evaluation.ratio):
         return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]

@@ -94,6 +94,13 @@ def aliases(cls: type) -> dict[str, tuple[str, ...]]:
     return found
 
 
+def retired(cls: type) -> frozenset[str]:
+    """`cls.RETIRED`: dotted keys alignflow's own earlier layouts had and the class no longer
+    has; a resumed run's saved config may hold them (dropped with a note), while any other
+    unknown key is an error."""
+    return frozenset(getattr(cls, "RETIRED", ()))
+
+
 def type_name(tp: Any) -> str:
     """A short human name for an annotation: `int`, `float | None`, `one of 'a', 'b'`."""
     if get_origin(tp) is Literal:

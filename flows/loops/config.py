@@ -15,10 +15,14 @@ from typing import ClassVar
 from alignflow.errors import require
 from alignflow.flows import aliases
 from alignflow.flows.tracking.config import LoggerConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.loss_config import DPOModelConfig
+from alignflow.tasks.plan.build import HostAsk, RunAsk, build
+from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.placement import ALL_IN_ONE, PlacementConfig
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
@@ -44,6 +48,7 @@ class LoopConfig(Optimizer):
 
     OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft", "train_ppo_ray")  # its flags' CLIs
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.loops(*OPENRLHF)
+    RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -83,6 +88,17 @@ class LoopConfig(Optimizer):
     def trainer(self) -> TrainerConfig:
         return self.trainer_config(self.rounds * self.steps_per_round, self.train, self.ds,
                                    gradient_checkpointing=self.model.gradient_checkpointing_enable)
+
+    def run_plan(self, cluster: Cluster | None = None) -> RunPlan:
+        """One host holding the policy (trainer + engine) and the rewards; GPUs only when
+        `num_gpus` asks (a round trains with the offline step, on the CPU otherwise), on
+        `cluster` (default: the Ray cluster joined, else this machine)."""
+        host = HostAsk(name=ALL_IN_ONE, roles=("actor", "reward"),
+                       trains=(("actor", self.trainer()),), generates=True,
+                       gpus_by_default=False)
+        ask = RunAsk(hosts=(host,), ds=self.ds, engine=self.rollout.engine, vllm=self.vllm,
+                     placement=PlacementConfig(num_cpus=self.num_cpus, num_gpus=self.num_gpus))
+        return build(ask, cluster or Cluster.current())
 
     def train_spec(self) -> TrainSpec:
         return TrainSpec(kind=self.KIND, loss=self.model if self.KIND == "dpo" else None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from alignflow.flows import planning
 from alignflow.flows.engine import task
 from alignflow.flows.loops.config import LoopConfig
 from alignflow.flows.offline.steps import make_plan, train_steps
@@ -17,11 +18,10 @@ from alignflow.flows.workers import worker_group
 from alignflow.tasks.loops import examples, select
 from alignflow.tasks.offline import reference
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput
+from alignflow.tasks.plan.placement import ALL_IN_ONE
 from alignflow.tasks.steps.host import HostSpec, ModelHost
-from alignflow.tasks.steps.placement import check_gpus
-from alignflow.tasks.steps.rollout_engine import EngineSpec
 
-HOST = "models"
+HOST = ALL_IN_ONE
 
 select_best = task(version=1)(select.select_best)
 select_pairs = task(version=1)(select.select_pairs)
@@ -30,18 +30,18 @@ policy_reference = task(version=1)(reference.policy_reference)
 
 
 def declare_host(cfg: LoopConfig) -> str:
-    """One worker group holding the policy and the rewards; returns its name."""
-    spec = HostSpec(roles=("actor", "reward"), pretrain=cfg.model.model_name_or_path,
-                    dtype=cfg.ds.param_dtype, actor_trainer=cfg.trainer(), rewards=cfg.reward,
-                    micro_rollout_batch_size=cfg.rollout.micro_batch_size,
+    """The plan's one worker group, holding the policy and the rewards; returns its name."""
+    plan = planning.current(cfg)
+    plan.check_fits()
+    host = plan.host(HOST)
+    spec = HostSpec(plan=host, engines=plan.engines_of(host), sampled_by=plan.generation.kind,
+                    pretrain=cfg.model.model_name_or_path, dtype=cfg.ds.param_dtype,
+                    rewards=cfg.reward, micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                     num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
                     offload=("reward",) if cfg.reward.offload else (),
-                    engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm),
-                    num_gpus=cfg.num_gpus, attn_implementation=cfg.ds.attn_implementation,
-                    ds=cfg.ds)
-    check_gpus(cfg.num_gpus, "num_gpus")
-    worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=cfg.num_cpus,
-                 num_gpus=cfg.num_gpus)
+                    attn_implementation=cfg.ds.attn_implementation)
+    worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=host.cpus_per_worker,
+                 num_gpus=host.gpus_per_worker, label=host.label)
     return HOST
 
 

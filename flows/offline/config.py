@@ -21,7 +21,15 @@ from alignflow.tasks.modeling.model_config import (
     SFTModelConfig,
     TeacherConfig,
 )
-from alignflow.tasks.offline.config import EvalConfig, OfflineDataConfig, PrepareSpec, TrainSpec
+from alignflow.tasks.offline.config import (
+    POLICY,
+    TEACHER,
+    TRAINED,
+    EvalConfig,
+    OfflineDataConfig,
+    PrepareSpec,
+    TrainSpec,
+)
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.loss_config import (
     DistillModelConfig,
@@ -29,8 +37,11 @@ from alignflow.tasks.offline.loss_config import (
     KTOModelConfig,
     RMModelConfig,
 )
+from alignflow.tasks.plan.build import HostAsk, RunAsk, build
+from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.placement import GroupPlacement
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.ckpt import CkptConfig
-from alignflow.tasks.steps.placement import GroupPlacement
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer, TrainConfig
 from alignflow.tasks.trainers.plan import Plan
@@ -59,6 +70,7 @@ class OfflineConfig(Optimizer):
     KIND: ClassVar[str] = "sft"
     OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft",)  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
+    RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_OFFLINE
     LOSS_IN_MODEL: ClassVar[bool] = False  # the model section holds the loss knobs
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -84,6 +96,19 @@ class OfflineConfig(Optimizer):
         require(not (self.ds.lora.enabled and objective(self.KIND).value_head), "ds.lora.rank",
                 f"0 for {self.KIND} (LoRA on a value-head model is not available)",
                 self.ds.lora.rank)
+
+    def run_plan(self, cluster: Cluster | None = None) -> RunPlan:
+        """The training host (`placement.*` workers; GPUs only when placement asks: the
+        offline step trains on the CPU otherwise) and the distillation teacher's, on
+        `cluster` (default: the Ray cluster joined, else this machine)."""
+        trainer = self.trainer_config(1, self.train, self.ds, gradient_checkpointing=self
+                                      .model.gradient_checkpointing_enable)
+        hosts = [HostAsk(name=POLICY, roles=(TRAINED,), workers=self.placement,
+                         trains=((TRAINED, trainer),), gpus_by_default=False)]
+        if objective(self.KIND).teacher:
+            hosts.append(HostAsk(name=TEACHER, roles=("teacher",), gpus_by_default=False))
+        ask = RunAsk(hosts=tuple(hosts), placement=self.placement, ds=self.ds)
+        return build(ask, cluster or Cluster.current())
 
     @property
     def loss_config(self):

@@ -12,18 +12,19 @@ from __future__ import annotations
 import functools
 
 from alignflow.artifacts.scope import current_scope
+from alignflow.flows import planning
 from alignflow.flows.engine import task
 from alignflow.flows.offline.config import OfflineConfig
 from alignflow.flows.workers import worker_group
 from alignflow.tasks.offline import prepare, reference, teacher, train
+from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint
 from alignflow.tasks.offline.host import OfflineHost, OfflineHostSpec, TeacherHost
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput
+from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.steps import export
 from alignflow.tasks.trainers.plan import Plan
-
-POLICY, TEACHER = "policy", "teacher"
 
 prepare_examples = task(version=1, cache=True)(prepare.prepare)
 reference_logprobs = task(version=1, cache=True)(reference.reference)
@@ -61,21 +62,26 @@ def reference_of(cfg: OfflineConfig, data: OfflineData) -> ReferenceOutput:
 
 
 def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
-    """The host that trains (and the teacher's host, for distillation)."""
-    trainer = cfg.trainer_config(plan.total_steps, cfg.train, cfg.ds,
-                                 gradient_checkpointing=cfg.model.gradient_checkpointing_enable)
-    spec = OfflineHostSpec(pretrain=cfg.model.model_name_or_path,
-                           value_head=objective(cfg.KIND).value_head, trainer=trainer,
-                           num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
-                           ds=cfg.ds)
-    place = cfg.placement
-    worker_group(POLICY, functools.partial(OfflineHost, spec), num_cpus=place.num_cpus,
-                 num_gpus=place.num_gpus, num_nodes=place.num_nodes,
-                 workers_per_node=place.num_gpus_per_node)
-    if objective(cfg.KIND).teacher:
-        worker_group(TEACHER, functools.partial(TeacherHost, cfg.teacher.model_name_or_path,
-                                                dtype=cfg.ds.param_dtype,
-                                                num_threads=cfg.num_threads))
+    """The hosts of the run's plan: the one that trains (its schedule `plan.total_steps`
+    long), and the teacher's, for distillation."""
+    run_plan = planning.current(cfg)
+    run_plan.check_fits()
+    policy = run_plan.host(POLICY)
+    spec = OfflineHostSpec(plan=policy.for_steps(plan.total_steps),
+                           pretrain=cfg.model.model_name_or_path,
+                           value_head=objective(cfg.KIND).value_head,
+                           num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
+    _declare(policy, functools.partial(OfflineHost, spec))
+    if TEACHER in (h.name for h in run_plan.hosts):
+        _declare(run_plan.host(TEACHER), functools.partial(
+            TeacherHost, cfg.teacher.model_name_or_path, dtype=cfg.ds.param_dtype,
+            num_threads=cfg.num_threads))
+
+
+def _declare(host: HostPlan, factory) -> None:
+    worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
+                 num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
+                 workers_per_node=host.workers_per_node)
 
 
 def teacher_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int) -> TeacherOutput:

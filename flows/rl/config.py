@@ -18,7 +18,11 @@ from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.plan.build import HostAsk, RunAsk, build
+from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,
@@ -28,7 +32,6 @@ from alignflow.tasks.rl.learn_config import (
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
-from alignflow.tasks.steps.placement import Colocation, PlacementConfig, Role
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.optim import TrainConfig
@@ -125,6 +128,34 @@ class RLConfig:
         (a KL penalty in the reward, a KL loss with β > 0, or an adaptive β)."""
         return ("actor", *(("ref",) if self.algo.kl.used else ()),
                 *(("critic",) if critic else ()), "reward")
+
+    @property
+    def run_roles(self) -> tuple[Role, ...]:
+        """The roles this run uses: a critic where the flow trains one and GAE reads it."""
+        return self.roles(critic="critic" in self.TRAINED and self.algo.needs_critic)
+
+    def run_plan(self, cluster: Cluster | None = None) -> RunPlan:
+        """Which processes this run needs, where and on what (`tasks/plan/`), on `cluster`
+        (default: the Ray cluster joined, else this machine)."""
+        return build(self._ask(), cluster or Cluster.current())
+
+    def _ask(self) -> RunAsk:
+        roles, ckpt = self.run_roles, self.actor.gradient_checkpointing_enable
+        sections = {"actor": self.actor, "ref": self.ref, "critic": self.critic,
+                    "reward": self.reward}
+        trains = {r: sections[r].trainer_config(1, self.train, self.ds, gradient_checkpointing=ckpt)
+                  for r in ("actor", "critic") if r in roles}
+        hosts = tuple(HostAsk(
+            name=name, roles=rs, workers=host_workers(rs, sections),
+            trains=tuple((r, trains[r]) for r in rs if r in trains),
+            generates="actor" in rs and not self.uses_generator,
+            holds_model=rs != ("reward",) or self.reward.holds_model,
+            note="" if "ref" in roles or "actor" not in rs else
+            " (no reference model: no KL term uses it)")
+            for name, rs in self.train.hosts(roles).items())
+        return RunAsk(hosts=hosts, placement=self.placement, ds=self.ds,
+                      engine=self.rollout.engine, vllm=self.vllm,
+                      colocated=self.train.all_in_one, generator=self.uses_generator)
 
     @property
     def staleness(self) -> int:

@@ -17,6 +17,7 @@ serves them all; each is registered under its own name with its own default esti
 
 from __future__ import annotations
 
+from alignflow.flows import planning
 from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.pipeline import rollouts_for
@@ -34,8 +35,9 @@ def grpo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(
         cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
-    host = declare_hosts(cfg, cfg.roles(), iterations)
-    source = rollouts_for(cfg, prompts, host, iterations)
+    plan = planning.current(cfg)
+    host = declare_hosts(cfg, plan, iterations)
+    source = rollouts_for(cfg, plan, prompts, host, iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"

@@ -16,8 +16,9 @@ from __future__ import annotations
 from alignflow.errors import ConfigError
 from alignflow.flows.engine import task
 from alignflow.flows.rl.config import RLConfig
-from alignflow.flows.rl.rollouts import GENERATOR, ScheduledRollouts, key
+from alignflow.flows.rl.rollouts import ScheduledRollouts, key
 from alignflow.flows.rl.steps import on
+from alignflow.tasks.plan.build import GENERATOR
 from alignflow.tasks.rl import schedule, segments
 from alignflow.tasks.rl.async_records import PolicyRef, SegmentOutput
 from alignflow.tasks.steps.records import LearnOutput, StepOutput

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.partial import PartialRollouts
-from alignflow.flows.rl.rollouts import GENERATOR, ScheduledRollouts, SyncRollouts
+from alignflow.flows.rl.rollouts import ScheduledRollouts, SyncRollouts
 from alignflow.flows.rl.steps import declare_generator
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.records import StepOutput
 
 
-def rollouts_for(cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+def rollouts_for(cfg: RLConfig, plan: RunPlan, prompts: StepOutput, hosts: dict[str, str],
                  iterations: int) -> SyncRollouts:
-    """The rollout source of `cfg` (declaring the generator worker when it has one)."""
-    if not cfg.uses_generator:
+    """The rollout source of `cfg` (declaring the plan's generator worker when it has one)."""
+    if plan.generator is None:
         return SyncRollouts(cfg, prompts, hosts, iterations)
-    declare_generator(cfg, GENERATOR)
+    declare_generator(cfg, plan)
     cls = PartialRollouts if cfg.train.partial_rollout_enable else ScheduledRollouts
     return cls(cfg, prompts, hosts, iterations)

@@ -14,6 +14,7 @@ no critic is loaded, run or trained: nothing would read its values.
 
 from __future__ import annotations
 
+from alignflow.flows import planning
 from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.steps import (
@@ -38,8 +39,9 @@ def ppo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(
         cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
-    critic = cfg.algo.needs_critic
-    host = declare_hosts(cfg, cfg.roles(critic=critic), iterations)
+    plan = planning.current(cfg)
+    critic = "critic" in plan.roles
+    host = declare_hosts(cfg, plan, iterations)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"

@@ -1,7 +1,7 @@
 """The RL steps as journalled tasks, and the model hosts a flow declares.
 
 The step functions live in `alignflow.tasks.rl` (importable without the engine); this
-module wraps them as `@task`s and places them on the hosts of their roles.
+module wraps them as `@task`s and declares the hosts of the run's plan (`tasks/plan/`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import functools
 from alignflow.flows.engine import Done, task
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.workers import worker_group
+from alignflow.tasks.plan.hosts import HostPlan
+from alignflow.tasks.plan.placement import Role
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl import learn, reference
 from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
 from alignflow.tasks.steps.host import HostSpec, ModelHost
-from alignflow.tasks.steps.placement import Role, check_gpus, host_workers, worker_gpus
-from alignflow.tasks.steps.rollout_engine import EngineSpec
 
 reference_logprobs = task(version=1)(reference.reference)
 critic_values = task(version=1)(reference.values)
@@ -23,58 +24,41 @@ learn_actor = task(version=1)(learn.learn_actor)
 learn_critic = task(version=1)(learn.learn_critic)
 
 
-def declare_hosts(cfg: RLConfig, roles: tuple[Role, ...], iterations: int) -> dict[Role, str]:
-    """One worker group per host of the placement; returns role -> host (worker) name."""
-    steps, checkpointing = cfg.optimizer_steps(iterations), cfg.actor.gradient_checkpointing_enable
-    actor = cfg.actor.trainer_config(steps, cfg.train, cfg.ds,
-                                     gradient_checkpointing=checkpointing)
-    critic = cfg.critic.trainer_config(steps, cfg.train, cfg.ds,
-                                       gradient_checkpointing=checkpointing)
+def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
+    """One worker group per host of the plan; returns role -> host (worker) name."""
+    plan.check_fits()
+    steps = cfg.optimizer_steps(iterations)
     offload = tuple(r for r, on_ in (("ref", cfg.ref.offload), ("reward", cfg.reward.offload))
                     if on_)
-    hosts = cfg.train.hosts(roles)
-    layouts = {host: host_workers(rs, {r: getattr(cfg, r) for r in rs})
-               for host, rs in hosts.items()}
-    per_worker = worker_gpus(cfg.placement)
-    check_gpus(per_worker * sum(w.workers for w in layouts.values()),
-               "the placement of " + ", ".join(roles))
-    for host, host_roles in hosts.items():
-        spec = HostSpec(roles=host_roles, pretrain=cfg.actor.model_name_or_path,
+    sampled_by = plan.generation.kind
+    for host in plan.hosts:
+        spec = HostSpec(plan=host.for_steps(steps), engines=plan.engines_of(host),
+                        sampled_by=sampled_by, pretrain=cfg.actor.model_name_or_path,
                         ref_pretrain=cfg.ref.model_name_or_path,
                         critic_pretrain=cfg.critic.model_name_or_path, dtype=cfg.ds.param_dtype,
-                        actor_trainer=actor,
-                        critic_trainer=critic if "critic" in host_roles else None,
-                        rewards=cfg.reward if "reward" in host_roles else None,
+                        rewards=cfg.reward if "reward" in host.roles else None,
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
-                        offload=offload, num_gpus=per_worker,
-                        attn_implementation=cfg.ds.attn_implementation,
-                        trainer_sleep=cfg.ds.enable_sleep, ds=cfg.ds,
-                        engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm,
-                                          colocated=cfg.train.all_in_one))
-        workers = layouts[host]
-        worker_group(host, functools.partial(ModelHost, spec), num_cpus=cfg.placement.num_cpus,
-                     num_gpus=per_worker, label=_label(host_roles, roles),
-                     num_nodes=workers.num_nodes, workers_per_node=workers.num_gpus_per_node)
-    return {role: cfg.train.host_of(role) for role in roles}
+                        offload=offload, attn_implementation=cfg.ds.attn_implementation,
+                        trainer_sleep=cfg.ds.enable_sleep)
+        _declare(host, functools.partial(ModelHost, spec))
+    return {role: plan.host_of(role) for role in plan.roles}
 
 
-def declare_generator(cfg: RLConfig, name: str) -> str:
+def declare_generator(cfg: RLConfig, plan: RunPlan) -> str:
     """The generator worker of an asynchronous run (or of agent episodes): an engine only."""
-    spec = RolloutSpec(pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
+    host = plan.generator
+    spec = RolloutSpec(plan=host, engines=plan.engines_of(host),
+                       pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,
-                       num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path,
-                       engine=EngineSpec(name=cfg.rollout.engine, vllm=cfg.vllm),
-                       num_gpus=cfg.placement.num_gpus)
-    return worker_group(name, functools.partial(RolloutHost, spec),
-                        num_cpus=cfg.placement.num_cpus, num_gpus=cfg.placement.num_gpus)
+                       num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
+    return _declare(host, functools.partial(RolloutHost, spec))
 
 
-def _label(host_roles: tuple[Role, ...], roles: tuple[Role, ...]) -> str:
-    """What the progress line says about a host: its roles, and the reference if skipped."""
-    skipped = "" if "ref" in roles or "actor" not in host_roles else \
-        " (no reference model: no KL term uses it)"
-    return "roles " + ", ".join(host_roles) + skipped
+def _declare(host: HostPlan, factory) -> str:
+    return worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
+                        num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
+                        workers_per_node=host.workers_per_node)
 
 
 def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, iteration: int):

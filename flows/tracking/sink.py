@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from alignflow.artifacts.redact import redact_tree
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.flows.tracking.points import points
 
@@ -25,7 +26,7 @@ def logger_path(run_id: str) -> str:
 
 def logger_config(config: Any) -> LoggerConfig | None:
     """The run config's `logger` section, when it turns some logging on."""
-    section = config.get("logger") if isinstance(config, dict) else getattr(config, "logger", None)
+    section = value_at(config, "logger")
     if isinstance(section, dict):
         from alignflow.flows.config import from_dict
 
@@ -48,7 +49,8 @@ class LiveLog:
 
             from alignflow.flows.tracking.tensorboard import TensorBoardWriter
 
-            self.writers.append(TensorBoardWriter(Path(cfg.tensorboard_dir) / run_id))
+            folder = store.local_folder(str(Path(cfg.tensorboard_dir) / run_id))  # in the store:
+            self.writers.append(TensorBoardWriter(folder))  # through no link
         if cfg.wandb.enabled:
             from alignflow.flows.config import to_dict
             from alignflow.flows.tracking.wandb_writer import WandbWriter

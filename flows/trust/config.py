@@ -15,13 +15,14 @@ value. What the run trains — its models, data and rewards — is recorded at s
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 from alignflow.artifacts.redact import redact, redact_tree
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import codec, runs
-from alignflow.flows.config import from_dict, to_dict
-from alignflow.flows.config.types import init_fields, key_of, section
+from alignflow.flows.config import from_dict, known_part, to_dict
+from alignflow.flows.config.types import init_fields, key_of, retired, section
 
 _TAG = "__type__"
 # Leaf keys that say what a run trains: a config that decodes to other values is refused.
@@ -39,25 +40,38 @@ def decode_config(meta: dict, cls: type | None) -> Any:
         raise FlowError(f"{where}: the config is a {value[_TAG]!r}, not the flow's "
                         f"config class {codec.type_name(cls)!r}")
     _check_records(value, cls, where, "")
+    data, dropped = known_part(cls, codec.untag(value))
+    unknown = [k for k in dropped if k not in retired(cls)]
+    if unknown:
+        raise FlowError(f"{where}: config key {unknown[0]!r} is not a key of "
+                        f"{cls.__name__}" + (f" (nor {', '.join(map(repr, unknown[1:]))})"
+                                             if unknown[1:] else "") + "; expected the keys "
+                        "of the flow's config class (`alignflow run FLOW --help-config`)")
+    if dropped:
+        print(f"alignflow: run {meta['run_id']}: keys alignflow no longer has are ignored: "
+              f"{', '.join(dropped)}", file=sys.stderr)
     try:
-        return from_dict(cls, codec.untag(value))
+        return from_dict(cls, data)
     except ConfigError as exc:
         raise FlowError(f"{where}: {exc}") from None
 
 
-def _check_records(value: dict, cls: type, where: str, prefix: str) -> None:
-    """Every record in `value` (a record of `cls`) sits where `cls` declares that class."""
+def _check_records(value: dict, cls: type | None, where: str, prefix: str) -> None:
+    """Every record in `value` (a record of `cls`, None: a section the class has renamed)
+    is one of alignflow's: a foreign type is refused naming the key. A record of another
+    alignflow class (a section of an older layout) passes here; its keys are then checked by
+    the current class (`from_dict`), which knows the old names."""
     fields = value.get("fields")
     if not isinstance(fields, dict):
         raise FlowError(f"{where}: config key '{prefix.rstrip('.') or '(root)'}' holds a "
                         "record without fields; expected a mapping")
-    declared = {f.name: hint for f, hint in init_fields(cls)}
-    keys = {f.name: key_of(f) for f in dataclasses.fields(cls)}
+    declared = {f.name: hint for f, hint in init_fields(cls)} if cls else {}
+    keys = {f.name: key_of(f) for f in dataclasses.fields(cls)} if cls else {}
     for name, sub in fields.items():
         key = f"{prefix}{keys.get(name, name)}"
         expected = section(declared[name]) if name in declared else None
         if isinstance(sub, dict) and _TAG in sub:
-            if expected is None or codec.current_name(str(sub[_TAG])) != codec.type_name(expected):
+            if not codec.current_name(str(sub[_TAG])).startswith("alignflow."):
                 want = f"a {codec.type_name(expected)!r} section" if expected else "a value"
                 raise FlowError(f"{where}: config key '{key}' holds a {sub[_TAG]!r} record; "
                                 f"expected {want}")

@@ -5,7 +5,7 @@ Such a file imports `openrlhf.utils.agent`; while it is imported, that name reso
 alignflow's implementation of the same API (`tasks/agents/api.py`), whether or not
 OpenRLHF is installed, so the file runs unchanged. Like a reward function file, an agent
 file named in a stored config is imported on resume only from a trusted place
-(`flows/trust.py`).
+(`flows/trust/`, through `artifacts/usercode.py`).
 """
 
 from __future__ import annotations

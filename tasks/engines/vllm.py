@@ -228,11 +228,11 @@ def _model_file(store, rel_dir: str) -> Iterator[str]:
                           "unfinished save")
     rel = f"{rel_dir}/model.safetensors"
     if store.is_local:
-        yield store.path(rel)
+        yield store.readable_path(rel)  # a regular file reached through no link
         return
     with tempfile.TemporaryDirectory(prefix="alignflow-vllm-") as tmp:
         local = os.path.join(tmp, "model.safetensors")
-        store.fs.get_file(store.path(rel), local)
+        store.get_file(rel, local)
         yield local
 
 

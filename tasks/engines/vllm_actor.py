@@ -30,8 +30,8 @@ from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines import vllm_placement as placement
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.vllm import VLLMEngine
-from alignflow.tasks.engines.vllm_broadcast import BroadcastSender, Transport
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
+from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 STARTUP_TIMEOUT_S = 900.0

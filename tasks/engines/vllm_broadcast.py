@@ -15,22 +15,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 
 from alignflow.errors import EngineError
 
-Transport = Literal["ray", "nccl", "gloo"]
 Wait = Callable[[dict, float, str], list]
-
-
-def sync_transport(section, *, on_gpu: bool) -> Transport:
-    """How weights reach separate engines, from the `vllm` section (`sync_with_ray`,
-    `sync_backend`); CPU builds have no NCCL, so gloo there."""
-    if section.sync_with_ray:
-        return "ray"
-    return section.sync_backend if on_gpu else "gloo"
 
 
 class SyncGroup:

@@ -24,32 +24,37 @@ from typing import Any
 import torch
 from torch import nn
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, require
 
 PEFT_PREFIX = "base_model.model."
 
 
 @dataclass(frozen=True, kw_only=True)
 class LoraConfig:
-    """lora_rank: adapter rank r (>= 1). lora_alpha: scale numerator (update = α/r · B·A).
-    lora_dropout: dropout on the adapter input. target_modules: module names (suffixes) to
-    adapt, or ("all-linear",). load_in_4bit: QLoRA, the frozen base in 4-bit NF4 (GPU)."""
+    """LoRA adapters (peft) on a frozen base model (OpenRLHF's `ds.lora.*`).
 
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
+    rank: adapter rank r; 0 = full fine-tuning (no adapters)
+    alpha: scale numerator (the update is alpha/rank · B·A)
+    dropout: dropout on the adapters' input
+    target_modules: module names (suffixes) to adapt, or all-linear
+    """
+
+    rank: int = 0
+    alpha: int = 16
+    dropout: float = 0.0
     target_modules: tuple[str, ...] = ("all-linear",)
-    load_in_4bit: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_modules", tuple(self.target_modules))
-        checks = [(self.lora_rank >= 1, "lora_rank", "an integer >= 1"),
-                  (self.lora_alpha > 0, "lora_alpha", "a number > 0"),
-                  (0.0 <= self.lora_dropout < 1.0, "lora_dropout", "a float in [0, 1)"),
-                  (len(self.target_modules) > 0, "target_modules", "at least one module name")]
-        for ok, name, expected in checks:
-            if not ok:
-                raise ConfigError(f"LoraConfig.{name}={getattr(self, name)!r}: expected {expected}")
+        require(self.rank >= 0, "rank", "an integer >= 0 (0: no LoRA)", self.rank)
+        require(self.alpha > 0, "alpha", "a number > 0", self.alpha)
+        require(0.0 <= self.dropout < 1.0, "dropout", "a float in [0, 1)", self.dropout)
+        require(len(self.target_modules) > 0, "target_modules", "at least one module name",
+                self.target_modules)
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
 
 
 def _peft():
@@ -71,11 +76,12 @@ def check_4bit() -> None:
                           "`pip install bitsandbytes` on the GPU machine")
 
 
-def load_base(path: str, cfg: LoraConfig, *, dtype: torch.dtype = torch.float32) -> nn.Module:
+def load_base(path: str, *, load_in_4bit: bool = False,
+              dtype: torch.dtype = torch.float32) -> nn.Module:
     """The frozen base model from a local HF folder: plain, or 4-bit NF4 for QLoRA."""
     from transformers import AutoModelForCausalLM
 
-    if not cfg.load_in_4bit:
+    if not load_in_4bit:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     check_4bit()
     from transformers import BitsAndBytesConfig
@@ -91,12 +97,14 @@ def load_base(path: str, cfg: LoraConfig, *, dtype: torch.dtype = torch.float32)
 def wrap(model: nn.Module, cfg: LoraConfig) -> nn.Module:
     """A peft model whose only trainable tensors are the adapters (initialised from the
     global torch RNG: seed before calling for reproducible adapters)."""
+    if not cfg.enabled:
+        raise ConfigError(f"LoRA adapters with lora_rank={cfg.rank}: expected an integer >= 1 "
+                          "(ds.lora.rank; 0 trains the full model)")
     peft = _peft()
     targets = cfg.target_modules
     target = targets[0] if targets == ("all-linear",) else list(targets)
-    config = peft.LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
-                             lora_dropout=cfg.lora_dropout, target_modules=target,
-                             task_type="CAUSAL_LM")
+    config = peft.LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                             target_modules=target, task_type="CAUSAL_LM")
     try:
         return peft.get_peft_model(model, config)
     except ValueError as exc:

@@ -12,6 +12,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, token_logprobs
 from alignflow.tasks.offline.records import OfflineData
 from alignflow.tasks.offline.tables import OFFLINE_EXAMPLES
+from alignflow.tasks.steps.host_api import Trained
 
 # Reading needs the table's schema registered in this process (a worker may import only
 # this module): the import above registers it.
@@ -81,7 +82,7 @@ def kl_response(examples: dict, j: int) -> list[int]:
     return examples["chosen_ids"][j] or examples["rejected_ids"][j]
 
 
-def host_examples(host, store, data: OfflineData) -> dict[str, Examples]:
+def host_examples(host: Trained, store, data: OfflineData) -> dict[str, Examples]:
     """The examples of `data`, loaded once per host (they stay between train tasks)."""
     key = ("examples", tuple(r.path for r in data.refs))
     return host.memo(key, lambda: load_examples(store, data))

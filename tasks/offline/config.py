@@ -12,6 +12,9 @@ from typing import Any
 from alignflow.errors import require
 from alignflow.tasks.data.source import DataSource
 
+POLICY, TEACHER = "policy", "teacher"  # the offline flows' hosts
+TRAINED = "model"  # the role the policy host trains
+
 
 @dataclass(frozen=True, kw_only=True)
 class OfflineDataConfig(DataSource):

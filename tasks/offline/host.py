@@ -10,7 +10,6 @@ be one rank of a data-parallel worker group (`join_group`); rank 0 prunes old ch
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -23,22 +22,31 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.offline.config import TRAINED
+from alignflow.tasks.plan.hosts import HostPlan, TrainerPlan
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
-from alignflow.tasks.trainers.base import Trainer, TrainerConfig
+from alignflow.tasks.trainers.base import Trainer
 from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.zoo.registry import resolve_model
 
 
 @dataclass(frozen=True, kw_only=True)
 class OfflineHostSpec:
+    """The host's plan (its trainer: backend and settings, the run's length filled in) and
+    the model it trains."""
+
+    plan: HostPlan
     pretrain: str
     value_head: bool  # a reward model: a scalar head on the backbone
-    trainer: TrainerConfig
     num_threads: int | None = None
     keep_checkpoints: int = 2
-    ds: DSConfig = dataclasses.field(default_factory=DSConfig)
+
+    @property
+    def trainer(self) -> TrainerPlan:
+        found = self.plan.trainer(TRAINED)
+        assert found is not None, f"host {self.plan.name} trains no {TRAINED}"
+        return found
 
 
 class OfflineHost(Memo, GroupMember):
@@ -66,12 +74,13 @@ class OfflineHost(Memo, GroupMember):
     @functools.cached_property
     def trainer(self) -> Trainer:
         """A value-head model for reward models, else the causal LM (or its adapters)."""
+        plan = self.spec.trainer
         if self.spec.value_head:
             model = Critic.from_pretrained(self.path)
             model.model.config.pad_token_id = self.tokenizer.pad_token_id
         else:
-            model = trainable_lm(self.path, self.spec.ds)
-        return build_trainer(model, self.spec.trainer, self.spec.ds)
+            model = trainable_lm(self.path, plan.ds)
+        return build_trainer(model, plan.config, plan.ds)
 
     def save(self, store, folder: str) -> str:
         """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`) and

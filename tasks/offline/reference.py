@@ -21,6 +21,7 @@ from alignflow.tasks.offline.batches import (
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput
 from alignflow.tasks.offline.tables import OFFLINE_REFERENCE
+from alignflow.tasks.steps.host_api import Trained
 from alignflow.tasks.zoo.registry import resolve_model
 
 
@@ -72,7 +73,7 @@ def reference(data: OfflineData, model: str, micro_batch: int = 8, dtype: str = 
     return ReferenceOutput((scope.write(OFFLINE_REFERENCE, table),), table.num_rows)
 
 
-def policy_reference(host, data: OfflineData, micro_batch: int = 8) -> ReferenceOutput:
+def policy_reference(host: Trained, data: OfflineData, micro_batch: int = 8) -> ReferenceOutput:
     """The same log-probs under the host's policy as it stands now: the reference of a
     loop's round is the policy that starts it (no second model is held)."""
     scope = current_scope()

@@ -14,11 +14,12 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.offline.batches import host_examples, lm_batch
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.records import OfflineData, TeacherOutput
+from alignflow.tasks.steps.host_api import Teacher
 from alignflow.tasks.trainers.plan import Plan
 
 
 @torch.no_grad()
-def teacher_logits(host, data: OfflineData, chunk: int, plan: Plan,
+def teacher_logits(host: Teacher, data: OfflineData, chunk: int, plan: Plan,
                    spec: TrainSpec) -> TeacherOutput:
     """Teacher logits (T-1, V) for every train example the chunk's steps consume."""
     scope = current_scope()

@@ -30,11 +30,12 @@ from alignflow.tasks.offline.records import (
 )
 from alignflow.tasks.offline.reference import load_reference
 from alignflow.tasks.offline.rows import single_token
+from alignflow.tasks.steps.host_api import Trained
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.trainers.plan import Plan, micro_batches
 
 
-def make_context(host, spec: TrainSpec, examples: dict, reference: dict | None,
+def make_context(host: Trained, spec: TrainSpec, examples: dict, reference: dict | None,
                  teacher: dict | None = None) -> Context:
     tok = host.tokenizer
     ctx = Context(examples, tok.pad_token_id, spec, reference, teacher or {})
@@ -109,7 +110,7 @@ def _check_position(trainer, plan: Plan, steps: range, chunk: int) -> None:
                         "right checkpoint?)")
 
 
-def train(host, data: OfflineData, reference: ReferenceOutput | None,
+def train(host: Trained, data: OfflineData, reference: ReferenceOutput | None,
           teacher: TeacherOutput | None, chunk: int, plan: Plan, spec: TrainSpec) -> TrainOutput:
     """Optimizer steps `plan.chunk_steps(chunk)`, then a checkpoint of the host."""
     scope, obj = current_scope(), objective(spec.kind)

@@ -58,10 +58,10 @@ class ModelRewardModel:
             tok.padding_side = "right"  # pooled heads (CLS) expect text at position 0
 
     def _norm_stats(self, normalize: bool) -> tuple[float, float]:
-        cfg = self.model.config
         if not normalize:
             return 0.0, 1.0
-        mean, std = getattr(cfg, "mean", None), getattr(cfg, "std", None)
+        stats = self.model.config.to_dict()  # the HF model's config.json, not a flow config
+        mean, std = stats.get("mean"), stats.get("std")
         if mean is None or std is None or not std > 0:
             raise ConfigError(f"reward model {self.path}/config.json lacks 'mean'/'std' (std > 0) "
                               f"needed for normalize=True")

@@ -88,6 +88,11 @@ class RewardConfig:
         return tuple(found) or (DEFAULT_SOURCE,)
 
     @property
+    def holds_model(self) -> bool:
+        """Whether a source is a reward model (rules, code and remote servers hold none)."""
+        return any(spec_kind(split_name(s)[1]) == "model" for s in self.specs)
+
+    @property
     def remote_urls(self) -> list[str]:
         return [u.strip() for u in (self.remote_url or "").split(",") if u.strip()]
 

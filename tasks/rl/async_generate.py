@@ -13,6 +13,7 @@ from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.steps.generate import RolloutConfig, eos_ids, rollout_table
+from alignflow.tasks.steps.host_api import Sampler
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
@@ -38,7 +39,7 @@ def offset_samples(table: pa.Table, offset: int) -> pa.Table:
     return table.set_column(table.schema.get_field_index("sample_idx"), "sample_idx", shifted)
 
 
-def generate_at(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
+def generate_at(host: Sampler, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
                 policy: PolicyRef, sample_offset: int = 0,
                 replaces_staleness: int | None = None) -> StepOutput:
     """Iteration `iteration`'s rollouts sampled with `policy`. A regeneration passes the
@@ -58,7 +59,7 @@ def generate_at(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
     return StepOutput((ref,), table.num_rows, batch_metrics(table))
 
 
-def drop_batch(host, iteration: int, staleness: int) -> dict[str, float]:
+def drop_batch(host: Sampler, iteration: int, staleness: int) -> dict[str, float]:
     """Record that iteration `iteration`'s batch was too stale to learn from."""
     scope = current_scope()
     values = {"dropped_batches": 1.0, "stale_batch_staleness": float(staleness)}

@@ -19,6 +19,7 @@ from alignflow.tasks.agents.sampling import AgentSamplingParams
 from alignflow.tasks.rl.async_generate import batch_metrics
 from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.steps.generate import RolloutConfig, eos_ids
+from alignflow.tasks.steps.host_api import Sampler
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
@@ -78,7 +79,7 @@ def _scores(keys: dict, eps: list[Episode]) -> pa.Table:
                     schema=SCORES.arrow_schema)
 
 
-def agent_episodes(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
+def agent_episodes(host: Sampler, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
                    agent: AgentConfig, policy: PolicyRef, sample_offset: int = 0,
                    replaces_staleness: int | None = None) -> EpisodeOutput:
     """`n_samples_per_prompt` episodes per batch prompt, sampled with `policy`."""

@@ -35,6 +35,7 @@ from alignflow.tasks.rl.finite import check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
 from alignflow.tasks.rl.learn_config import LearnSettings
 from alignflow.tasks.steps import gpu_memory
+from alignflow.tasks.steps.host_api import RLHost
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import LearnOutput, LearnState, StepOutput
 from alignflow.tasks.trainers.plan import Plan, micro_batches
@@ -127,7 +128,7 @@ def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoment
     return RunningMoments()
 
 
-def _current_logprobs(host, exp: Experience, settings: LearnSettings):
+def _current_logprobs(host: RLHost, exp: Experience, settings: LearnSettings):
     """Log-probs under the weights before this step — π_old for IS correction and the
     trainer side of the vLLM mismatch metrics: one forward pass for both, or None."""
     if not (settings.algo.advantage.is_correction_enable or mismatch.wanted(host)):
@@ -139,7 +140,7 @@ def _current_logprobs(host, exp: Experience, settings: LearnSettings):
                              temperature=settings.temperature)
 
 
-def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettings,
+def _update_policy(host: RLHost, exp: Experience, adv: Advantages, settings: LearnSettings,
                    penalty: KLPenalty, seed: int, iteration: int,
                    current) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
@@ -161,8 +162,9 @@ def _update_policy(host, exp: Experience, adv: Advantages, settings: LearnSettin
                   step_extra)
 
 
-def learn_actor(host, rollouts: StepOutput, scores: StepOutput, reference: StepOutput | None,
-                iteration: int, settings: LearnSettings, state: LearnState | None,
+def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
+                reference: StepOutput | None, iteration: int, settings: LearnSettings,
+                state: LearnState | None,
                 values: StepOutput | None = None) -> LearnOutput:
     """Advantages, then PPO-clip updates of the policy (skipped while the actor is frozen)."""
     scope, start = current_scope(), time.perf_counter()
@@ -214,7 +216,7 @@ def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, token
     return loss_fn
 
 
-def learn_critic(host, rollouts: StepOutput, values: StepOutput, iteration: int,
+def learn_critic(host: RLHost, rollouts: StepOutput, values: StepOutput, iteration: int,
                  settings: LearnSettings, actor: LearnOutput) -> LearnOutput:
     """Clipped value regression onto the returns the actor's learn step committed."""
     scope = current_scope()

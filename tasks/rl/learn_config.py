@@ -13,11 +13,11 @@ from alignflow.tasks.advantages.estimators import Estimator
 from alignflow.tasks.losses.aggregate import Aggregation
 from alignflow.tasks.losses.is_correction import ISCorrection
 from alignflow.tasks.losses.kl import KLEstimator
+from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.correction import check_is_correction
 from alignflow.tasks.rl.ptx import PtxConfig
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
-from alignflow.tasks.steps.placement import Workers
 from alignflow.tasks.trainers.optim import TrainConfig
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from alignflow.tasks.steps.host_api import RLHost
+
 
 def mismatch_metrics(behaviour: torch.Tensor, trainer: torch.Tensor,
                      mask: torch.Tensor) -> dict[str, float]:
@@ -26,12 +28,12 @@ def mismatch_metrics(behaviour: torch.Tensor, trainer: torch.Tensor,
             "mismatch/k1": float(diff.mean())}
 
 
-def wanted(host) -> bool:
+def wanted(host: RLHost) -> bool:
     """Measured only where the engine is not the trainer's own computation (vLLM)."""
-    return getattr(host, "engine_kind", "hf") == "vllm"
+    return host.sampled_by == "vllm"
 
 
-def measure(host, exp, trainer: torch.Tensor | None) -> dict[str, float]:
+def measure(host: RLHost, exp, trainer: torch.Tensor | None) -> dict[str, float]:
     """The mismatch metrics of this batch (`trainer`: its log-probs under the weights before
     the update, computed once by the learn step) when the host generates with vLLM, else {}."""
     if not wanted(host) or trainer is None:

@@ -17,6 +17,7 @@ from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import require_keys
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, ptx_loss
 from alignflow.tasks.modeling.device import to_model
+from alignflow.tasks.steps.host_api import Trained
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +56,7 @@ def load_pretrain_ids(cfg: PtxConfig, tokenizer) -> list[list[int]]:
             if ids]
 
 
-def pretrain_ids(host, cfg: PtxConfig) -> list[list[int]]:
+def pretrain_ids(host: Trained, cfg: PtxConfig) -> list[list[int]]:
     """The host's tokenised pretraining texts for `cfg`, loaded once per host."""
     return host.memo(("ptx", cfg), lambda: load_pretrain_ids(cfg, host.tokenizer))
 

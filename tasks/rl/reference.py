@@ -15,6 +15,7 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.modeling.batching import chunks, padded_pairs
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.steps import gpu_memory
+from alignflow.tasks.steps.host_api import RLHost
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import REFERENCE, VALUES
 
@@ -35,7 +36,7 @@ def _keyed(table: pa.Table, scope, column: str, values: list[list[float]]) -> pa
 
 
 @torch.no_grad()
-def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
+def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
               temperature: float = 1.0) -> StepOutput:
     """log π_ref(response token) for every response token, at the sampling temperature."""
     scope = current_scope()
@@ -58,7 +59,7 @@ def reference(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
 
 
 @torch.no_grad()
-def values(host, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> StepOutput:
+def values(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> StepOutput:
     """V(s_t) before every response token, from the critic."""
     scope = current_scope()
     table = _read(scope, rollouts)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from alignflow.errors import require
 from alignflow.tasks.modeling.model_config import RefConfig
-from alignflow.tasks.steps.placement import Workers
+from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
 
 

@@ -10,7 +10,7 @@ worker needs nothing restored.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -18,22 +18,24 @@ from alignflow.artifacts.checkpoints import load_model_state
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.plan.hosts import HostPlan, VLLMEngines
 from alignflow.tasks.rl.async_records import PolicyRef
-from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
+from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.zoo.registry import resolve_model
 
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutSpec:
-    """What the generator worker builds: the policy's architecture and sampling batch."""
+    """What the generator worker builds: its plan (GPUs, engine), the policy's architecture
+    and sampling batch."""
 
+    plan: HostPlan
+    engines: VLLMEngines | None = None  # the run's vLLM engines, driven from this worker
     pretrain: str
     dtype: str = "fp32"
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
     agent_func_path: str | None = None
-    engine: EngineSpec = field(default_factory=EngineSpec)  # rollout.engine, vllm.*
-    num_gpus: float = 0.0  # what placement gave this worker: > 0 puts the engine on CUDA
 
 
 class RolloutHost:
@@ -52,13 +54,12 @@ class RolloutHost:
 
     @functools.cached_property
     def engine(self):
-        """HF or vLLM (`rollout.engine`), on this worker's GPU where placement gave one."""
-        device = host_device(self.spec.num_gpus)
-        on_gpu = device.type == "cuda"
+        """HF or vLLM, as the plan says, on this worker's GPU where the plan gave one."""
+        planned = self.spec.plan.engine
         path = resolve_model(self.spec.pretrain)
-        if choose_engine(self.spec.engine, on_gpu=on_gpu) == "vllm":
-            return build_vllm(self.spec.engine, str(path), dtype=self.spec.dtype, on_gpu=on_gpu,
-                              policy_version=0)
+        if planned.kind == "vllm":
+            return build_vllm(planned, self.spec.engines, str(path), policy_version=0)
+        device = host_device(self.spec.plan.gpus_per_worker)
         model = load_causal_lm(path, dtype=self.spec.dtype).to(device)
         return HFEngine(model, self.tokenizer,
                         micro_rollout_batch_size=self.spec.micro_rollout_batch_size)

@@ -24,6 +24,7 @@ from alignflow.tasks.engines.base import GeneratedSample
 from alignflow.tasks.rl.async_generate import batch_metrics
 from alignflow.tasks.rl.async_records import PolicyRef, SegmentOutput
 from alignflow.tasks.steps.generate import RolloutConfig, eos_ids, rollout_table
+from alignflow.tasks.steps.host_api import Sampler
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import SEGMENTS
@@ -103,7 +104,7 @@ def _assemble(scope, iteration: int, batch: pa.Table, rows: list[Partial], tok) 
         [r.spans for r in rows], ROLLOUTS.arrow_schema.field("version_spans").type))
 
 
-def generate_segment(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
+def generate_segment(host: Sampler, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
                      policy: PolicyRef, previous: tuple[SegmentOutput, ...],
                      segment_tokens: int) -> SegmentOutput:
     """Continue every unfinished response of the batch by up to `segment_tokens` tokens,

@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.steps.host_api import Trained
 
 
-def export_model(host, folder: str = "actor") -> dict[str, str | int]:
+def export_model(host: Trained, folder: str = "actor") -> dict[str, str | int]:
     """`save_pretrained` of the host's trained model into `runs/<run_id>/final/<folder>`
     in the store; returns the path."""
     scope = current_scope()
@@ -21,7 +22,7 @@ def export_model(host, folder: str = "actor") -> dict[str, str | int]:
     with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp:
         trainer.save_pretrained(tmp, host.tokenizer)  # collective under ZeRO-3
         files = sorted(p for p in Path(tmp).iterdir() if p.is_file())
-        for path in files if scope.is_lead else ():
-            scope.store.fs.put_file(str(path), scope.store.path(f"{rel}/{path.name}"))
+        for path in files if scope.is_lead else ():  # never through a link in the store
+            scope.store.put_file(str(path), f"{rel}/{path.name}")
     return {"path": rel, "files": len(files), "step": trainer.global_step,
             "policy_version": getattr(host, "policy_version", trainer.global_step)}

@@ -43,7 +43,7 @@ def run(name: str, args: argparse.Namespace) -> int:
         for path in store.list(rel):
             target = Path(tmp) / Path(path).relative_to(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(store.read_bytes(path))
+            store.get_file(path, str(target))  # streamed; never through a link
         staged = Path(tmp) / "out"
         if args.merge_lora:
             merge_adapter(Path(tmp), staged, base=args.base, what=rel)

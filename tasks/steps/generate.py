@@ -12,7 +12,9 @@ from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError, require
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.plan.rules import EngineName
 from alignflow.tasks.steps import gpu_memory, rollout_engine
+from alignflow.tasks.steps.host_api import Generator
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
@@ -38,7 +40,7 @@ class RolloutConfig:
     top_k: int = 0
     stop: tuple[str, ...] = ()
     micro_batch_size: int = 1
-    engine: rollout_engine.EngineName = "auto"
+    engine: EngineName = "auto"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "n_samples_per_prompt", "micro_batch_size"):
@@ -105,7 +107,7 @@ def cut_to_budget(sample: GeneratedSample, budget: int) -> GeneratedSample:
                                finish_reason="length")
 
 
-def generate(host, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
+def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
              round_: int | None = None, max_len: int | None = None) -> StepOutput:
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
     Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row;

@@ -6,8 +6,10 @@ it trains into the task's checkpoint folder and writes `host.json` there, naming
 checkpoint of *each* trained role; `restore` reads it, so a resumed run continues from
 exactly the state an uninterrupted run would have had, its engine synced to that policy.
 
-Models live on the host's device: CUDA when placement gave the host GPUs (`num_gpus`),
-else the CPU. The generation engine is HF or vLLM (`tasks/steps/rollout_engine.py`).
+The host is built as the run's plan says (`HostSpec.plan`, `tasks/plan/`): its roles, its
+GPUs (models live on CUDA when the plan gave the host GPUs, else on the CPU), each trained
+role's trainer backend and settings, its generation engine (HF or vLLM,
+`tasks/steps/rollout_engine.py`). It implements the host interface (`host_api.py`).
 
 A host may be one rank of a data-parallel worker group (`join_group`): every rank holds
 the same roles and runs every task; trainers sum gradients over the ranks, and rank 0
@@ -19,7 +21,6 @@ lives on the actor's host, is the actor with its adapters switched off: no secon
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,14 +39,14 @@ from alignflow.tasks.modeling.device import Attention, check_attention, host_dev
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
+from alignflow.tasks.plan.hosts import EngineKind, HostPlan, TrainerPlan, VLLMEngines
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.steps.memo import Memo
-from alignflow.tasks.steps.placement import Role
-from alignflow.tasks.steps.rollout_engine import EngineSpec, build_vllm, choose_engine
+from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.steps.saver import BackgroundSaves
-from alignflow.tasks.trainers.base import Precision, Trainer, TrainerConfig
+from alignflow.tasks.trainers.base import Precision, Trainer
 from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-from alignflow.tasks.trainers.ds_section import DSConfig, LoraSection
 from alignflow.tasks.trainers.sleep import move_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -54,25 +55,23 @@ HOST_FILE = "host.json"
 
 @dataclass(frozen=True, kw_only=True)
 class HostSpec:
-    """Everything a host needs to build its roles."""
+    """Everything a host needs to build its roles: its plan (roles, GPUs, trainers with the
+    run's length filled in, engine) and the models it loads."""
 
-    roles: tuple[Role, ...]
+    plan: HostPlan
+    engines: VLLMEngines | None = None  # the run's vLLM engines, when this host drives them
+    sampled_by: EngineKind = "hf"  # the engine the run's batches are sampled with
     pretrain: str  # the policy's starting point (and the tokenizer)
     ref_pretrain: str | None = None  # default: pretrain
     critic_pretrain: str | None = None  # default: pretrain
     dtype: Precision = "fp32"  # of the engine's and the reference's weights
-    actor_trainer: TrainerConfig
-    critic_trainer: TrainerConfig | None = None
     rewards: RewardConfig | None = None
     micro_rollout_batch_size: int = 8
     num_threads: int | None = None
     keep_checkpoints: int = 2
     offload: tuple[Role, ...] = ()  # roles parked on disk between uses (ref, reward)
-    engine: EngineSpec = EngineSpec()  # rollout.engine and the vllm section
-    num_gpus: float = 0.0  # what placement gave this host: > 0 puts its models on CUDA
     attn_implementation: Attention = "sdpa"
     trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
-    ds: DSConfig = dataclasses.field(default_factory=DSConfig)  # trainer backend, LoRA
 
 
 class ModelHost(Memo, GroupMember):
@@ -92,17 +91,23 @@ class ModelHost(Memo, GroupMember):
         """Load every role's model now (the engine calls this when the host starts), so no
         task pays for a first load."""
         _ = self.tokenizer
-        for role, attr in (("actor", "actor"), ("actor", "engine"), ("ref", "ref"),
-                           ("critic", "critic"), ("reward", "reward")):
+        for role in ("actor", "ref", "critic", "reward"):
             if self.has(role):
-                getattr(self, attr)
+                getattr(self, role)
+        if self.spec.plan.engine is not None:
+            _ = self.engine
 
     def has(self, role: Role) -> bool:
-        return role in self.spec.roles
+        return role in self.spec.plan.roles
+
+    def _trained(self, role: Role) -> TrainerPlan:
+        found = self.spec.plan.trainer(role)
+        assert found is not None, f"{role} is not trained on host {self.spec.plan.name}"
+        return found
 
     @functools.cached_property
     def device(self) -> torch.device:
-        return host_device(self.spec.num_gpus)
+        return host_device(self.spec.plan.gpus_per_worker)
 
     def _load_lm(self, name: str, dtype: str):
         attn = check_attention(self.spec.attn_implementation, self.device)
@@ -115,12 +120,13 @@ class ModelHost(Memo, GroupMember):
 
     @functools.cached_property
     def actor(self) -> Trainer:
+        plan = self._trained("actor")
         attn = check_attention(self.spec.attn_implementation, self.device)
-        model = trainable_lm(resolve_model(self.spec.pretrain), self.spec.ds,
+        model = trainable_lm(resolve_model(self.spec.pretrain), plan.ds,
                              attn_implementation=attn)
-        if not self.spec.ds.load_in_4bit:  # a 4-bit base is placed by bitsandbytes
+        if not plan.ds.load_in_4bit:  # a 4-bit base is placed by bitsandbytes
             model = model.to(self.device)
-        return build_trainer(model, self.spec.actor_trainer, self.spec.ds)
+        return build_trainer(model, plan.config, plan.ds)
 
     @property
     def trainer(self) -> Trainer:
@@ -129,11 +135,13 @@ class ModelHost(Memo, GroupMember):
 
     @functools.cached_property
     def engine(self):
-        """The generation engine: its own copy of the policy, synced after each learn."""
-        on_gpu = self.device.type == "cuda"
-        if choose_engine(self.spec.engine, on_gpu=on_gpu) == "vllm":
-            engine = build_vllm(self.spec.engine, resolve_model(self.spec.pretrain),
-                                dtype=self.spec.dtype, on_gpu=on_gpu, policy_version=0)
+        """The generation engine the plan gives this host (HF, or vLLM in this process or in
+        the run's engine actors): its own copy of the policy, synced after each learn."""
+        planned = self.spec.plan.engine
+        assert planned is not None, f"host {self.spec.plan.name} generates nothing"
+        if planned.kind == "vllm":
+            engine = build_vllm(planned, self.spec.engines, resolve_model(self.spec.pretrain),
+                                policy_version=0)
         else:
             engine = HFEngine(self._load_lm(self.spec.pretrain, self.spec.dtype), self.tokenizer,
                               micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
@@ -151,7 +159,7 @@ class ModelHost(Memo, GroupMember):
     def ref_is_base_of_actor(self) -> bool:
         """LoRA with the reference = the actor's starting point on this host."""
         same = self.spec.ref_pretrain in (None, self.spec.pretrain)
-        return self.spec.ds.lora.enabled and same and self.has("actor")
+        return self.has("actor") and self._trained("actor").ds.lora.enabled and same
 
     @contextlib.contextmanager
     def reference_model(self) -> Iterator[torch.nn.Module]:
@@ -197,11 +205,10 @@ class ModelHost(Memo, GroupMember):
     @functools.cached_property
     def critic(self) -> Trainer:
         """The value model: fully trained (no adapters) on the actor's backend."""
-        assert self.spec.critic_trainer is not None, "critic role without a critic trainer config"
+        plan = self._trained("critic")
         critic = Critic.from_pretrained(
             resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        ds = dataclasses.replace(self.spec.ds, lora=LoraSection(), load_in_4bit=False)
-        return build_trainer(critic.to(self.device), self.spec.critic_trainer, ds)
+        return build_trainer(critic.to(self.device), plan.config, plan.ds)
 
     @functools.cached_property
     def reward(self):
@@ -256,7 +263,7 @@ class ModelHost(Memo, GroupMember):
         for role, rel in self.latest.items():
             if self.has(role):
                 (self.actor if role == "actor" else self.critic).restore(store, rel)
-        if self.has("actor") and "actor" in self.latest:
+        if self.spec.plan.engine is not None and "actor" in self.latest:
             self.sync_engine()
 
     def sync_engine(self) -> None:
@@ -265,10 +272,9 @@ class ModelHost(Memo, GroupMember):
         self.engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
 
     @property
-    def engine_kind(self) -> str | None:
-        """"hf" or "vllm" once the engine is built, else None."""
-        engine = self.__dict__.get("engine")
-        return None if engine is None else ("hf" if isinstance(engine, HFEngine) else "vllm")
+    def sampled_by(self) -> EngineKind:
+        """The engine kind the run's batches are sampled with (the plan's)."""
+        return self.spec.sampled_by
 
     def ensure_engine_synced(self) -> None:
         """An engine restarted after a fault serves an older policy: sync it again."""
@@ -277,6 +283,6 @@ class ModelHost(Memo, GroupMember):
 
     def engine_idle(self) -> None:
         """Generation is done for this iteration: let a vLLM engine free its GPU memory."""
-        sleep = getattr(self.engine, "sleep", None)
-        if self.spec.engine.vllm.enable_sleep and sleep is not None:
-            sleep()
+        planned = self.spec.plan.engine
+        if planned is not None and planned.vllm is not None and planned.vllm.section.enable_sleep:
+            self.engine.sleep()

@@ -7,6 +7,7 @@ import pyarrow as pa
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.steps import gpu_memory
+from alignflow.tasks.steps.host_api import Scorer
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import SCORES
@@ -14,7 +15,7 @@ from alignflow.tasks.steps.tables import SCORES
 KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
 
 
-def score(host, rollouts: StepOutput, iteration: int) -> StepOutput:
+def score(host: Scorer, rollouts: StepOutput, iteration: int) -> StepOutput:
     """Rewards for every sample (OpenRLHF's conventions: query = prompt + response, a
     prompt without a label has the label ""). Commits the scores and the step's metrics
     (reward mean/std, each score's mean, each extra log: per-sample ones averaged, batch

@@ -7,9 +7,11 @@ tensors, no disk); from the committed checkpoint otherwise (an engine elsewhere)
 from __future__ import annotations
 
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.steps.host_api import Synced
 
 
-def sync(host, checkpoint: str, policy_version: int, in_memory: bool = True) -> dict[str, int]:
+def sync(host: Synced, checkpoint: str, policy_version: int,
+         in_memory: bool = True) -> dict[str, int]:
     """Serve policy `policy_version` (saved in `checkpoint`); returns the version served."""
     host.policy_version = policy_version
     if in_memory:

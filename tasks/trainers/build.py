@@ -24,15 +24,12 @@ def build_trainer(model: nn.Module, cfg: TrainerConfig, ds: DSConfig | None = No
     ds = ds or DSConfig()
     if not ds.uses_deepspeed:
         return TorchTrainer(model, cfg)
-    from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
     from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
 
     overrides = {}
     if ds.stage == 3:  # shard every tensor (DeepSpeed keeps small ones whole by default)
         overrides = {"zero_optimization": {"stage3_param_persistence_threshold": 0}}
-    return DeepSpeedTrainer(model, cfg, DeepSpeedConfig(
-        zero_stage=ds.stage, adam_offload=ds.adam_offload, overlap_comm=ds.overlap_comm,
-        overrides=overrides))
+    return DeepSpeedTrainer(model, cfg, ds, overrides=overrides)
 
 
 def trainable_lm(path: str, ds: DSConfig | None = None, *,
@@ -40,10 +37,10 @@ def trainable_lm(path: str, ds: DSConfig | None = None, *,
     """The causal LM at `path` (fp32 weights), wrapped with LoRA adapters when
     `ds.lora.rank > 0`: the base frozen (in 4-bit NF4 with `ds.load_in_4bit`), the adapters
     initialised from a fixed seed so every rank and every resumed process agrees."""
-    cfg = (ds or DSConfig()).lora_config
-    if cfg is None:
+    ds = ds or DSConfig()
+    if not ds.lora.enabled:
         return load_causal_lm(path, dtype="fp32", attn_implementation=attn_implementation)
-    base = lora.load_base(path, cfg)
+    base = lora.load_base(path, load_in_4bit=ds.load_in_4bit)
     with torch.random.fork_rng():
         torch.manual_seed(LORA_INIT_SEED)
-        return lora.wrap(base, cfg)
+        return lora.wrap(base, ds.lora)

@@ -46,7 +46,8 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
-from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig, ds_config, import_deepspeed
+from alignflow.tasks.trainers.deepspeed_config import ds_config, import_deepspeed
+from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
 deepspeed = import_deepspeed()
@@ -55,11 +56,12 @@ deepspeed = import_deepspeed()
 class DeepSpeedTrainer:
     """Implements `trainers.base.Trainer` on a DeepSpeed engine (one rank of a group)."""
 
-    def __init__(self, model: nn.Module, cfg: TrainerConfig,
-                 ds: DeepSpeedConfig | None = None) -> None:
-        self.cfg, self.ds = cfg, ds or DeepSpeedConfig()
-        backend = None if self.ds.backend == "auto" else self.ds.backend
-        group.ensure_group(backend)
+    def __init__(self, model: nn.Module, cfg: TrainerConfig, ds: DSConfig | None = None, *,
+                 overrides: dict | None = None) -> None:
+        """`ds`: the `ds` section (ZeRO stage, offload, overlap; default ZeRO-2);
+        `overrides`: DeepSpeed's own knobs merged into its config (`ds_config`)."""
+        self.cfg, self.ds = cfg, ds or DSConfig(trainer="deepspeed")
+        group.ensure_group(None)  # NCCL with CUDA, else gloo
         deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
         self.global_step = 0
         if cfg.gradient_checkpointing:
@@ -68,7 +70,8 @@ class DeepSpeedTrainer:
         scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
-        config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available())
+        config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
+                           overrides=overrides)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
         self.model = self.engine.module

@@ -37,34 +37,6 @@ UNAVAILABLE: dict[str, tuple[Any, str]] = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoraSection:
-    """LoRA adapters (peft) on a frozen base model (OpenRLHF's `ds.lora.*`).
-
-    rank: adapter rank r; 0 = full fine-tuning (no adapters)
-    alpha: scale numerator (the update is alpha/rank · B·A)
-    dropout: dropout on the adapters' input
-    target_modules: module names (suffixes) to adapt, or all-linear
-    """
-
-    rank: int = 0
-    alpha: int = 16
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("all-linear",)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "target_modules", tuple(self.target_modules))
-        require(self.rank >= 0, "rank", "an integer >= 0 (0: no LoRA)", self.rank)
-        require(self.alpha > 0, "alpha", "a number > 0", self.alpha)
-        require(0.0 <= self.dropout < 1.0, "dropout", "a float in [0, 1)", self.dropout)
-        require(len(self.target_modules) > 0, "target_modules", "at least one module name",
-                self.target_modules)
-
-    @property
-    def enabled(self) -> bool:
-        return self.rank > 0
-
-
-@dataclass(frozen=True, kw_only=True)
 class DSConfig:
     """The training backend.
 
@@ -100,7 +72,7 @@ class DSConfig:
     overlap_comm: bool = False
     grad_accum_dtype: AccumDtype | None = None
     load_in_4bit: bool = False
-    lora: LoraSection = field(default_factory=LoraSection)
+    lora: LoraConfig = field(default_factory=LoraConfig)
     deepcompile: bool = False
     tensor_parallel_size: int = 1
     ring_attn_size: int = 1
@@ -153,12 +125,3 @@ class DSConfig:
     def stage(self) -> int:
         """The ZeRO stage DeepSpeed runs (2, OpenRLHF's default, when none is given)."""
         return 2 if self.zero_stage is None else self.zero_stage
-
-    @property
-    def lora_config(self) -> LoraConfig | None:
-        """The adapters to train, or None for full fine-tuning."""
-        if not self.lora.enabled:
-            return None
-        lo = self.lora
-        return LoraConfig(lora_rank=lo.rank, lora_alpha=lo.alpha, lora_dropout=lo.dropout,
-                          target_modules=lo.target_modules, load_in_4bit=self.load_in_4bit)

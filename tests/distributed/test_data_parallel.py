@@ -26,15 +26,14 @@ class Worker(GroupMember):
     def train(self, kind: str, stage: int) -> dict:
         from alignflow.tasks.modeling.loading import load_causal_lm
         from alignflow.tasks.trainers.base import TrainerConfig
-        from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
         from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+        from alignflow.tasks.trainers.ds_section import DSConfig
 
         model = load_causal_lm(self.model_dir)
         ref = dp_work.dpo_reference(model, 0) if kind == "dpo" else None
         cfg = TrainerConfig(lr=1e-3, lr_warmup_ratio=0.0, total_steps=STEPS, max_norm=1.0)
-        ds = DeepSpeedConfig(zero_stage=stage, overrides={
+        trainer = DeepSpeedTrainer(model, cfg, DSConfig(zero_stage=stage), overrides={
             "zero_optimization": {"stage3_param_persistence_threshold": 0}})
-        trainer = DeepSpeedTrainer(model, cfg, ds)
         norms = []
         for step in range(STEPS):
             out = (dp_work.grpo_step(trainer, step) if kind == "grpo"

@@ -45,11 +45,11 @@ def test_two_ranks_resume_bitwise_and_world_size_is_checked(tiny_model_dir, tmp_
 
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
-    from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
     from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+    from alignflow.tasks.trainers.ds_section import DSConfig
 
     alone = DeepSpeedTrainer(load_causal_lm(str(tiny_model_dir)), TrainerConfig(total_steps=4),
-                             DeepSpeedConfig(zero_stage=3))
+                             DSConfig(zero_stage=3))
     store = Store.open(str(tmp_path))
     with pytest.raises(ConfigError, match="saved with world_size=2, this trainer has world_size=1"):
         alone.restore(store, "ck")

@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 from alignflow.artifacts.store import Store
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
 from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+from alignflow.tasks.trainers.ds_section import DSConfig
 from tests.distributed import dp_work
 
 STAGE = 3
@@ -25,9 +25,9 @@ STAGE = 3
 
 def run(model_dir: str, store_dir: str, mode: str) -> None:
     cfg = TrainerConfig(lr=3e-3, lr_warmup_ratio=0.25, min_lr_ratio=0.1, total_steps=4)
-    ds = DeepSpeedConfig(zero_stage=STAGE,
-                         overrides={"zero_optimization": {"stage3_param_persistence_threshold": 0}})
-    trainer = DeepSpeedTrainer(load_causal_lm(model_dir), cfg, ds)
+    trainer = DeepSpeedTrainer(load_causal_lm(model_dir), cfg, DSConfig(zero_stage=STAGE),
+                               overrides={"zero_optimization":
+                                          {"stage3_param_persistence_threshold": 0}})
     store = Store.open(store_dir)
     torch.manual_seed(100 + torch.distributed.get_rank())  # rank-local draws, as in real runs
     if mode == "resumed":

@@ -10,7 +10,7 @@ from alignflow.flows.config import load_config
 from alignflow.flows.loops.config import IterativeDPOConfig
 from alignflow.flows.offline.config import DPOConfig, RMConfig
 from alignflow.flows.rl.config import PPOConfig, RLConfig
-from alignflow.tasks.steps.placement import Colocation, Workers, host_workers
+from alignflow.tasks.plan.placement import Colocation, Workers, host_workers
 from alignflow.tasks.trainers.build import build_trainer
 from alignflow.tasks.trainers.ds_section import UNAVAILABLE, DSConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
@@ -33,13 +33,14 @@ def test_deepspeed_flags_of_both_generations_select_deepspeed(cls, flags):
      "--ds.lora.target_modules", "q_proj", "v_proj"],
 ])
 def test_lora_flags_of_both_generations(flags):
-    lora = load_config(DPOConfig, flags=flags).ds.lora_config
-    assert (lora.lora_rank, lora.lora_alpha, lora.lora_dropout) == (8, 32, 0.05)
-    assert lora.target_modules == ("q_proj", "v_proj") and not lora.load_in_4bit
+    ds = load_config(DPOConfig, flags=flags).ds
+    lora = ds.lora
+    assert (lora.rank, lora.alpha, lora.dropout) == (8, 32, 0.05)
+    assert lora.target_modules == ("q_proj", "v_proj") and not ds.load_in_4bit
 
 
 def test_trainer_choice():
-    assert not DSConfig().uses_deepspeed and DSConfig().lora_config is None
+    assert not DSConfig().uses_deepspeed and not DSConfig().lora.enabled
     assert DSConfig(trainer="deepspeed").stage == 2  # OpenRLHF's default stage
     assert DSConfig(zero_stage=0).uses_deepspeed
     assert not DSConfig(trainer="torch").uses_deepspeed

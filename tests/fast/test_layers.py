@@ -20,7 +20,7 @@ FOLDERS = {"alignflow": "alignflow", "flows": "alignflow.flows", "tasks": "align
 BLOCKS = {"errors", "artifacts"}  # what every layer may use
 TASK_BASE = BLOCKS | {"tasks.losses", "tasks.zoo", "tasks.advantages", "tasks.data",
                       "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards",
-                      "tasks.distributed"}
+                      "tasks.distributed", "tasks.plan"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "artifacts": {"errors"},
@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.trainers": BLOCKS | {"tasks.modeling", "tasks.distributed"},
     "tasks.engines": BLOCKS | {"tasks.modeling"},
     "tasks.rewards": BLOCKS | {"tasks.modeling", "tasks.data", "tasks.zoo"},
+    "tasks.plan": BLOCKS | {"tasks.modeling", "tasks.trainers", "tasks.engines"},
     "tasks.steps": TASK_BASE,
     "tasks.agents": TASK_BASE,
     "tasks.rl": TASK_BASE | {"tasks.steps", "tasks.agents"},

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from alignflow.errors import ConfigError
-from alignflow.flows.cli.run_config import build_config, plan_run
+from alignflow.flows.cli.run_config import build_config, check_run
 from alignflow.flows.compat.script import read_launches
 from alignflow.flows.config import to_dict
 
@@ -86,7 +86,7 @@ def test_distillation_keeps_train_kd_meaning():
     cfg = _cfg("distill", "--teacher_model", "tiny-llama", "--kd_coef", "0.4",
                "--teacher_offload")
     assert cfg.model.kd_coef == 0.4 and cfg.teacher.model_name_or_path == "tiny-llama"
-    plan = plan_run("distill", None, [], ["--teacher_model", "tiny-llama", "--teacher_offload"],
+    plan = check_run("distill", None, [], ["--teacher_model", "tiny-llama", "--teacher_offload"],
                     check=False)
     assert any(n.startswith("--teacher_offload: accepted, no effect") for n in plan.notes)
 
@@ -97,7 +97,7 @@ def test_a_ptx_script_gets_its_releases_ptx_coef():
 
 
 def test_flags_without_a_key_ask_for_nothing_or_are_refused_with_why():
-    plan = plan_run("grpo", None, [], ["--eval_steps", "-1", "--local_rank", "0"], check=False)
+    plan = check_run("grpo", None, [], ["--eval_steps", "-1", "--local_rank", "0"], check=False)
     assert any("--eval_steps -1: OpenRLHF's default" in n for n in plan.notes)
     with pytest.raises(ConfigError, match="--eval_steps 5: RL evaluation on a separate prompt "
                                           "set is not implemented"):

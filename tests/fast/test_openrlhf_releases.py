@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import ConfigError
-from alignflow.flows.cli.run_config import plan_run
+from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.compat import reference, rules
 from tests.openrlhf_launch import places, release_launches, release_scripts, swapped
 
@@ -55,7 +55,7 @@ def test_the_fixture_set_has_every_release():
 def test_release_script_passes_or_fails_only_where_it_must(tag, script, file, where):
     for launch in release_launches(file):
         try:
-            plan_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
+            check_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
         except ConfigError as exc:
             lines = [str(p) for p in getattr(exc, "problems", [exc])]
             unexpected = [line for line in lines if why_refused(line, tag, launch.script) is None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import ConfigError
-from alignflow.flows.cli.run_config import plan_run
+from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.compat import rules
 from alignflow.flows.compat.translate import render, translate
 from tests.openrlhf_launch import all_scripts, load, places, swapped
@@ -36,7 +36,7 @@ def test_script_translates(script):
 def test_script_command_line_passes_every_check(script, where):
     launch = load(script)
     try:
-        plan_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
+        check_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
     except ConfigError as exc:  # only features alignflow lacks, each with its reason
         lines = [str(p) for p in getattr(exc, "problems", [exc])]
         assert all(any(line.endswith(r) for r in rules.MISSING.values()) for line in lines), \

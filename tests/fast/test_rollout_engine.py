@@ -1,4 +1,5 @@
-"""Engine choice, the vllm section and GPU placement, without vLLM, Ray or a GPU."""
+"""Engine choice, the vllm section and GPU placement (the run plan's rules,
+`tasks/plan/rules.py`), without vLLM, Ray or a GPU."""
 
 import pytest
 import torch
@@ -7,11 +8,12 @@ from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
 from alignflow.flows.loops.config import RejectionSamplingConfig
 from alignflow.flows.rl.config import RLConfig
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.modeling.device import check_attention, host_device
-from alignflow.tasks.steps import rollout_engine
-from alignflow.tasks.steps.placement import PlacementConfig, check_gpus, worker_gpus
-from alignflow.tasks.steps.rollout_engine import EngineSpec, choose_engine, runs_in_host
+from alignflow.tasks.plan import rules
+from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.hosts import EnginePlan
+from alignflow.tasks.steps.rollout_engine import build_vllm
 
 
 @pytest.mark.parametrize("name,installed,on_gpu,engines,chosen", [
@@ -24,22 +26,28 @@ from alignflow.tasks.steps.rollout_engine import EngineSpec, choose_engine, runs
 ])
 def test_auto_picks_vllm_where_installed_and_gpus_or_engines(monkeypatch, name, installed,
                                                              on_gpu, engines, chosen):
-    monkeypatch.setattr(rollout_engine, "vllm_installed", lambda: installed)
-    spec = EngineSpec(name=name, vllm=VLLMSection(num_engines=engines))
-    assert choose_engine(spec, on_gpu=on_gpu) == chosen
+    monkeypatch.setattr(rules, "vllm_installed", lambda: installed)
+    assert rules.engine_kind(name, VLLMSection(num_engines=engines), on_gpu=on_gpu) == chosen
 
 
 def test_vllm_without_vllm_is_a_one_line_error(monkeypatch):
-    monkeypatch.setattr(rollout_engine, "vllm_installed", lambda: False)
+    """The plan names vLLM; the host that builds it finds it missing."""
+    monkeypatch.setattr(rules, "vllm_installed", lambda: False)
+    planned = EnginePlan(kind="vllm", in_host=True, on_gpu=True,
+                         vllm=VLLMSection().engine_config(dtype="fp32", on_gpu=True,
+                                                          colocated=True))
     with pytest.raises(ConfigError, match=r"rollout.engine=vllm: vLLM is not installed"):
-        choose_engine(EngineSpec(name="vllm"), on_gpu=True)
+        build_vllm(planned, None, "model", policy_version=0)
 
 
 def test_the_hybrid_engine_needs_one_engine_colocated():
-    assert runs_in_host(EngineSpec(), on_gpu=True)
-    assert not runs_in_host(EngineSpec(colocated=False), on_gpu=True)
-    assert not runs_in_host(EngineSpec(vllm=VLLMSection(num_engines=2)), on_gpu=True)
-    assert not runs_in_host(EngineSpec(vllm=VLLMSection(tensor_parallel_size=2)), on_gpu=True)
+    def in_host(vllm=VLLMSection(), colocated=True):
+        return rules.vllm_in_host(vllm, colocated=colocated, on_gpu=True)
+
+    assert in_host()
+    assert not in_host(colocated=False)
+    assert not in_host(VLLMSection(num_engines=2))
+    assert not in_host(VLLMSection(tensor_parallel_size=2))
 
 
 def test_openrlhf_vllm_flags_in_both_spellings():
@@ -84,16 +92,18 @@ def test_vllm_section_checks_and_engine_settings():
 
 
 def test_gpus_per_worker():
-    assert worker_gpus(PlacementConfig(num_gpus=0.5)) == 0.5  # set: as given
+    here = Cluster.local()
+    assert rules.worker_gpus(0.5, here, holds_model=True) == 0.5  # set: as given
     expected = 1.0 if torch.cuda.is_available() else 0.0  # else one per worker where GPUs are
-    assert worker_gpus(PlacementConfig()) == expected
+    assert rules.worker_gpus(0.0, here, holds_model=True) == expected
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusals")
 def test_gpu_requests_on_a_cpu_machine_fail_fast():
-    check_gpus(0, "nothing")
+    load_config(RLConfig).run_plan(Cluster.local()).check_fits()  # nothing asked
+    asking = load_config(RLConfig, sets=["placement.num_gpus=1"]).run_plan(Cluster.local())
     with pytest.raises(ConfigError, match=r"asks for 1 GPU\(s\); this cluster has 0"):
-        check_gpus(1, "actor")
+        asking.check_fits()
     with pytest.raises(ConfigError, match=r"torch sees none"):
         host_device(1)
     assert host_device(0).type == "cpu"
@@ -103,7 +113,8 @@ def test_gpu_requests_on_a_cpu_machine_fail_fast():
 
 
 def test_the_async_generator_worker_takes_the_flows_engine_choice(monkeypatch):
-    """`declare_generator` hands `rollout.engine` / `vllm.*` / placement GPUs to the worker."""
+    """`declare_generator` hands the plan's engine (`rollout.engine`, `vllm.*`) and GPUs to
+    the worker."""
     from alignflow.flows.rl import steps
     from alignflow.tasks.rl.rollout_host import RolloutHost
 
@@ -111,11 +122,13 @@ def test_the_async_generator_worker_takes_the_flows_engine_choice(monkeypatch):
     monkeypatch.setattr(steps, "worker_group", lambda name, factory, **kw: made.update(
         factory=factory, **kw) or name)
     cfg = load_config(RLConfig, sets=["actor.model_name_or_path=tiny-llama",
-                                      "rollout.engine=vllm", "vllm.num_engines=2"])
-    steps.declare_generator(cfg, "generator")
+                                      "rollout.max_new_tokens=64",
+                                      "rollout.engine=vllm", "vllm.num_engines=2",
+                                      "async.generator_worker=true"])
+    steps.declare_generator(cfg, cfg.run_plan(Cluster()))
     spec = made["factory"].args[0]  # functools.partial(RolloutHost, spec)
-    assert spec.engine.name == "vllm" and spec.engine.vllm.num_engines == 2
-    assert spec.num_gpus == made["num_gpus"] == 0
-    monkeypatch.setattr(rollout_engine, "vllm_installed", lambda: False)
+    assert spec.plan.engine.kind == "vllm" and spec.engines.count == 2
+    assert spec.plan.gpus_per_worker == made["num_gpus"] == 0
+    monkeypatch.setattr(rules, "vllm_installed", lambda: False)
     with pytest.raises(ConfigError, match=r"rollout.engine=vllm: vLLM is not installed"):
         _ = RolloutHost(spec).engine

@@ -7,8 +7,8 @@ import multiprocessing as mp
 import pytest
 import torch
 
-from alignflow.tasks.engines.vllm_broadcast import SyncGroup, sync_transport
-from alignflow.tasks.engines.vllm_section import VLLMSection
+from alignflow.tasks.engines.vllm_broadcast import SyncGroup
+from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.engines.vllm_weights import pack_buckets, unpack
 
 
@@ -63,7 +63,7 @@ def test_a_missing_peer_fails_within_the_timeout():
 
 
 def test_transport_follows_the_vllm_section():
-    assert sync_transport(VLLMSection(), on_gpu=True) == "nccl"
-    assert sync_transport(VLLMSection(), on_gpu=False) == "gloo"  # CPU builds have no NCCL
-    assert sync_transport(VLLMSection(sync_backend="gloo"), on_gpu=True) == "gloo"
-    assert sync_transport(VLLMSection(sync_with_ray=True), on_gpu=True) == "ray"
+    assert VLLMSection().transport(on_gpu=True) == "nccl"
+    assert VLLMSection().transport(on_gpu=False) == "gloo"  # CPU builds have no NCCL
+    assert VLLMSection(sync_backend="gloo").transport(on_gpu=True) == "gloo"
+    assert VLLMSection(sync_with_ray=True).transport(on_gpu=True) == "ray"

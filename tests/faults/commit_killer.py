@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from alignflow.artifacts import store as store_mod
+from alignflow.artifacts import localfs
 from alignflow.artifacts.store import Store
 from alignflow.flows import api
 from tests import flows_for_tests as F
@@ -32,8 +32,8 @@ def main(url: str, point: str, nth: int, endpoint: str | None = None) -> None:
         if commits["armed"] and point == where:
             die()
 
-    create, local_temp, link, fsync_dir = (Store.create_json, Store._local_temp, os.link,
-                                           store_mod._fsync_dir)
+    create, write_temp, link, fsync_dir = (Store.create_json, localfs._write_temp, os.link,
+                                           localfs._fsync_dir)
 
     def create_json(self, rel, obj):
         manifest = "/tasks/" in rel
@@ -46,21 +46,21 @@ def main(url: str, point: str, nth: int, endpoint: str | None = None) -> None:
             hook("after")
         commits["armed"] = False
 
-    def temp(path, data):
+    def temp(fd, tmp, data):
         hook("temp")
-        return local_temp(path, data)
+        return write_temp(fd, tmp, data)
 
     def os_link(src, dst, *a, **k):
         hook("link")
         link(src, dst, *a, **k)
         hook("linked")
 
-    def dir_sync(folder):
+    def dir_sync(fd):
         hook("dirsync")
-        fsync_dir(folder)
+        fsync_dir(fd)
 
-    Store.create_json, Store._local_temp = create_json, staticmethod(temp)
-    os.link, store_mod._fsync_dir = os_link, dir_sync
+    Store.create_json, localfs._write_temp = create_json, temp
+    os.link, localfs._fsync_dir = os_link, dir_sync
     options = {"endpoint_url": endpoint} if endpoint else None
     api.run(F.blobs, CFG, store=Store.open(url, storage_options=options), run_id="k",
             seed=5, executor="inline")

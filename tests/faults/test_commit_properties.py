@@ -5,6 +5,7 @@ bytes are what every reader sees, and readers see nothing else."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -14,6 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from alignflow.artifacts import localfs
 from alignflow.artifacts.commit import commit, load_manifest
 from alignflow.artifacts.store import Store
 from alignflow.errors import CommitConflict
@@ -59,8 +61,9 @@ class CommitProtocol(RuleBasedStateMachine):
     def commit_cut_short(self, key):
         """The driver died after writing the commit's temp file, before linking it."""
         if self.store.is_local:
-            path = self.store.path(runs.manifest_path("r", key))
-            Store._local_temp(path, b'{"half": ')
+            rel = runs.manifest_path("r", key)
+            with self.store.local.parent(rel, create=True) as (fd, name):
+                localfs._write_temp(fd, f".{name}.{os.urandom(8).hex()}.tmp", b'{"half": ')
 
     @rule(key=KEYS, a=OUTPUTS, b=OUTPUTS)
     def two_drivers_race(self, key, a, b):

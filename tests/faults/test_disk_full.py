@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from alignflow.artifacts import gc, parquet_io
+from alignflow.artifacts import gc, localfs, parquet_io
 from alignflow.artifacts.store import Store
 from alignflow.catalog import Catalog
 from alignflow.errors import AlignflowError
@@ -34,18 +34,18 @@ class _Device:
 
     def __init__(self, monkeypatch, limit: int) -> None:
         self.limit, self.used = limit, 0
-        temp, stream = Store._local_temp, parquet_io._stream
+        temp, stream = localfs._write_temp, parquet_io._stream
 
-        def local_temp(path, data):
-            self._take(len(data), path)
-            return temp(path, data)
+        def write_temp(fd, name, data):
+            self._take(len(data) if isinstance(data, bytes) else 0, name)
+            return temp(fd, name, data)
 
         def counted_stream(writer, data, schema, fill):
             rows = stream(writer, data, schema, fill)
             self._take(rows * 8, "a parquet file")
             return rows
 
-        monkeypatch.setattr(Store, "_local_temp", staticmethod(local_temp))
+        monkeypatch.setattr(localfs, "_write_temp", write_temp)
         monkeypatch.setattr(parquet_io, "_stream", counted_stream)
 
     def _take(self, nbytes: int, path: str) -> None:

@@ -20,7 +20,7 @@ from alignflow.tasks.trainers.base import TrainerConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 torch.set_num_threads(1)
-CFG = lora.LoraConfig(lora_rank=4, lora_alpha=8)
+CFG = lora.LoraConfig(rank=4, alpha=8)
 
 
 def lm_loss(model, batch):
@@ -54,8 +54,7 @@ def _train(trainer, steps, data):
 def test_lora_learns_with_the_base_frozen(tiny_model_dir):
     """A 4-token cycle. The frozen tied embeddings and final norm bound the tiny model's
     logits to about ±1.3, so the adapters can lower the loss by about a nat, not more."""
-    trainer = TorchTrainer(_lora_model(tiny_model_dir, lora.LoraConfig(lora_rank=16,
-                                                                       lora_alpha=32)),
+    trainer = TorchTrainer(_lora_model(tiny_model_dir, lora.LoraConfig(rank=16, alpha=32)),
                            TrainerConfig(lr=3e-2, lr_warmup_ratio=0.0, min_lr_ratio=1.0,
                                          total_steps=30))
     data = torch.tensor([[10, 20, 30, 40] * 3] * 2)
@@ -113,14 +112,15 @@ def test_merged_export_loads_plain_and_matches(tiny_model_dir, tmp_path):
 
 def test_errors_are_one_line(tiny_model_dir, memory_store):
     with pytest.raises(ConfigError, match="lora_rank=0: expected an integer >= 1"):
-        lora.LoraConfig(lora_rank=0)
+        lora.wrap(load_causal_lm(str(tiny_model_dir)), lora.LoraConfig(rank=0))
     with pytest.raises(ConfigError, match=r"load_in_4bit=True needs a CUDA GPU"):
-        lora.load_base(str(tiny_model_dir), lora.LoraConfig(load_in_4bit=True))
+        lora.load_base(str(tiny_model_dir), load_in_4bit=True)
     with pytest.raises(ConfigError, match="target_modules=\\['nope'\\]"):
-        lora.wrap(load_causal_lm(str(tiny_model_dir)), lora.LoraConfig(target_modules=["nope"]))
+        lora.wrap(load_causal_lm(str(tiny_model_dir)),
+                  lora.LoraConfig(rank=8, target_modules=["nope"]))
     other = _trainer(tiny_model_dir)
     adapter_checkpoint.save(other, memory_store, "ck")
-    bigger = TorchTrainer(_lora_model(tiny_model_dir, lora.LoraConfig(lora_rank=8)),
+    bigger = TorchTrainer(_lora_model(tiny_model_dir, lora.LoraConfig(rank=8)),
                           TrainerConfig())
     with pytest.raises(ConfigError, match="adapter checkpoint does not fit this model"):
         adapter_checkpoint.restore(bigger, memory_store, "ck")
@@ -129,13 +129,13 @@ def test_errors_are_one_line(tiny_model_dir, memory_store):
 def test_deepspeed_zero3_lora_trains_and_merges_from_gathered_shards(tiny_model_dir):
     """DeepSpeed steps only the adapters; merged weights come from the gathered state."""
     pytest.importorskip("deepspeed")
-    from alignflow.tasks.trainers.deepspeed_config import DeepSpeedConfig
     from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+    from alignflow.tasks.trainers.ds_section import DSConfig
 
-    ds = DeepSpeedConfig(zero_stage=3, overrides={
-        "zero_optimization": {"stage3_param_persistence_threshold": 0}})
     trainer = DeepSpeedTrainer(_lora_model(tiny_model_dir),
-                               TrainerConfig(lr=1e-3, lr_warmup_ratio=0.0, total_steps=3), ds)
+                               TrainerConfig(lr=1e-3, lr_warmup_ratio=0.0, total_steps=3),
+                               DSConfig(zero_stage=3), overrides={
+                                   "zero_optimization": {"stage3_param_persistence_threshold": 0}})
     reference = _trainer(tiny_model_dir, lr=1e-3, min_lr_ratio=0.1, total_steps=3)
     for step in range(3):
         trainer.step([{"input_ids": c} for c in _data(step).split(2)], lm_loss)

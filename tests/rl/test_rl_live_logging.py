@@ -140,8 +140,8 @@ def test_a_killed_and_resumed_run_continues_both_logs(rl_sets, tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     resumed = subprocess.run([sys.executable, "-m", "alignflow.cli", "resume", "k",
-                              "--store", str(store)], cwd=ROOT, env=env, capture_output=True,
-                             text=True, timeout=600)
+                              "--store", str(store), "--trust", str(tb)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert runs.read_run(api.open_store(str(store)), "k")["status"] == runs.SUCCESSFUL
     points = tb_points(tb / "k")

@@ -15,12 +15,12 @@ from alignflow.errors import EngineError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.engines.vllm_actor import VLLMEngineActor, _shards
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
 from alignflow.tasks.engines.vllm_placement import bind_spec, cpu_core_groups
 from tests.vllm.test_vllm_engine import NO_EOS, TEXTS, assert_logprobs_match
 
-CONFIG = VLLMEngineConfig(dtype="float32", kv_cache_bytes=64 << 20, max_model_len=512,
-                          generate_timeout_s=120)
+CONFIG = VLLMEngineConfig(dtype="float32", section=VLLMSection(
+    kv_cache_gib=1 / 16, max_model_len=512, generate_timeout_s=120, enable_prefix_caching=True))
 
 
 def test_shards_and_core_groups():

@@ -16,7 +16,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.engines.vllm import VLLMEngine
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import TrainerConfig
@@ -24,7 +24,8 @@ from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 ATOL = 1e-4
 NO_EOS = (10**9,)  # an id no model has: every response runs to max_new_tokens
-CONFIG = VLLMEngineConfig(dtype="float32", kv_cache_bytes=64 << 20, max_model_len=512)
+CONFIG = VLLMEngineConfig(dtype="float32", section=VLLMSection(
+    kv_cache_gib=1 / 16, max_model_len=512, enable_prefix_caching=True))  # 64 MiB of KV cache
 TEXTS = ["Question: What is 12 + 7?", "Hello", "The capital of France is the city of"]
 
 

@@ -1,9 +1,10 @@
-"""Which models an RL run uses, and where they live (OpenRLHF's colocation and role keys).
+"""The placement keys a plan is made from (OpenRLHF's colocation and role keys).
 
 Roles: `actor` (policy: trainer + generation engine), `ref` (frozen reference), `critic`
 (value model, PPO only) and `reward` (reward sources). A host is one worker group — Ray
 actors, or the driver inline — holding one or more roles; colocating roles saves memory
-and copies. A host of several workers is a data-parallel group (`Workers`).
+and copies. A host of several workers is a data-parallel group (`Workers`). What the run
+gets from these keys is decided once, in its plan (`tasks/plan/build.py`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from alignflow.errors import ConfigError, require
+from alignflow.errors import require
 
 Role = Literal["actor", "ref", "critic", "reward"]
+ALL_IN_ONE = "models"  # the host of colocated roles
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,14 +43,14 @@ class Colocation:
     def hosts(self, roles: tuple[Role, ...]) -> dict[str, tuple[Role, ...]]:
         """Host name → the roles it holds, for the roles a flow uses."""
         if self.all_in_one:
-            return {"models": roles}
+            return {ALL_IN_ONE: roles}
         groups: dict[str, list[Role]] = {}
         for role in roles:
             groups.setdefault(self._host_name(role), []).append(role)
         return {name: tuple(rs) for name, rs in groups.items()}
 
     def host_of(self, role: Role) -> str:
-        return "models" if self.all_in_one else self._host_name(role)
+        return ALL_IN_ONE if self.all_in_one else self._host_name(role)
 
     def _host_name(self, role: Role) -> str:
         if role == "ref" and self.colocate_actor_ref:
@@ -95,7 +97,7 @@ class PlacementConfig:
     """Ray resources of each worker of a host (alignflow; OpenRLHF sets GPUs per role instead).
 
     num_cpus: CPUs reserved per worker
-    num_gpus: GPUs reserved per worker
+    num_gpus: GPUs reserved per worker (0: one per worker where the cluster has GPUs, none on a CPU cluster; a host without a model takes none)
     """
 
     num_cpus: float = 1.0
@@ -111,33 +113,3 @@ class PlacementConfig:
 class GroupPlacement(Workers, PlacementConfig):
     """The training host of a flow without roles (offline training): its workers and the
     resources each reserves."""
-
-
-def worker_gpus(placement: PlacementConfig) -> float:
-    """GPUs each worker reserves: `placement.num_gpus` when set, else one per worker where
-    the cluster (or, without Ray, this machine) has GPUs — OpenRLHF's num_gpus_per_node
-    counts GPU workers — and none on a CPU machine."""
-    if placement.num_gpus > 0:
-        return placement.num_gpus
-    return 1.0 if _gpus_available() > 0 else 0.0
-
-
-def _gpus_available() -> float:
-    import ray
-
-    if ray.is_initialized():
-        return float(ray.cluster_resources().get("GPU", 0))
-    import torch
-
-    return float(torch.cuda.device_count())
-
-
-def check_gpus(needed: float, what: str) -> None:
-    """Refuse a GPU request the cluster (or, without Ray, this machine) cannot meet: Ray
-    would otherwise wait forever for resources that never come."""
-    if needed <= 0:
-        return
-    have = _gpus_available()
-    if have < needed:
-        raise ConfigError(f"{what} asks for {needed:g} GPU(s); this cluster has {have:g}. "
-                          "Expected GPU counts of 0 (CPU) or a cluster with GPUs")

@@ -1,6 +1,8 @@
-"""`--executor auto`: a run that fits one process runs in it; anything that needs more
-processes (a cluster, GPUs, data-parallel roles, separate hosts, a generator worker,
-DeepSpeed, vLLM engines, a user flow) gets Ray — and the choice lands in the run's record."""
+"""`--executor auto` reads the run's plan: a run that fits one process runs in it; anything
+that needs more processes (a cluster, GPUs, data-parallel roles, separate hosts, a
+generator worker, DeepSpeed, vLLM engines, a user flow) gets Ray — and the choice lands in
+the run's record. (Ported from the tests of `flows/executor_choice.py`, which the plan
+replaced.)"""
 
 from __future__ import annotations
 
@@ -9,18 +11,19 @@ import json
 import pytest
 
 from alignflow.cli import main
-from alignflow.flows import executor_choice
-from alignflow.flows.cli.run_config import plan_run
+from alignflow.flows import planning
+from alignflow.flows.cli.run_config import check_run
+from alignflow.tasks.plan import cluster
 
 
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(executor_choice, "machine_has_gpu", lambda: False)
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: 0)
 
 
 def choose(flow: str, *sets: str, address: str | None = None) -> tuple[str, str]:
-    config = plan_run(flow, None, list(sets), [], check=False).config
-    return executor_choice.resolve("auto", address, config)
+    checked = check_run(flow, None, list(sets), [], check=False)
+    return planning.resolve("auto", address, checked.config, checked.plan)
 
 
 @pytest.mark.parametrize("flow", ["sft", "dpo", "rm", "grpo", "ppo"])
@@ -45,24 +48,24 @@ def test_runs_that_need_more_processes_get_ray(flow, sets, why):
 def test_a_named_cluster_or_a_gpu_gets_ray(monkeypatch):
     assert choose("sft", address="ray://head:10001") == ("ray", "a Ray cluster is named "
                                                                 "(--address)")
-    monkeypatch.setattr(executor_choice, "machine_has_gpu", lambda: True)
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: 1)
     assert "GPUs" in choose("sft")[1]
 
 
 def test_flows_that_are_not_built_in_get_ray():
     assert choose("tests/flows_for_tests.py:steps", "n=1")[0] == "ray"
-    assert executor_choice.resolve("auto", None, {"n": 1})[0] == "ray"
+    assert planning.resolve("auto", None, {"n": 1})[0] == "ray"
 
 
 def test_an_executor_named_is_kept():
-    assert executor_choice.resolve("ray", None, None) == ("ray", "")
-    assert executor_choice.resolve("inline", "ray://x:1", None) == ("inline", "")
+    assert planning.resolve("ray", None, None) == ("ray", "")
+    assert planning.resolve("inline", "ray://x:1", None) == ("inline", "")
 
 
 def test_hidden_gpus_do_not_count(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert executor_choice.machine_has_gpu() is False
+    assert cluster.visible_gpus() == 0 and cluster.Cluster.local().gpus == 0
 
 
 def test_the_cli_records_the_executor_it_chose(tmp_path, capsys, tiny_model_dir):
@@ -89,3 +92,17 @@ def test_the_dry_run_says_which_executor_and_why(capsys):
     assert main(["run", "sft", "--dry-run", "--set", "ds.zero_stage=2"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == ("executor: ray (DeepSpeed trains in "
                                                         "worker processes)")
+
+
+def test_the_dry_run_shows_the_plan(capsys):
+    assert main(["run", "ppo", "--dry-run", "--set", "train.colocate_all=false",
+                 "--set", "algo.kl.init_coef=0"]) == 0  # no reference model
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("plan: "))):]
+    assert table[1].split() == ["host", "roles", "workers", "GPUs/CPUs", "per", "worker",
+                                "trainer", "engine", "placement"]
+    rows = {line.split()[0]: line for line in table[2:5]}
+    assert rows["actor"].split()[1:] == ["actor", "1×1", "0", "/", "1", "torch", "hf",
+                                         "in-process", "Ray", "actor"]
+    assert "- (no model)" in rows["reward"] and "critic" in rows
+    assert out[-1] == "executor: ray (roles are placed on separate hosts (train.colocate_*))"

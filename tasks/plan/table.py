@@ -1,0 +1,46 @@
+"""The plan as `alignflow run ... --dry-run` shows it: one row per worker group (host,
+roles, workers, GPUs/CPUs per worker, trainer, engine, placement), then the vLLM engines."""
+
+from __future__ import annotations
+
+from alignflow.tasks.plan.hosts import HostPlan
+from alignflow.tasks.plan.records import RunPlan
+
+HEAD = ("host", "roles", "workers", "GPUs/CPUs per worker", "trainer", "engine", "placement")
+
+
+def plan_table(plan: RunPlan, executor: str) -> list[str]:
+    """The table's lines; `executor` is the one the run gets (inline: every host in this
+    process)."""
+    rows = [HEAD, *(_row(h, executor) for h in plan.groups)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+    lines = [f"plan: {plan.cluster.describe()}; the run takes {plan.gpus:g} GPU(s)"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]
+    e = plan.engines
+    if e is not None:
+        lines.append(f"  vLLM engines: {e.count} × tensor parallel {e.tensor_parallel} "
+                     f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven from "
+                     f"{e.host}; weights sent by {e.transport}")
+    return lines
+
+
+def _row(host: HostPlan, executor: str) -> tuple[str, ...]:
+    return (host.name, ", ".join(host.roles) or "(generator)",
+            f"{host.nodes}×{host.workers_per_node}",
+            f"{host.gpus_per_worker:g} / {host.cpus_per_worker:g}", _trainer(host),
+            host.engine.describe() if host.engine else "-", _placement(host, executor))
+
+
+def _trainer(host: HostPlan) -> str:
+    if not host.trainers:
+        return "-" if host.holds_model else "- (no model)"
+    if len(host.trainers) == 1:
+        return host.trainers[0].describe()
+    return ", ".join(f"{t.role}: {t.describe()}" for t in host.trainers)
+
+
+def _placement(host: HostPlan, executor: str) -> str:
+    if executor == "inline":
+        return "this process"
+    return "Ray actor" if host.workers == 1 else f"placement group ({host.nodes} bundle(s))"
