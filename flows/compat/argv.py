@@ -155,9 +155,10 @@ def strip(out: Sorted, cls: type) -> None:
     keys, kept = Keys.of(cls), []
     for name, values, eq in groups(out.flags):
         if name and is_hardware(keys, name):
-            shown = out.spelled.get(f"--{name}", f"--{name}")
-            out.notes.append(f"{shown} {' '.join(values)}".rstrip() + ": ignored "
-                             "(--ignore-hardware): this machine's default is used")
+            shown = out.spelled.get(f"--{name}")  # a switch of an older release: its name
+            shown = shown or f"--{name} {' '.join(values)}".rstrip()
+            out.notes.append(f"{shown}: ignored (--ignore-hardware): this machine's default "
+                             "is used")
         else:
             kept += ([f"--{name}={values[0]}"] if eq else [f"--{name}", *values]) if name \
                 else values
