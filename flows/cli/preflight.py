@@ -6,6 +6,7 @@ what was expected; all are returned together."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,17 +14,18 @@ from urllib.parse import urlparse
 
 from alignflow.errors import ConfigError
 from alignflow.flows.config.lookup import leaves, value_at
+from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.prompts import DataConfig
 
 UNUSED_WHEN_ABSENT = ("ref", "critic")  # RL roles whose models a plan may leave out
 
 
-def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
+def preflight(cfg: Any, plan: RunPlan | None = None, *, machine: bool = True) -> list[str]:
     """Every problem found in `cfg` (a built-in flow's config), one line each; the models
     of RL roles its `plan` leaves out (no KL term, no critic) are not loaded, so not
-    checked."""
-    problems: list[str] = []
+    checked. With `machine`, what it asks of the plan's machine too (`machine_problems`)."""
+    problems: list[str] = machine_problems(cfg, plan) if plan is not None and machine else []
     unused = {r for r in UNUSED_WHEN_ABSENT if r not in plan.roles} \
         if plan is not None and "actor" in plan.roles else set()
     for key, name in leaves(cfg, "model_name_or_path"):
@@ -129,3 +131,34 @@ def _check_reward_file(where: str, path: Path) -> None:
     if not any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "reward_func"
                for n in tree.body):
         raise ConfigError(f"{where}: defines no reward_func(queries, prompts, labels)")
+
+
+# -- what a run asks of the machine it is planned for, refused before anything starts (not at
+# run time); `--ignore-hardware` leaves those flags out instead (`flows/compat/argv.py`)
+HOW = "run it where there is one, or add --ignore-hardware to run on this machine"
+
+
+def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
+    """Every way `cfg` asks for hardware `plan`'s cluster does not have, one line each."""
+    problems, gpus = [], plan.cluster.gpus
+    try:
+        plan.check_fits()
+    except ConfigError as exc:
+        problems.append(f"{exc} ({HOW})")
+    engines, engine = value_at(cfg, "vllm.num_engines"), value_at(cfg, "rollout.engine")
+    if (engines or engine == "vllm") and not rules.vllm_installed():
+        asked = f"vllm.num_engines = {engines}" if engines else "rollout.engine = 'vllm'"
+        problems.append(f"{asked}: vLLM is not installed on this machine (the HF engine would "
+                        f"generate instead); expected vLLM installed, or --ignore-hardware")
+    if (value_at(cfg, "vllm.tensor_parallel_size") or 1) > 1 and not gpus:
+        problems.append("vllm.tensor_parallel_size > 1: tensor parallelism needs GPUs; this "
+                        f"machine has none ({HOW})")
+    attention = value_at(cfg, "ds.attn_implementation") or ""
+    if attention.startswith("flash") and not gpus:
+        problems.append(f"ds.attn_implementation = {attention!r}: flash attention needs a GPU; "
+                        f"this machine has none ({HOW}; sdpa runs anywhere)")
+    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None:
+        problems.append(f"ds.attn_implementation = {attention!r}: flash-attn is not installed "
+                        "on this machine; expected `pip install flash-attn`, sdpa, or "
+                        "--ignore-hardware")
+    return problems

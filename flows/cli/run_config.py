@@ -67,12 +67,9 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
         plan = plan_here(resolved.config)
         on_config(resolved.config, plan)
     if resolved is not None and check and builtin:
-        from alignflow.flows.cli.machine import machine_problems
         from alignflow.flows.cli.preflight import preflight
 
-        problems += preflight(resolved.config, plan)
-        if plan is not None and not ignore_hardware:
-            problems += machine_problems(resolved.config, plan)
+        problems += preflight(resolved.config, plan, machine=not ignore_hardware)
     if problems:
         raise problems_error(problems)
     origins = {k: found.spelled.get(o, o) for k, o in resolved.origins.items()}
