@@ -122,3 +122,13 @@ def test_scripts_fill_in_the_shell():
     assert launch.flags == ["--pretrain", "m", "--max_len", "1024", "--max_epochs", "2",
                             "--zero_stage", "3", "--save_path", "$(pwd)/out", "--use_wandb",
                             "$WANDB"]
+
+
+def test_translate_leaves_the_shell_its_substitutions():
+    from alignflow.flows.compat.translate import render, translate
+
+    text = ("python -m openrlhf.cli.train_sft --pretrain tiny-llama --save_path $(pwd)/out "
+            "--use_wandb $WANDB_KEY --flash_attn\n")
+    rendered = render(translate(read_launches(text, env={})[0]))
+    assert '--save_path "$(pwd)/out"' in rendered and "--use_wandb true" in rendered
+    assert "--flash_attn" in rendered and "attn_implementation: flash_attention_2" in rendered
