@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.distributed import strict
 
 Backend = Literal["gloo", "nccl"]
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -90,10 +91,20 @@ def join(spec: GroupSpec) -> None:
     os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
                       RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
                       LOCAL_RANK=str(spec.local_rank))
+    backend, options = _backend(spec.backend, spec.local_rank)
     dist.init_process_group(
-        spec.backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
-        rank=spec.rank, world_size=spec.world_size,
+        backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
+        rank=spec.rank, world_size=spec.world_size, pg_options=options,
         timeout=datetime.timedelta(seconds=spec.timeout_s))
+
+
+def _backend(backend: str, local_rank: int) -> tuple[str, object]:
+    """`backend`, or the strict stand-in for it where `$ALIGNFLOW_STRICT_GROUPS` asks
+    (tests, simulated clusters: gloo carries the data, NCCL's refusals apply)."""
+    if not strict.enabled():
+        return backend, None
+    strict.register()
+    return strict.BACKEND, strict.Emulated.for_rank(backend, local_rank)
 
 
 def ensure_group(backend: Backend | None = None) -> None:
@@ -103,7 +114,8 @@ def ensure_group(backend: Backend | None = None) -> None:
     backend = backend or default_backend()
     if all(v in os.environ for v in TORCHRUN_VARS):
         os.environ.setdefault("LOCAL_RANK", "0")
-        dist.init_process_group(backend, init_method="env://")
+        name, options = _backend(backend, int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group(name, init_method="env://", pg_options=options)
         return
     join(GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port(),
                    backend=backend))
