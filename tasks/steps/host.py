@@ -97,6 +97,9 @@ class ModelHost(Memo, GroupMember):
         if self.spec.plan.engine is not None:
             _ = self.engine
 
+    def group_on_gpu(self) -> bool:
+        return self.spec.plan.gpus_per_worker > 0
+
     def has(self, role: Role) -> bool:
         return role in self.spec.plan.roles
 

@@ -61,7 +61,7 @@ class DeepSpeedTrainer:
         """`ds`: the `ds` section (ZeRO stage, offload, overlap; default ZeRO-2);
         `overrides`: DeepSpeed's own knobs merged into its config (`ds_config`)."""
         self.cfg, self.ds = cfg, ds or DSConfig(trainer="deepspeed")
-        group.ensure_group(None)  # NCCL with CUDA, else gloo
+        group.ensure_group(None)  # NCCL + gloo with CUDA (group.GPU_BACKEND), else gloo
         deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
         self.global_step = 0
         if cfg.gradient_checkpointing:
