@@ -95,6 +95,7 @@ class HostPlan:
     trainers: tuple[TrainerPlan, ...] = ()
     engine: EnginePlan | None = None
     note: str = ""  # said on the progress line after the roles
+    first_gpu: int = 0  # its GPU when every host runs in one process (inline)
 
     @property
     def workers(self) -> int:

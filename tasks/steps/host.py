@@ -89,8 +89,8 @@ class ModelHost(Memo, GroupMember):
 
     def preload(self) -> None:
         """Load every role's model now (the engine calls this when the host starts), so no
-        task pays for a first load."""
-        _ = self.tokenizer
+        task pays for a first load; the rank's GPU first, before anything touches CUDA."""
+        _ = self.device, self.tokenizer
         for role in ("actor", "ref", "critic", "reward"):
             if self.has(role):
                 getattr(self, role)
@@ -110,7 +110,8 @@ class ModelHost(Memo, GroupMember):
 
     @functools.cached_property
     def device(self) -> torch.device:
-        return host_device(self.spec.plan.gpus_per_worker)
+        plan = self.spec.plan
+        return host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu)
 
     def _load_lm(self, name: str, dtype: str):
         attn = check_attention(self.spec.attn_implementation, self.device)
