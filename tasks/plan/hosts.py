@@ -63,9 +63,8 @@ class EnginePlan:
 @dataclass(frozen=True, kw_only=True)
 class VLLMEngines:
     """vLLM engines in Ray actors, placed once for the run (one placement group each) and
-    driven from `host`; a generate call is sharded over the engines, not over the host's
-    trainer ranks. (A data-parallel host still starts engines on each of its ranks today;
-    issue 21's GPU sections leave rank 0 the only driver, as planned here.)"""
+    driven from rank 0 of `host`; a generate call is sharded over the engines, not over the
+    host's trainer ranks (the other ranks build no engine: `tasks/steps/host_engine.py`)."""
 
     host: str
     count: int

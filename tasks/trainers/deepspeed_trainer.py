@@ -149,6 +149,11 @@ class DeepSpeedTrainer:
         else:
             yield from ds_ckpt.full_state(self.engine)
 
+    def take_part_in_sync(self) -> None:
+        """The gathers of the driving rank's `state_dict_for_sync`, keeping nothing."""
+        for _ in ds_ckpt.full_state(self.engine, keep=False):
+            pass
+
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""
         meta = {"global_step": self.global_step, **(extra or {})}
