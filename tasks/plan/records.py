@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from alignflow.artifacts.journal import journal_record
+from alignflow.artifacts.shared import ENV as SHARED_ENV
+from alignflow.artifacts.shared import shared_across_nodes
 from alignflow.errors import ConfigError
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
@@ -108,6 +110,19 @@ class RunPlan:
             return None
         return (f"a vLLM engine needs {e.gpus_each:g} GPUs on one node (tensor parallel "
                 f"{e.tensor_parallel}); expected vllm.tensor_parallel_size <= GPUs per node")
+
+    def check_store(self, store: Any) -> None:
+        """Refuse, in one line, a run over several nodes whose store is a path on each
+        node's own disk: every node would write its part (DeepSpeed's rank shards, a
+        host's checkpoints) to a different store (`artifacts/shared.py`)."""
+        if self.cluster.nodes <= 1 or shared_across_nodes(store.protocol, store.root):
+            return
+        raise ConfigError(
+            f"this run spans a cluster of {self.cluster.nodes} nodes, but its store "
+            f"{store.url} is a path on each node's own disk (DeepSpeed's rank shards and the "
+            "hosts' checkpoints would land on different nodes); expected an s3:// store, or "
+            f"a path on a shared filesystem (NFS, Lustre, ...: set {SHARED_ENV}=1 when it is "
+            "one)")
 
     def engines_of(self, host: HostPlan) -> VLLMEngines | None:
         """The run's vLLM engines when `host` drives them."""
