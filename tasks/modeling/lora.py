@@ -155,8 +155,29 @@ def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
     Computed from `state` (peft names; default `model.state_dict()`), so it works on weights
     gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`); the
     training weights are never merged in place, so training stays bitwise reproducible.
+    A QLoRA base holds bitsandbytes' packed 4-bit weights (two values a byte) and their
+    quantization state under extra keys (`weight.absmax`, `weight.quant_map`, ...): each
+    such weight is dequantized first (full shape, the compute dtype), the delta added in
+    fp32, and the quantization-state keys are not sent.
     """
     state = model.state_dict() if state is None else state
+    deltas = _deltas(model, state)
+    packed = _four_bit(model)
+    for name, tensor in state.items():
+        if "lora_" in name or _quant_state_key(name, packed):
+            continue
+        base = tensor.detach()
+        if name in packed:
+            base = dequantize_4bit(base, packed[name])
+            if name in deltas:
+                base = (base.float() + deltas[name]).to(base.dtype)
+        elif name in deltas:
+            base = base + deltas[name].to(base.dtype)
+        yield _plain_name(name), base
+
+
+def _deltas(model: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """peft name of each adapted base weight -> Σ scaling · B·A over its active adapters."""
     deltas: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
         if not (hasattr(module, "lora_A") and hasattr(module, "base_layer")):
@@ -170,11 +191,26 @@ def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
             delta = delta.T if getattr(module, "fan_in_fan_out", False) else delta
             key = f"{name}.base_layer.weight"
             deltas[key] = deltas[key] + delta if key in deltas else delta
-    for name, tensor in state.items():
-        if "lora_" in name:
-            continue
-        base = tensor.detach()
-        yield _plain_name(name), (base + deltas[name].to(base.dtype) if name in deltas else base)
+    return deltas
+
+
+def _four_bit(model: nn.Module) -> dict[str, Any]:
+    """Parameter name -> quantization state of each packed 4-bit weight (bitsandbytes'
+    `Params4bit` carries it as `.quant_state`)."""
+    return {name: p.quant_state for name, p in model.named_parameters()
+            if getattr(p, "quant_state", None) is not None}
+
+
+def _quant_state_key(name: str, packed: dict[str, Any]) -> bool:
+    """A key bitsandbytes adds beside a packed weight (`<weight>.absmax`, ...)."""
+    return any(name.startswith(f"{weight}.") for weight in packed)
+
+
+def dequantize_4bit(packed: torch.Tensor, quant_state: Any) -> torch.Tensor:
+    """The full-precision weight (its original shape, the compute dtype) of a packed one."""
+    from bitsandbytes.functional import dequantize_4bit as dequantize
+
+    return dequantize(packed, quant_state)
 
 
 def save_merged(model: nn.Module, folder: str, tokenizer: Any = None, *,
