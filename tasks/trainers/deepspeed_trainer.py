@@ -46,6 +46,7 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
+from alignflow.tasks.trainers.cpu_adam import cpu_adam
 from alignflow.tasks.trainers.deepspeed_config import ds_config, import_deepspeed
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
@@ -85,9 +86,7 @@ class DeepSpeedTrainer:
         groups = [g for g in groups if g["params"]]
         kw = dict(lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
         if self.ds.adam_offload:
-            from deepspeed.ops.adam import DeepSpeedCPUAdam
-
-            return DeepSpeedCPUAdam(groups, adamw_mode=True, **kw)
+            return cpu_adam(groups, **kw)  # says first where and how long its build takes
         return torch.optim.AdamW(groups, foreach=False, **kw)
 
     @property
