@@ -47,7 +47,7 @@ from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer
 from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-from alignflow.tasks.trainers.sleep import move_trainer
+from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
 HOST_FILE = "host.json"
@@ -174,7 +174,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def idle(self, role: Role) -> None:
         """A step is done with `role` for this iteration: offload it if configured."""
         if role in ("actor", "critic") and self._sleeps(role):
-            move_trainer(self.actor if role == "actor" else self.critic, "cpu")
+            sleep_trainer(self.actor if role == "actor" else self.critic)
         if role not in self.spec.offload or (role == "ref" and self.ref_is_base_of_actor):
             return
         if role == "ref" and self._ref_file is None:
@@ -185,7 +185,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def wake(self, role: Role) -> None:
         """A learn step is about to train `role`: bring a sleeping trainer back."""
         if self._sleeps(role):
-            move_trainer(self.actor if role == "actor" else self.critic, self.device)
+            wake_trainer(self.actor if role == "actor" else self.critic, self.device)
 
     def _sleeps(self, role: str) -> bool:
         return self.spec.trainer_sleep and self.device.type == "cuda" and role in self.__dict__

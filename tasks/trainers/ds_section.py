@@ -52,7 +52,7 @@ class DSConfig:
     ring_attn_size: not available (> 1: ring attention)
     ring_attn_head_stride: not available (ring attention)
     use_universal_ckpt: not available (DeepSpeed universal checkpoints)
-    enable_sleep: not available (DeepSpeed states offloaded between phases)
+    enable_sleep: move the trainer's weights and optimizer state (every ZeRO state) off the GPU between learn steps
     zpg: not available (> 1: ZeRO++ hierarchical partitions)
     """
 
