@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,23 +147,28 @@ def _plain_name(peft_name: str) -> str:
     return peft_name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
 
 
-def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
+def merged_state(model: nn.Module,
+                 state: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
+                 | None = None, *, adapters: Mapping[str, torch.Tensor] | None = None
                  ) -> Iterator[tuple[str, torch.Tensor]]:
     """(HF name, tensor) of the base model with every active adapter folded in:
     W + scaling · B·A for adapted weights (new tensors), the rest as they are.
 
     Computed from `state` (peft names; default `model.state_dict()`), so it works on weights
-    gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`); the
-    training weights are never merged in place, so training stays bitwise reproducible.
+    gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`), also
+    streamed: `state` may be an iterator of (name, tensor) when `adapters` holds the
+    adapter tensors. The training weights are never merged in place, so training stays
+    bitwise reproducible.
     A QLoRA base holds bitsandbytes' packed 4-bit weights (two values a byte) and their
     quantization state under extra keys (`weight.absmax`, `weight.quant_map`, ...): each
     such weight is dequantized first (full shape, the compute dtype), the delta added in
     fp32, and the quantization-state keys are not sent.
     """
     state = model.state_dict() if state is None else state
-    deltas = _deltas(model, state)
+    items = state.items() if isinstance(state, Mapping) else state
+    deltas = _deltas(model, state if adapters is None else adapters)
     packed = _four_bit(model)
-    for name, tensor in state.items():
+    for name, tensor in items:
         if "lora_" in name or _quant_state_key(name, packed):
             continue
         base = tensor.detach()
@@ -176,7 +181,7 @@ def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
         yield _plain_name(name), base
 
 
-def _deltas(model: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _deltas(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """peft name of each adapted base weight -> Σ scaling · B·A over its active adapters."""
     deltas: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():

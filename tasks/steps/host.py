@@ -46,7 +46,7 @@ from alignflow.tasks.steps.host_engine import EngineSide
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer
-from alignflow.tasks.trainers.build import build_trainer, trainable_lm
+from alignflow.tasks.trainers.build import load_trainer, trainable_lm
 from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -126,11 +126,11 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def actor(self) -> Trainer:
         plan = self._trained("actor")
         attn = check_attention(self.spec.attn_implementation, self.device)
-        model = trainable_lm(resolve_model(self.spec.pretrain), plan.ds,
-                             attn_implementation=attn)
-        if not plan.ds.load_in_4bit:  # a 4-bit base is placed by bitsandbytes
-            model = model.to(self.device)
-        return build_trainer(model, plan.config, plan.ds)
+        path = resolve_model(self.spec.pretrain)
+        # a 4-bit base is placed by bitsandbytes; under ZeRO-3 the model loads partitioned
+        device = None if plan.ds.load_in_4bit else self.device
+        return load_trainer(lambda: trainable_lm(path, plan.ds, attn_implementation=attn),
+                            plan.config, plan.ds, device)
 
     @property
     def trainer(self) -> Trainer:
@@ -194,9 +194,9 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def critic(self) -> Trainer:
         """The value model: fully trained (no adapters) on the actor's backend."""
         plan = self._trained("critic")
-        critic = Critic.from_pretrained(
-            resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        return build_trainer(critic.to(self.device), plan.config, plan.ds)
+        path = resolve_model(self.spec.critic_pretrain or self.spec.pretrain)
+        return load_trainer(lambda: Critic.from_pretrained(path), plan.config, plan.ds,
+                            self.device)
 
     @functools.cached_property
     def reward(self):

@@ -62,8 +62,7 @@ class DeepSpeedTrainer:
         """`ds`: the `ds` section (ZeRO stage, offload, overlap; default ZeRO-2);
         `overrides`: DeepSpeed's own knobs merged into its config (`ds_config`)."""
         self.cfg, self.ds = cfg, ds or DSConfig(trainer="deepspeed")
-        group.ensure_group(None)  # NCCL + gloo with CUDA (group.GPU_BACKEND), else gloo
-        deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
+        join_deepspeed()
         self.global_step = 0
         if cfg.gradient_checkpointing:
             enable_checkpointing(model)
@@ -141,17 +140,24 @@ class DeepSpeedTrainer:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
     def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Full named tensors (ZeRO-3 shards gathered; a LoRA model's merged weights under
-        plain HF names); collective: every rank iterates it."""
-        if lora.is_lora(self.model):
-            yield from lora.merged_state(self.model, dict(ds_ckpt.full_state(self.engine)))
-        else:
-            yield from ds_ckpt.full_state(self.engine)
+        """Full named tensors (ZeRO-3 shards gathered and streamed one at a time; a LoRA
+        model's merged weights under plain HF names); collective: every rank iterates it
+        (or `take_part_in_sync`)."""
+        yield from self._sync_state(keep=True)
 
     def take_part_in_sync(self) -> None:
         """The gathers of the driving rank's `state_dict_for_sync`, keeping nothing."""
-        for _ in ds_ckpt.full_state(self.engine, keep=False):
+        for _ in self._sync_state(keep=False):
             pass
+
+    def _sync_state(self, *, keep: bool) -> Iterator[tuple[str, torch.Tensor]]:
+        """LoRA: the (small) adapters first, then the base streamed with their deltas."""
+        if not lora.is_lora(self.model):
+            yield from ds_ckpt.full_state(self.engine, keep=keep)
+            return
+        adapters = dict(ds_ckpt.full_state(self.engine, keep=keep, only=ds_ckpt.adapter_names))
+        base = ds_ckpt.full_state(self.engine, keep=keep, only=ds_ckpt.base_names)
+        yield from lora.merged_state(self.model, base, adapters=adapters) if keep else base
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""
@@ -169,13 +175,20 @@ class DeepSpeedTrainer:
         model), written by rank 0 (collective)."""
         rank, world = group.rank_and_size()
         only = ds_ckpt.adapter_names if lora.is_lora(self.model) else None
-        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0, only=only))
+        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0, only=only, device="cpu"))
         if rank == 0:
             self.model.save_pretrained(folder, state_dict=state)
             if tokenizer is not None:
                 tokenizer.save_pretrained(folder)
         if world > 1:
             torch.distributed.barrier()
+
+
+def join_deepspeed() -> None:
+    """This rank's group (torchrun's, a Ray group's, else a world of one: NCCL + gloo with
+    CUDA, `group.GPU_BACKEND`), adopted by DeepSpeed."""
+    group.ensure_group(None)
+    deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
 
 
 def _weights(m: int, weights: Sequence[float] | None) -> list[float]:
