@@ -56,7 +56,9 @@ class VLLMEngine:
         for key, value in VLLM_ENV_DEFAULTS.items():
             os.environ.setdefault(key, value)
         on_gpu = torch.cuda.is_available()
-        self.llm = LLM(**self.config.llm_kwargs(self.model_path, on_gpu=on_gpu))
+        kwargs = self.config.llm_kwargs(self.model_path, on_gpu=on_gpu)
+        self.pack_device = pack_device(on_gpu, kwargs["distributed_executor_backend"])
+        self.llm = LLM(**kwargs)
         self.llm.collective_rpc("alignflow_untruncated_logprobs")
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = self.llm.llm_engine.model_config.get_vocab_size()
@@ -126,7 +128,8 @@ class VLLMEngine:
         """Sends the tensors (HF `state_dict` names) in packed buckets, then reloads in place."""
         self.drop_staged()
         try:
-            for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes):
+            for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes,
+                                       device=self.pack_device):
                 self.stage_bucket(bucket)
         except BaseException:
             self.drop_staged()
@@ -218,6 +221,15 @@ class VLLMEngine:
         if not current_platform.is_sleep_mode_available():
             return f"vLLM's {current_platform.device_name} platform has no sleep mode"
         return None
+
+
+def pack_device(on_gpu: bool, executor: str) -> torch.device:
+    """Where a sync packs its buckets: on this GPU when the worker runs in this process
+    (`uni`: the buffer is handed over by reference, GPU to GPU), on the CPU when the
+    workers are other processes (`mp`: what crosses to them is serialised anyway)."""
+    if on_gpu and executor == "uni":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 @contextlib.contextmanager

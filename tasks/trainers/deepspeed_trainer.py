@@ -3,7 +3,8 @@
 Same semantics as `TorchTrainer`: one `step(micro_batches, loss_fn, weights=)` is one
 optimizer step that back-propagates `Σ weights[i]·loss_i`, clips to `max_norm` (reporting the
 norm before clipping), and follows the same warmup-cosine LR; AdamW has no decay on 1-D
-params; bf16 autocasts the forward and keeps fp32 weights; activation checkpointing is
+params; bf16 under ZeRO is DeepSpeed's bf16 mode (a bf16 module, fp32 master partitions in
+its optimizer; stage 0 autocasts fp32 weights); activation checkpointing is
 non-reentrant. alignflow builds the optimizer and schedule and marks the accumulation
 boundary itself, so a step may have any number of micro-batches.
 
@@ -47,7 +48,7 @@ from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
 from alignflow.tasks.trainers.cpu_adam import cpu_adam
-from alignflow.tasks.trainers.deepspeed_config import ds_config, import_deepspeed
+from alignflow.tasks.trainers.deepspeed_config import bf16_module, ds_config, import_deepspeed
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
@@ -98,7 +99,9 @@ class DeepSpeedTrainer:
         return float(ds_ckpt.base_optimizer(self.engine).param_groups[0]["lr"])
 
     def _autocast(self):
-        if self.cfg.dtype != "bf16":
+        """bf16 under ZeRO: the module is bf16 already (DeepSpeed's bf16 mode); stage 0
+        autocasts its fp32 weights."""
+        if self.cfg.dtype != "bf16" or bf16_module(self.cfg, self.ds):
             return contextlib.nullcontext()
         device = "cuda" if torch.cuda.is_available() else "cpu"
         return torch.autocast(device_type=device, dtype=torch.bfloat16)

@@ -70,6 +70,7 @@ def _engine(calls: list, config: VLLMEngineConfig) -> VLLMEngine:
     engine.llm = Recorder(calls, "LLM")
     engine.tokenizer = types.SimpleNamespace(eos_token_id=2)
     engine.vocab_size, engine._tied, engine._shapes = 512, False, {"w": [2]}
+    engine.pack_device = torch.device("cpu")
     return engine
 
 
