@@ -37,6 +37,9 @@ def _move(trainer, device: torch.device, *, asleep: bool) -> None:
     else:
         optimizer = getattr(trainer, "optimizer", None) or getattr(engine, "optimizer", None)
         trainer.model.to(device)
+        masters = getattr(trainer, "masters", None)  # bf16: the fp32 weights AdamW steps
+        for master in masters.params if masters is not None else ():
+            master.data = master.data.to(device)
         if optimizer is not None:
             _move_moments(optimizer, device)
     if asleep and torch.cuda.is_available():

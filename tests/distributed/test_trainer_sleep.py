@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 SCALAR_BYTES = 4  # AdamW's step counter, one per parameter tensor, stays (a CPU scalar)
 
 
-def _trainer(model_dir, stage: int | None):
+def _trainer(model_dir, stage: int | None, dtype: str = "fp32"):
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer
@@ -27,7 +27,8 @@ def _trainer(model_dir, stage: int | None):
 
     torch.manual_seed(0)
     ds = DSConfig() if stage is None else DSConfig(zero_stage=stage)
-    return build_trainer(load_causal_lm(model_dir), TrainerConfig(lr=1e-2, total_steps=4), ds)
+    cfg = TrainerConfig(lr=1e-2, total_steps=4, dtype=dtype)
+    return build_trainer(load_causal_lm(model_dir), cfg, ds)
 
 
 def _loss(model, ids):
@@ -61,6 +62,8 @@ def state_tensors(trainer) -> list[torch.Tensor]:
     for p in trainer.model.parameters():
         visit(p)
         visit(p.grad)
+    masters = getattr(trainer, "masters", None)
+    visit(masters.params if masters is not None else None)
     optimizer = getattr(trainer, "optimizer", None) or engine.optimizer
     visit(vars(optimizer))
     visit(getattr(optimizer, "optimizer", optimizer).state)
@@ -87,9 +90,10 @@ def _left_on_device(trainer) -> tuple[int, int]:
     return sum(s.nbytes() for s in before.values()), sum(left.values())
 
 
-@pytest.mark.parametrize("stage", [None, 2, 3])
-def test_sleep_moves_every_state_tensor_off_the_device(tiny_model_dir, stage):
-    trainer = _trainer(tiny_model_dir, stage)
+@pytest.mark.parametrize(("stage", "dtype"), [(None, "fp32"), (None, "bf16"), (2, "fp32"),
+                                              (3, "fp32"), (2, "bf16")])
+def test_sleep_moves_every_state_tensor_off_the_device(tiny_model_dir, stage, dtype):
+    trainer = _trainer(tiny_model_dir, stage, dtype)
     _step(trainer, 0)  # Adam moments exist
     scalars = SCALAR_BYTES * (len(list(trainer.model.parameters())) + 16)
     total, left = _left_on_device(trainer)
