@@ -29,13 +29,13 @@ def _fields(tree: ast.Module, cls: ast.ClassDef) -> set[str]:
     return own
 
 
-def _signature(fn: ast.FunctionDef) -> list[str]:
+def _signature(fn: ast.FunctionDef, *, method: bool = True) -> list[str]:
     a = fn.args
     out = [f"{p.arg}:p" for p in a.posonlyargs] + [f"{p.arg}:pk" for p in a.args]
     out += [f"{a.vararg.arg}:*"] if a.vararg else []
     out += [f"{p.arg}:k" for p in a.kwonlyargs]
     out += [f"{a.kwarg.arg}:**"] if a.kwarg else []
-    return out[1:]  # self
+    return out[1:] if method else out  # a method's self
 
 
 def record(src: Path) -> list[str]:
@@ -43,6 +43,10 @@ def record(src: Path) -> list[str]:
     for name, (module, qualname, kind) in CALLABLES.items():
         path = src.parent / (module.replace(".", "/") + ".py")
         tree = ast.parse(path.read_text())
+        if kind == "function":
+            fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == qualname)
+            lines.append(f"{name}\t{kind}\t{','.join(_signature(fn, method=False))}")
+            continue
         cls_name, _, method = qualname.partition(".")
         cls = _class(tree, cls_name)
         if kind == "fields":

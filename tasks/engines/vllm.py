@@ -180,6 +180,10 @@ class VLLMEngine:
         self.llm.collective_rpc("alignflow_join_group",
                                 args=(host, port, first_rank, world, backend, timeout_s))
 
+    def leave_sync_group(self) -> None:
+        """Every worker closes its side of the weight-sync group (an engine restarted)."""
+        self.llm.collective_rpc("alignflow_leave_group")
+
     def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
                        offsets: list[int], nbytes: int) -> None:
         """Every worker receives one broadcast bucket and stages it (see `stage_bucket`)."""

@@ -43,6 +43,12 @@ CALLABLES = {
                                       "GPUModelRunner.reload_weights", "signature"),
     "TopKTopPSampler.forward_native": ("vllm.v1.sample.ops.topk_topp_sampler",
                                        "TopKTopPSampler.forward_native", "signature"),
+    "stateless_init_process_group": ("vllm.distributed.weight_transfer.nccl_common",
+                                     "stateless_init_process_group", "function"),
+    "PyNcclCommunicator.broadcast": ("vllm.distributed.device_communicators.pynccl",
+                                     "PyNcclCommunicator.broadcast", "signature"),
+    "PyNcclCommunicator.destroy": ("vllm.distributed.device_communicators.pynccl",
+                                   "PyNcclCommunicator.destroy", "signature"),
 }
 FORWARDS = {"LLM.__init__": "EngineArgs", "Worker.reload_weights": "GPUModelRunner.reload_weights"}
 
@@ -71,7 +77,7 @@ def _live(module: str, qualname: str, kind: str) -> tuple[str, ...]:
         if dataclasses.is_dataclass(obj):
             return tuple(sorted(f.name for f in dataclasses.fields(obj)))
         return tuple(sorted(getattr(obj, "__struct_fields__", None) or obj.__annotations__))
-    params = list(inspect.signature(obj).parameters.values())[1:]  # self
+    params = list(inspect.signature(obj).parameters.values())[kind == "signature":]  # self
     return tuple(f"{p.name}:{KINDS[p.kind]}" for p in params)
 
 

@@ -17,6 +17,7 @@ import torch
 from alignflow.tasks.engines import vllm_api
 from alignflow.tasks.engines.base import SamplingParams
 from alignflow.tasks.engines.vllm import VLLMEngine
+from alignflow.tasks.engines.vllm_broadcast import SyncGroup
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
 from alignflow.tasks.engines.vllm_worker import AlignflowWorkerExtension, UntruncatedLogprobs
 
@@ -58,9 +59,13 @@ def calls(monkeypatch) -> list:
     platforms = types.ModuleType("vllm.platforms")
     platforms.current_platform = types.SimpleNamespace(is_sleep_mode_available=lambda: True,
                                                        device_name="cuda")
-    for name, module in {"vllm": fake, "vllm.inputs": inputs,
-                         "vllm.platforms": platforms}.items():
+    nccl = types.ModuleType("vllm.distributed.weight_transfer.nccl_common")
+    nccl.stateless_init_process_group = Recorder(found, "stateless_init_process_group",
+                                                 Recorder(found, "PyNcclCommunicator"))
+    for name, module in {"vllm": fake, "vllm.inputs": inputs, "vllm.platforms": platforms,
+                         nccl.__name__: nccl}.items():
         monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return found
 
 
@@ -93,6 +98,9 @@ def _exercise(calls: list) -> None:
     worker.alignflow_commit_weights()
     UntruncatedLogprobs(Recorder(calls, "TopKTopPSampler.forward_native", (None, None))).forward(
         torch.zeros(1, 3), {}, None, None)
+    group = SyncGroup("nccl", "10.0.0.1", 1234, 1, 3, timeout_s=1)  # the weight-sync group
+    group.broadcast(torch.zeros(2))
+    group.close()
 
 
 class Worker(AlignflowWorkerExtension):
@@ -118,7 +126,9 @@ def test_every_call_into_vllm_fits_the_recorded_signatures(calls):
     assert not problems, problems
     assert {"LLM.__init__", "LLM.generate", "LLM.collective_rpc", "LLM.sleep", "LLM.wake_up",
             "LLM.reset_prefix_cache", "SamplingParams", "TokensPrompt",
-            "Worker.reload_weights", "TopKTopPSampler.forward_native"} <= seen
+            "Worker.reload_weights", "TopKTopPSampler.forward_native",
+            "stateless_init_process_group", "PyNcclCommunicator.broadcast",
+            "PyNcclCommunicator.destroy"} <= seen
 
 
 def test_a_vllm_without_the_inplace_reload_is_caught(calls):
