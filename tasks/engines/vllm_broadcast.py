@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import socket
 from collections.abc import Callable
 
 import torch
@@ -126,9 +127,9 @@ class BroadcastSender:
     def _rendezvous(self, host: str, world: int) -> tuple[object | None, int]:
         """gloo: the store this side serves; NCCL: a free port vLLM's rendezvous binds."""
         if self.backend == "nccl":
-            from alignflow.tasks.distributed.group import free_port
-
-            return None, free_port(host)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))  # a port nobody listens on now; vLLM's store binds it
+                return None, sock.getsockname()[1]
         import torch.distributed as dist
 
         store = dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False,
