@@ -60,6 +60,10 @@ CHECKS: tuple[Check, ...] = (
           "DeepSpeedTrainer ZeRO-2 steps on CUDA against TorchTrainer; gathered sync", arg="2"),
     Check("zero3_train", "zero_train", 150, True,
           "DeepSpeedTrainer ZeRO-3 steps on CUDA against TorchTrainer; gathered sync", arg="3"),
+    Check("rank_bf16", "rank_bf16", 150, True,
+          "host_device sets the rank's GPU current (LOCAL_RANK); param_dtype bf16 under the "
+          "PyTorch trainer and ZeRO-2: bf16 module, fp32 masters, bf16 sync",
+          "pass (before issue 21 §3.10/§3.11: fp32 weights under autocast, no set_device)"),
     Check("lora_cuda", "lora_cuda", 120, True,
           "LoRA adapters (trainers.build) on CUDA: base frozen, merged weights sync into "
           "an HF engine"),
