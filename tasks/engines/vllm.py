@@ -34,7 +34,12 @@ from alignflow.errors import ConfigError, EngineError, SchemaError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
-from alignflow.tasks.engines.vllm_process import in_trainer_group, own_world, pack_device
+from alignflow.tasks.engines.vllm_process import (
+    in_trainer_group,
+    own_world,
+    pack_device,
+    trainer_group_kept,
+)
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 log = logging.getLogger(__name__)
@@ -218,7 +223,8 @@ class VLLMEngine:
     def shutdown(self) -> None:
         """Stops the engine core and frees the model (in-process engines have no process
         to end, so a caller that builds several engines should shut each one down)."""
-        self.llm.llm_engine.engine_core.shutdown()
+        with trainer_group_kept():  # vLLM would destroy the trainer's default group
+            self.llm.llm_engine.engine_core.shutdown()
         del self.llm
 
     def _no_sleep_reason(self) -> str | None:

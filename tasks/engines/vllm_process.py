@@ -8,6 +8,8 @@ hang). There the worker runs as a process of its own (`mp`), started without the
 trainer group's variables, in a world of its own — as OpenRLHF's engines, always processes
 of their own. A sync packs its buckets on the GPU for a worker in this process (handed over
 by reference) and on the CPU for a worker in another one (what crosses is serialised).
+At shutdown vLLM's in-process engine core destroys the process's default group, whoever
+made it: the trainer's is kept (`trainer_group_kept`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,26 @@ def own_world() -> Iterator[None]:
         yield
     finally:
         os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def trainer_group_kept() -> Iterator[None]:
+    """While an in-process engine shuts down: vLLM's engine core tears down "its"
+    torch.distributed state (`destroy_process_group()` of the default group, whenever one
+    is initialised), which in a trainer's process is the trainer's group. Its own groups
+    (destroyed by name) go; the default group stays."""
+    import torch.distributed as dist
+
+    real = dist.destroy_process_group
+
+    def destroy(group=None) -> None:
+        if group is not None:
+            real(group)
+    dist.destroy_process_group = destroy
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = real
 
 
 def pack_device(on_gpu: bool, executor: str) -> torch.device:
