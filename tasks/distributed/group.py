@@ -18,8 +18,13 @@ import torch
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.distributed import strict
 
-Backend = Literal["gloo", "nccl"]
+Backend = Literal["gloo", "nccl", "cpu:gloo,cuda:nccl"]
+# On GPUs a group has both: NCCL carries CUDA tensors (gradients, ZeRO's partitions), gloo
+# the CPU ones (step statistics, counts, pickled objects). An NCCL-only group refuses a CPU
+# tensor ("No backend type associated with device type cpu") at the first statistic.
+GPU_BACKEND: Backend = "cpu:gloo,cuda:nccl"
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -44,9 +49,10 @@ class GroupSpec:
                               f"{get_args(Backend)}")
 
 
-def default_backend() -> Backend:
-    """NCCL where CUDA devices exist, gloo on CPU."""
-    return "nccl" if torch.cuda.is_available() else "gloo"
+def default_backend(on_gpu: bool | None = None) -> Backend:
+    """`GPU_BACKEND` for ranks on GPUs (default: where CUDA devices exist), gloo on CPU."""
+    on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
+    return GPU_BACKEND if on_gpu else "gloo"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -90,10 +96,20 @@ def join(spec: GroupSpec) -> None:
     os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
                       RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
                       LOCAL_RANK=str(spec.local_rank))
+    backend, options = _backend(spec.backend, spec.local_rank)
     dist.init_process_group(
-        spec.backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
-        rank=spec.rank, world_size=spec.world_size,
+        backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
+        rank=spec.rank, world_size=spec.world_size, pg_options=options,
         timeout=datetime.timedelta(seconds=spec.timeout_s))
+
+
+def _backend(backend: str, local_rank: int) -> tuple[str, object]:
+    """`backend`, or the strict stand-in for it where `$ALIGNFLOW_STRICT_GROUPS` asks
+    (tests, simulated clusters: gloo carries the data, NCCL's refusals apply)."""
+    if not strict.enabled():
+        return backend, None
+    strict.register()
+    return strict.BACKEND, strict.Emulated.for_rank(backend, local_rank)
 
 
 def ensure_group(backend: Backend | None = None) -> None:
@@ -103,7 +119,8 @@ def ensure_group(backend: Backend | None = None) -> None:
     backend = backend or default_backend()
     if all(v in os.environ for v in TORCHRUN_VARS):
         os.environ.setdefault("LOCAL_RANK", "0")
-        dist.init_process_group(backend, init_method="env://")
+        name, options = _backend(backend, int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group(name, init_method="env://", pg_options=options)
         return
     join(GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port(),
                    backend=backend))

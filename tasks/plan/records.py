@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from alignflow.artifacts.journal import journal_record
+from alignflow.artifacts.shared import ENV as SHARED_ENV
+from alignflow.artifacts.shared import shared_across_nodes
 from alignflow.errors import ConfigError
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
@@ -77,13 +79,50 @@ class RunPlan:
         return self.gpus / max(h.nodes for h in self.groups)
 
     def check_fits(self) -> None:
-        """Refuse a plan the cluster cannot hold: Ray would wait forever for the GPUs."""
+        """Refuse a plan the cluster cannot hold, in one line: Ray would wait for the GPUs
+        (a vLLM engine 900 s), NCCL would refuse two ranks of a group on one GPU."""
         if self.gpus > self.cluster.gpus + 1e-9:
             what = ", ".join(self.roles) + (", the generator" if self.generator else "") + \
                 (", the vLLM engines" if self.engines else "")
             raise ConfigError(f"the placement of {what} asks for {_num(self.gpus)} GPU(s); "
                               f"this cluster has {self.cluster.gpus}. Expected GPU counts of 0 "
                               "(CPU) or a cluster with GPUs")
+        for problem in (*map(self._node_misfit, self.groups), self._engine_misfit()):
+            if problem:
+                raise ConfigError(f"{problem}; this cluster has {self.cluster.describe()}")
+
+    def _node_misfit(self, host: HostPlan) -> str | None:
+        """A host whose workers on one node need more GPUs than a node has, or whose ranks
+        share GPUs (fractions: Ray packs a node's workers onto the same GPU)."""
+        per_node = host.workers_per_node * host.gpus_per_worker
+        if per_node > self.cluster.gpus_per_node + 1e-9:
+            return (f"host {host.name}: {host.workers_per_node} worker(s) per node × "
+                    f"{host.gpus_per_worker:g} GPU need {per_node:g} GPUs on one node")
+        if host.workers > 1 and 0 < host.gpus_per_worker < 1:
+            return (f"host {host.name}: {host.workers} data-parallel workers at "
+                    f"{host.gpus_per_worker:g} GPU each would share GPUs, and NCCL refuses two "
+                    "ranks of one group on one GPU; expected placement.num_gpus=1 (or 0)")
+        return None
+
+    def _engine_misfit(self) -> str | None:
+        e = self.engines
+        if e is None or e.gpus_each <= self.cluster.gpus_per_node:
+            return None
+        return (f"a vLLM engine needs {e.gpus_each:g} GPUs on one node (tensor parallel "
+                f"{e.tensor_parallel}); expected vllm.tensor_parallel_size <= GPUs per node")
+
+    def check_store(self, store: Any) -> None:
+        """Refuse, in one line, a run over several nodes whose store is a path on each
+        node's own disk: every node would write its part (DeepSpeed's rank shards, a
+        host's checkpoints) to a different store (`artifacts/shared.py`)."""
+        if self.cluster.nodes <= 1 or shared_across_nodes(store.protocol, store.root):
+            return
+        raise ConfigError(
+            f"this run spans a cluster of {self.cluster.nodes} nodes, but its store "
+            f"{store.url} is a path on each node's own disk (DeepSpeed's rank shards and the "
+            "hosts' checkpoints would land on different nodes); expected an s3:// store, or "
+            f"a path on a shared filesystem (NFS, Lustre, ...: set {SHARED_ENV}=1 when it is "
+            "one)")
 
     def engines_of(self, host: HostPlan) -> VLLMEngines | None:
         """The run's vLLM engines when `host` drives them."""
