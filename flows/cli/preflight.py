@@ -34,6 +34,9 @@ def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
     reward = value_at(cfg, "reward")
     for spec in (reward.specs if reward is not None else ()):
         problems += _catch(_check_reward, "reward", spec)
+    if not problems and isinstance(value_at(cfg, "data"), DataConfig) and reward is not None \
+            and not value_at(cfg, "train.agent_func_path"):  # an agent's environment rewards
+        problems += _catch(_check_labels, cfg.data, reward.specs)
     return problems
 
 
@@ -129,3 +132,34 @@ def _check_reward_file(where: str, path: Path) -> None:
     if not any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "reward_func"
                for n in tree.body):
         raise ConfigError(f"{where}: defines no reward_func(queries, prompts, labels)")
+
+
+LABEL_ROWS = 256  # rows whose labels are read to find one a label rule can use
+
+
+def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
+    """A rule reward that compares answers with labels needs prompts that have them:
+    without, every answer scores 0 for correctness and the run learns nothing."""
+    from alignflow.tasks.data.loading import load_dataset_spec
+    from alignflow.tasks.rewards.registry import split_name
+    from alignflow.tasks.rewards.rules import compares_label, extract_label
+
+    labelled = [spec for spec in specs if compares_label(split_name(spec)[1])]
+    if not labelled:
+        return
+    rule = f"reward source {labelled[0]!r}" + (" (the default: no reward source named)"
+                                               if labelled == ["rule:gsm8k"] else "")
+    fix = ("; set data.label_key (--label_key) to the column of reference answers, or name "
+           "a reward source (--reward_pretrain, --remote_rm_url FILE.py|URL, "
+           "--set reward.sources=[...])")
+    if data.label_key is None:
+        raise ConfigError(f"{rule} compares each answer with its prompt's label, but "
+                          f"data.label_key is null: no answer could score as correct{fix}")
+    for item in [s.strip() for s in data.prompt_dataset.split(",") if s.strip()]:
+        ds = load_dataset_spec(item, split=data.prompt_split)
+        labels = ds.select(range(min(LABEL_ROWS, len(ds))))[data.label_key]
+        if not any(extract_label(str(v)) is not None for v in labels if v is not None):
+            raise ConfigError(f"{rule} compares each answer with a number, but column "
+                              f"{data.label_key!r} of {item!r} holds none in its first "
+                              f"{len(labels)} rows (e.g. {labels[0]!r}): no answer could score "
+                              f"as correct{fix}")

@@ -166,6 +166,15 @@ RULES: dict[str, Callable[[str | None], object]] = {
 }
 
 
+LABELLED = frozenset({"gsm8k", "correct"})  # rules that compare the answer with the label
+
+
+def compares_label(spec: str) -> bool:
+    """Whether `rule:<name>...` scores by comparing with each prompt's label: without labels
+    such a rule scores every answer 0 for correctness."""
+    return spec.startswith("rule:") and spec.split(":")[1] in LABELLED
+
+
 def rule_source(spec: str):
     """`rule:<name>[:<arg>]` → a rule source; ConfigError listing the names otherwise."""
     _, _, rest = spec.partition(":")
