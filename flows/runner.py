@@ -16,7 +16,7 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows import codec, planning, runs
+from alignflow.flows import codec, planning, reconfigure, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
@@ -52,8 +52,10 @@ def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
 
 def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "ray",
           address: str | None = None, force: bool = False, block: bool = True,
-          rerun_from: str | None = None, progress: Any = None) -> Any:
-    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait."""
+          rerun_from: str | None = None, progress: Any = None, previous: Any = None) -> Any:
+    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait.
+    `previous`: the config the run has so far, when `config` is one given now
+    (`flows/reconfigure.py` decides what the run follows)."""
     check_executor(store, executor)
     lease = Lease(store, run_id).acquire(force=force)
     driver = sink = runner = None
@@ -62,6 +64,9 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         meta = runs.read_run(store, run_id)
         if meta["status"] == runs.CANCELED:
             raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
+        if previous is not None:
+            config = reconfigure.follow(store, meta, previous, config,
+                                        set(runs.read_manifests(store, run_id)))
         plan = planning.settle(store, meta, config)  # on the cluster joined; a refusal changes nothing
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)

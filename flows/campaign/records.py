@@ -62,3 +62,12 @@ class Score:
     value: float
     metrics: dict
     iteration: int
+
+    def of(self, metric: str) -> float:
+        """The eval's value of `metric` (the gate's metric may have changed since)."""
+        if metric not in self.metrics:
+            from alignflow.errors import FlowError
+
+            raise FlowError(f"gate.metric={metric!r} is not a metric of eval {self.iteration}; "
+                            f"expected one of {sorted(self.metrics)}")
+        return float(self.metrics[metric])

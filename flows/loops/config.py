@@ -48,6 +48,7 @@ class LoopConfig(Optimizer):
 
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)

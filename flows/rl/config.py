@@ -63,6 +63,7 @@ class RLConfig:
     """One PPO-family run: roles, data, sampling, rewards, algorithm, batching, checkpoints."""
 
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

@@ -18,6 +18,8 @@ from alignflow.tasks.steps.host_api import Generator
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
+METRICS = ("response_len_mean", "truncated_frac", "tokens")  # each generate step's metrics
+
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutConfig:
@@ -127,11 +129,11 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
         table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))
     ref = scope.write(ROLLOUTS, table, partition={"iter": iteration})
     lengths = table.column("response_len").to_pylist()
-    return StepOutput((ref,), table.num_rows, {
-        "response_len_mean": sum(lengths) / len(lengths),
-        "truncated_frac": sum(s.finish_reason == "length" for s in samples) / len(samples),
-        "tokens": float(sum(lengths)),
-    } | gpu_memory.record(scope, host, "actor", iteration))
+    values = (sum(lengths) / len(lengths),
+              sum(s.finish_reason == "length" for s in samples) / len(samples),
+              float(sum(lengths)))
+    return StepOutput((ref,), table.num_rows, dict(zip(METRICS, values, strict=True))
+                      | gpu_memory.record(scope, host, "actor", iteration))
 
 
 def rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],

@@ -125,3 +125,11 @@ def test_bad_run_ids_are_refused_before_anything_is_written(capsys, tmp_path, ba
                          str(store), "--executor", "inline")
     assert err.startswith(f"error: run id {bad!r}: expected 1-128 characters")
     assert not store.exists()
+
+
+@pytest.mark.parametrize("argv", [["--debug", "resume", "ghost"], ["resume", "ghost", "--debug"]])
+def test_debug_before_or_after_the_command_shows_the_traceback(env, argv):
+    from alignflow.errors import RunNotFound
+
+    with pytest.raises(RunNotFound):  # raised, not turned into one line
+        main(argv)
