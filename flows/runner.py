@@ -16,7 +16,7 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows import codec, planning, reconfigure, runs
+from alignflow.flows import codec, planning, reconfigure, rerun, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
@@ -38,11 +38,13 @@ def warm_modules(flow: Flow) -> tuple[str, ...]:
 
 
 def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
-    """Delete the manifest of `task_key` and every manifest committed after it."""
+    """Delete the manifest of `task_key` and every manifest committed after it, once it is
+    sure the workers can restore what the tasks before it committed (`rerun.py`)."""
     journal = runs.read_manifests(store, run_id)
     if task_key not in journal:
         raise FlowError(f"--rerun-from {task_key!r}: run {run_id!r} has no committed task with "
                         "that key (see `alignflow status RUN_ID`)")
+    rerun.check(store, run_id, journal, task_key)
     cut = journal[task_key].get("seq", 0)
     gone = [k for k, m in journal.items() if m.get("seq", 0) >= cut]
     for key in reversed(gone):
