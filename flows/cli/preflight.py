@@ -34,6 +34,11 @@ def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
     reward = value_at(cfg, "reward")
     for spec in (reward.specs if reward is not None else ()):
         problems += _catch(_check_reward, "reward", spec)
+    if plan is not None:
+        from alignflow.flows.cli.preflight_plan import check_cpus, check_vllm
+
+        problems += _catch(check_vllm, plan, value_at(cfg, "actor.model_name_or_path"))
+        problems += _catch(check_cpus, plan)
     if not problems and isinstance(value_at(cfg, "data"), DataConfig) and reward is not None \
             and not value_at(cfg, "train.agent_func_path"):  # an agent's environment rewards
         problems += _catch(_check_labels, cfg.data, reward.specs)
