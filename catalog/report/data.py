@@ -20,7 +20,7 @@ _SPREAD_SQL = """
 SELECT x, count(v) AS n, avg(v) AS mean, min(v) AS lo, max(v) AS hi,
        quantile_cont(v, [0.1, 0.25, 0.75, 0.9]) AS q
 FROM (SELECT {x} AS x, CAST({expr} AS DOUBLE) AS v FROM {table} WHERE run_id = ?)
-WHERE v IS NOT NULL AND isfinite(v) GROUP BY x ORDER BY x"""
+WHERE x IS NOT NULL AND v IS NOT NULL AND isfinite(v) GROUP BY x ORDER BY x"""
 _METRIC_SQL = _SPREAD_SQL.format(x="step", expr="value", table="metrics").replace(
     "WHERE run_id = ?)", "WHERE run_id = ? AND key = ?)")
 

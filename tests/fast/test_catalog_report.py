@@ -96,6 +96,13 @@ def report_store(store) -> None:
     for it in range(2):
         _rl_iteration(store, "failed", it, 0.0)  # every reward 0: a constant
     _run_json(store, "empty", "ppo", status="RUNNING", ended=None)
+    _run_json(store, "idpo", "iterative_dpo")
+    _offline(store, "idpo", "preferences")
+    pairs = write_table(store, "preferences", {  # a round's selected pairs: no training step
+        "round": [0] * 2, "pair_id": ["a", "b"], "prompt": ["P"] * 2, "chosen": ["y"] * 2,
+        "rejected": ["n"] * 2, "margin": [0.5, 0.7]}, run_id="idpo", task="pairs",
+        task_key="round-0000/pairs")
+    commit(store, "idpo", "round-0000/pairs", {"artifacts": [pairs], "task": "pairs"})
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +112,8 @@ def pages(tmp_path_factory) -> dict[str, str]:
     store = Store.open(str(tmp_path_factory.mktemp("report") / "store"))
     report_store(store)
     with Catalog(store) as cat:
-        return {rid: render_report(cat, rid) for rid in ("rl", "dpo", "sft", "failed", "empty")}
+        return {rid: render_report(cat, rid)
+                for rid in ("rl", "dpo", "sft", "failed", "empty", "idpo")}
 
 
 def titles(page: str) -> list[str]:
@@ -143,6 +151,10 @@ def test_offline_panels(pages):
                                     "Other metrics", "Hardest examples of the last step",
                                     "Config"]
     assert alts(pages["sft"])[0] == "loss, tokens per sample"
+
+
+def test_iterative_dpo_pairs_without_a_step_are_left_out_of_per_step_curves(pages):
+    assert titles(pages["idpo"])[:3] == ["Run", "Learning curves", "Margin: first vs last step"]
 
 
 def test_constant_and_empty_panels_are_left_out(pages):
