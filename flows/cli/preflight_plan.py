@@ -63,7 +63,7 @@ def check_cpus(plan: RunPlan) -> None:
     pool process, which reserves none (`flows/ray_pool.py`)."""
     if plan.executor != "ray":
         return
-    from alignflow.tasks.engines.vllm_actor import CPU_ENGINE_RAY_CPUS
+    from alignflow.tasks.engines.vllm_placement import CPU_ENGINE_RAY_CPUS
 
     plain = next((h for h in plan.groups if not h.gpus_per_worker
                   and h.nodes * h.workers_per_node == 1), None)

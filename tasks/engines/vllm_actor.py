@@ -34,8 +34,6 @@ from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
-CPU_ENGINE_RAY_CPUS = 0.5  # a CPU engine's Ray reservation; its threads bind to its own cores
-
 
 class EngineHost:
     """The actor body: one `VLLMEngine`, built inside the actor's process."""
@@ -92,7 +90,7 @@ class VLLMEngineActor:
         self.config = config or VLLMEngineConfig()
         self.on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
         self.cores = None if self.on_gpu else placement.cpu_core_groups(num_engines)
-        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else CPU_ENGINE_RAY_CPUS)
+        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else placement.CPU_ENGINE_RAY_CPUS)
         self.transport = transport
         self._sender: BroadcastSender | None = None  # the sync group, while all its engines live
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
