@@ -24,10 +24,10 @@ import pyarrow as pa
 
 from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import tombstoned, validate
+from alignflow.artifacts.layout import require_store
 from alignflow.artifacts.redact import redact
-from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
-from alignflow.errors import ConfigError, SchemaError, StoreError, StoreFileRefused
+from alignflow.errors import ConfigError, SchemaError, StoreFileRefused
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _RESERVED = {"runs", "tasks"}
@@ -84,12 +84,7 @@ class Snapshot:
 
 def scan(store: Store) -> Snapshot:
     """Read the committed state of every run in `store`; unreadable files become problems."""
-    with translate_errors(store.url):
-        if not store.fs.exists(store.root):
-            err = StoreError(f"no store at {store.url}: the path does not exist; expected a "
-                             "store written by alignflow (--store URL or $ALIGNFLOW_STORE)")
-            err.kind = "user"
-            raise err
+    require_store(store)
     listing = store.find("runs")
     deleting = tombstoned(list(listing))  # runs being deleted are gone already
     snap = Snapshot([], pa.table({}), listing={r: i for r, i in listing.items()

@@ -75,19 +75,20 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
     store = api.open_store(args.store)
     named = _named(cfg)
     check_round_flow(cfg)
+    again = f"alignflow campaign tick {args.target}"  # or start again: both continue it
     token = PROGRESS.set(lambda: Progress(stream=sys.stderr, live=False))
     try:
         if not store.exists(runs.run_json(cfg.run_id)):
             api.run("campaign", cfg, run_id=cfg.run_id, store=store, seed=args.seed,
                     executor="inline", address=args.address, block=block, trust=named,
-                    progress=Progress(stream=sys.stderr))
+                    progress=Progress(stream=sys.stderr, resume=again))
         elif (why := _idle_reason(store, meta := runs.read_run(store, cfg.run_id), block)):
             _check_changes(store, meta, cfg)
             print(f"campaign {cfg.name}: {why}")
             return 0
         else:  # CONFIG is followed where the campaign can (`flows/reconfigure.py`)
             api.resume(cfg.run_id, store=store, block=block, trust=named, config=cfg,
-                       address=args.address, progress=Progress(stream=sys.stderr))
+                       address=args.address, progress=Progress(stream=sys.stderr, resume=again))
     except LeaseHeld as exc:
         print(f"campaign {cfg.name}: a driver is at work on it ({exc}); nothing to do")
         return 0

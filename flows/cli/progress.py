@@ -56,8 +56,11 @@ class Progress:
     """Progress of one flow run; `live=None` means "live if `stream` is a terminal"."""
 
     def __init__(self, *, stream: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, resume: str | None = None) -> None:
+        """`resume`: the command that continues the run when it stops (default
+        `alignflow resume RUN`; a campaign's is `alignflow campaign tick CONFIG`)."""
         self.stream = stream if stream is not None else sys.stdout
+        self.resume = resume
         self.live = self.stream.isatty() if live is None else live
         self.clock = clock
         self.run_id, self.flow, self.total = "", "", None
@@ -127,11 +130,11 @@ class Progress:
         took = format_duration(self.clock() - self.started)
         what = (f"{len(self.iter_times)} timed iterations, {tasks} tasks ({c['cached']} cached, "
                 f"{c['failed']} failed) in {took}")
-        resume = f"; continue with `alignflow resume {self.run_id}`"
+        again = self.resume or f"alignflow resume {self.run_id}"
+        resume = f"; continue with `{again}`"
         return {
             "SUCCESSFUL": f"finished flow {self.flow}: {what}",
-            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then "
-                      f"`alignflow resume {self.run_id}`",
+            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then `{again}`",
             "RESUMABLE": f"interrupted flow {self.flow}: {what}{resume}",
             "SLEEPING": f"paused flow {self.flow} (sleeping or waiting for an event): {what}",
             "CANCELED": f"stopped flow {self.flow} (canceled, or another driver took over): "
