@@ -40,6 +40,9 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
     parser.add_argument("--address", help="Ray address for the round runs (default: in-process)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="start, tick: check CONFIG (round flow and config, gate, schedule) "
+                             "and say what the campaign would run; run nothing")
 
 
 def load_campaign(path: str, sets: list[str]) -> CampaignConfig:
@@ -95,6 +98,19 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
     finally:
         PROGRESS.reset(token)
     print_status(store, cfg.run_id)
+    return 0
+
+
+def _dry_run(cfg: CampaignConfig) -> int:
+    """What `start`/`tick` would drive, once CONFIG passed every check they make first."""
+    _named(cfg)
+    check_round_flow(cfg)
+    s, g = cfg.schedule, cfg.gate
+    when = f"every {s.every}" if s.every else f"cron {s.cron!r} ({s.timezone})"
+    print(f"campaign {cfg.name} (run {cfg.run_id}): rounds of flow {cfg.flow} {when}, from "
+          f"{initial_policy(cfg)}; inputs {cfg.inputs.source or '(none)'} "
+          f"{cfg.inputs.pattern!r} -> {cfg.inputs.key}; gate {g.metric} ({g.mode}) on "
+          f"{g.prompts}; keep {cfg.retention.keep_rounds} rounds")
     return 0
 
 
@@ -176,6 +192,8 @@ def run(name: str, args: argparse.Namespace) -> int:
         if args.target is None:
             raise ConfigError(f"campaign {args.action}: give the campaign's CONFIG file")
         cfg = load_campaign(args.target, args.sets)
+        if args.dry_run:
+            return _dry_run(cfg)
         if args.action == "start":
             from alignflow.flows.cli.commands import _sigterm_as_interrupt
 
