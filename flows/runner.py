@@ -20,6 +20,7 @@ from alignflow.flows import codec, planning, reconfigure, rerun, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
+from alignflow.flows.heartbeat import Heartbeat
 from alignflow.flows.lease import Lease
 from alignflow.flows.timers import Suspended
 
@@ -60,7 +61,7 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
     (`flows/reconfigure.py` decides what the run follows)."""
     check_executor(store, executor)
     lease = Lease(store, run_id).acquire(force=force)
-    driver = sink = runner = None
+    driver = sink = runner = beat = None
     try:
         runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
         meta = runs.read_run(store, run_id)
@@ -72,14 +73,11 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         plan = planning.settle(store, meta, config)  # on the cluster joined; a refusal changes nothing
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)
-        runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
-                        wake_at=None, waiting_for=None, executor=executor, address=address,
-                        drivers=meta.get("drivers", 0) + 1, resumed=time.time())
+        _started(store, run_id, meta, executor, address)
         driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
                         lease=lease)
         driver.plan = plan
-        if progress is not None:
-            progress.start_run(run_id, flow.name)
+        beat = _watch(store, run_id, meta.get("flow") or flow.name, progress)
         sink = _live_log(store, run_id, config, driver)
         return _run_body(store, run_id, flow, config, driver)
     finally:
@@ -89,7 +87,25 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
             runner.shutdown()
         if progress is not None:
             progress.close(driver.outcome if driver is not None else None)
+        if beat is not None:
+            beat.stop()
         lease.release()
+
+
+def _started(store: Any, run_id: str, meta: dict, executor: str, address: str | None) -> None:
+    runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
+                    wake_at=None, waiting_for=None, executor=executor, address=address,
+                    drivers=meta.get("drivers", 0) + 1, resumed=time.time())
+
+
+def _watch(store: Any, run_id: str, name: str, progress: Any) -> Heartbeat | None:
+    """The progress display, told the run's registered name (`rloo`, not `grpo`), its
+    lines kept in the store, and its heartbeat started."""
+    if progress is None:
+        return None
+    beat = Heartbeat(store, run_id, progress)
+    progress.start_run(run_id, name, sink=beat.log)
+    return beat.start()
 
 
 def check_executor(store: Any, executor: str) -> None:

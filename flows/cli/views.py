@@ -10,6 +10,7 @@ from typing import Any
 from alignflow.artifacts.layout import require_store
 from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows import api, runs
+from alignflow.flows.cli.follow import running_now
 
 
 def _when(t: float | None) -> str:
@@ -136,6 +137,9 @@ def print_status(store: Any, run_id: str | None) -> int:
         print(f"stopped, not failed ({meta['error']}); continue with `alignflow resume {run_id}`")
     elif meta.get("error"):
         print(f"error: {meta['error']}")
+    if meta["status"] == runs.RUNNING:
+        for line in running_now(store, run_id):
+            print(f"now: {line}")
     rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]
     problems: list[runs.Problem] = []
     for r in task_rows(store, run_id, problems):
