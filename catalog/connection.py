@@ -68,7 +68,8 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
             rels = _data_view(store, built, name, rels, view)
             allowed += [duckdb_path(store, rel) for rel in rels]
             served |= {name} if rels else set()
-        con.execute(rollouts_view_sql(served))
+        generated = {r[0] for r in con.execute(f"DESCRIBE {GENERATED}").fetchall()}
+        con.execute(rollouts_view_sql(served, hive="iter" in generated))
         _load_table(con, "_af_runs", snap.runs_table(built.problems))
         _load_table(con, "_af_tasks", snap.tasks)
         con.execute(sql_text("runs"))

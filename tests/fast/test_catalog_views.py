@@ -36,12 +36,22 @@ def test_only_committed_rows_are_visible(catalog):
 
 
 def test_union_across_runs_mean_reward_per_iteration(catalog):
-    got = catalog.sql("SELECT run_id, iteration, iter, avg(reward) AS r FROM rollouts "
+    got = catalog.sql("SELECT run_id, iteration, avg(reward) AS r FROM rollouts "
                       "GROUP BY ALL ORDER BY ALL").to_pylist()
-    assert got == [{"run_id": "r1", "iteration": 0, "iter": 0, "r": 2.0},
-                   {"run_id": "r1", "iteration": 1, "iter": 1, "r": 3.0},
-                   {"run_id": "r2", "iteration": 0, "iter": 0, "r": 12.0},
-                   {"run_id": "r2", "iteration": 1, "iter": 1, "r": 13.0}]
+    assert got == [{"run_id": "r1", "iteration": 0, "r": 2.0},
+                   {"run_id": "r1", "iteration": 1, "r": 3.0},
+                   {"run_id": "r2", "iteration": 0, "r": 12.0},
+                   {"run_id": "r2", "iteration": 1, "r": 13.0}]
+
+
+def test_rollouts_have_one_iteration_column_and_describe_shows_every_column(catalog):
+    from alignflow.catalog.output import render_table
+
+    columns = [r["column_name"] for r in catalog.sql("DESCRIBE rollouts").to_pylist()]
+    assert "iteration" in columns and "iter" not in columns  # not the Hive partition key too
+    shown = render_table(catalog.sql("DESCRIBE rollouts"))
+    assert all(f"│ {c} " in shown for c in columns)  # none elided in the middle
+    assert all(c in columns for c in ("reward", "advantages", "kl", "response_len"))
 
 
 def test_params_are_bound(catalog):
