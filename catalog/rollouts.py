@@ -8,7 +8,13 @@ users query; the step tables stay queryable on their own.
 
 from __future__ import annotations
 
+from alignflow.artifacts.metric_names import sql_case
+
 GENERATED = "_af_rollouts_generated"
+METRICS_RAW = "_af_metrics_rows"
+# `metrics` with every key in the one namespace (runs written before it kept short names)
+METRICS_VIEW = (f"CREATE OR REPLACE VIEW metrics AS SELECT * REPLACE ({sql_case('key')} AS key) "
+                f"FROM {METRICS_RAW}")
 KEY = ("run_id", "iteration", "prompt_id", "sample_idx")
 STEP_COLUMNS: dict[str, tuple[str, ...]] = {
     "rollout_scores": ("reward", "scores"),

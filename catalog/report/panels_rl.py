@@ -12,8 +12,8 @@ from alignflow.catalog.report.panel import Panel
 _SAMPLE_SERIES = (("reward", "reward"), ("return", "returns[1]"), ("KL", "kl"),
                   ("response length (tokens)", "response_len"))
 # (title, metric keys tried in order) — one value per iteration from the learn step
-_METRIC_SERIES = (("entropy", ("entropy",)), ("loss", ("loss", "policy_loss")),
-                  ("critic loss", ("critic/loss", "critic/value_loss")))
+_METRIC_SERIES = (("entropy", ("train/entropy",)), ("policy loss", ("train/policy_loss",)),
+                  ("critic loss", ("train/critic/loss", "train/critic/value_loss")))
 _SAMPLES_SHOWN = (10, 20)  # first and last iterations listed when a run has many
 _BEST_WORST_SQL = """
 SELECT iteration, arg_max(prompt, reward) AS best_prompt, arg_max(response, reward) AS best,
@@ -37,8 +37,8 @@ def _series(run: RunData) -> list[Series]:
             continue
         s = run.spread(title, "rollouts", expr, "iteration")
         if title == "KL":
-            run.shown_metrics.add("kl")  # the learn step's mean of the same per-sample KL
-            s = s if s.informative else run.metric("kl", "KL")
+            run.shown_metrics.add("train/kl")  # the learn step's mean of the same KL
+            s = s if s.informative else run.metric("train/kl", "KL")
         out.append(s)
     for title, keys in _METRIC_SERIES:
         key = next((k for k in keys if k in run.metric_keys), None)

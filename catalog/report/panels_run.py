@@ -14,7 +14,7 @@ from alignflow.catalog.report.data import RunData
 from alignflow.catalog.report.panel import Panel
 
 _ITER_KEY = re.compile(r"^(?:iter|round)-(\d+)/(.+)$")
-_COUNTERS = re.compile(r"(^|/)(step|steps|optimizer_steps|epoch)$")
+_COUNTERS = re.compile(r"(^|/)(step|steps|global_step|optimizer_steps|epoch)$")
 _MAX_METRIC_PLOTS = 24
 
 

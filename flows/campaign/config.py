@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from alignflow.artifacts.metric_names import canonical
 from alignflow.errors import ConfigError, invalid, require
 from alignflow.flows.campaign.schedule import ScheduleConfig
 from alignflow.tasks.rewards.registry import spec_kind, spec_references, split_name
@@ -84,7 +85,9 @@ class GateConfig:
         require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
                 "a finite number >= 0", self.temperature)
         names, open_ = self.metrics()
-        if self.metric not in names and not self.metric.startswith(open_):
+        known = {canonical(n) for n in names}  # as the step names it, or as W&B does
+        if canonical(self.metric) not in known and not canonical(self.metric).startswith(
+                tuple(canonical(p) for p in open_)):
             own = f" (or a key of {', '.join(p + 'KEY' for p in open_)})" if open_ else ""
             raise invalid("metric", f"{self.metric!r} is not a metric of the gate's eval; "
                           f"expected one of {', '.join(names)}{own}")

@@ -15,6 +15,7 @@ from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.plan.rules import EngineName
 from alignflow.tasks.steps import gpu_memory, rollout_engine
 from alignflow.tasks.steps.host_api import Generator
+from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 
@@ -132,8 +133,9 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
     values = (sum(lengths) / len(lengths),
               sum(s.finish_reason == "length" for s in samples) / len(samples),
               float(sum(lengths)))
-    return StepOutput((ref,), table.num_rows, dict(zip(METRICS, values, strict=True))
-                      | gpu_memory.record(scope, host, "actor", iteration))
+    metrics = dict(zip(METRICS, values, strict=True)) | gpu_memory.peak_metrics(host, "actor")
+    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
+    return StepOutput((ref,), table.num_rows, metrics)
 
 
 def rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],

@@ -132,10 +132,11 @@ def test_rl_panels(pages):
                             "Config"]
     # no return curve (it is the group-normalised advantage), the learn step's kl is the
     # same KL, kl_coef is constant, optimizer_steps a counter
-    assert alts(page)[0] == "reward, KL, response length (tokens), entropy, loss"
-    assert alts(page)[3] == "lr"
+    assert alts(page)[0] == "reward, KL, response length (tokens), entropy, policy loss"
+    assert alts(page)[3] == "train/lr"
     metrics = page[page.index("<h2>Other metrics</h2>"):page.index("<h2>Best and worst")]
     assert "kl_coef" not in metrics and "optimizer_steps" not in metrics
+    assert "train/lr" in metrics  # the old run's `lr` row, named in the one namespace
     for step in RL_STEPS:
         assert f"<td>{step}</td>" in page or f'<span class="t">{step}</span>' in page
 

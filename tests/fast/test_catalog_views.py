@@ -86,8 +86,25 @@ def test_runs_view(catalog):
 def test_metrics_view(catalog):
     rows = catalog.sql("SELECT step, key, value FROM metrics WHERE run_id = 'r1' "
                        "ORDER BY step, key").to_pylist()
+    # rows written with short names (runs from before the namespace) read in the namespace
     assert [(r["step"], r["key"], r["value"]) for r in rows] == [
-        (0, "kl", 0.0), (0, "loss", 1.0), (1, "kl", 0.1), (1, "loss", 0.5)]
+        (0, "train/kl", 0.0), (0, "train/policy_loss", 1.0), (1, "train/kl", 0.1),
+        (1, "train/policy_loss", 0.5)]
+
+
+def test_one_namespace_for_metric_names():
+    from alignflow.artifacts.metric_names import axis, canonical
+
+    assert [canonical(k) for k in ("loss", "reward_mean", "score/gsm8k/correct", "gpu/actor/x",
+                                   "critic/value_loss", "train/loss", "eval/loss", "entropy",
+                                   "learn_seconds")] == [
+        "train/policy_loss", "rollout/reward_mean", "rollout/score/gsm8k/correct",
+        "perf/gpu/actor/x", "train/critic/value_loss", "train/loss", "eval/loss",
+        "train/entropy", "perf/learn_seconds"]
+    assert axis("train/policy_loss", "iter-0003/learn") == "iteration"
+    assert axis("train/loss", "train-0002") == "step"
+    assert axis("rollout/reward_mean", "round-0001/score") == "iteration"
+    assert axis("train/loss", "round-0001/train-0000") == "step"
 
 
 def test_empty_tables_have_schema_columns(catalog):
