@@ -36,6 +36,7 @@ RUNS_SCHEMA = pa.schema([
     ("seed", pa.int64()), ("parent_run", pa.string()), ("code_version", pa.string()),
     ("code", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
     ("error", pa.string()), ("config", pa.string()), ("problem", pa.string()),
+    ("active", pa.float64()),
 ])
 TASKS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("task_key", pa.string()), ("task", pa.string()),
@@ -216,6 +217,7 @@ def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "error": redact(_str(run.get("error"))),
         "config": _json(run.get("config")),
         "problem": None,
+        "active": _epoch(run.get("active")),  # seconds its drivers ran (older runs: none)
     }
 
 

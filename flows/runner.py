@@ -182,7 +182,9 @@ def _write_record(store: Any, driver: Driver, fields: dict[str, Any]) -> None:
         fields.pop("status", None)
     rerun = {k for k, m in driver.manifests.items() if m.get("seq", 0) >= driver.first_seq}
     changed = sorted((set(meta.get("code_changed") or []) - rerun) | set(driver.code_changed))
+    since = meta.get("resumed") or meta.get("created") or time.time()
+    active = float(meta.get("active") or 0.0) + max(0.0, time.time() - since)  # driven time:
     runs.update_run(store, driver.run_id, code_changed=changed, replayed=driver.replayed,
-                    ran=driver.ran, **fields)
+                    ran=driver.ran, active=active, **fields)  # not while it sat interrupted
     if driver.ran:
         runs.write_snapshot(store, driver.run_id, driver.manifests)

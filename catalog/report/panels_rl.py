@@ -5,7 +5,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from alignflow.catalog.report import html, plots
-from alignflow.catalog.report.data import RunData, Series, names
+from alignflow.catalog.report.data import RunData, Series, constants, names
 from alignflow.catalog.report.panel import Panel
 
 # (title, rollouts column expression) — per-sample values, so each has a spread
@@ -30,7 +30,13 @@ def _return_is_advantage(run: RunData) -> bool:
     return row["differ"] == 0
 
 
+# metric rows the rollout curves show already (the reward's mean and spread, the length)
+_SHOWN_BY_ROLLOUTS = ("rollout/reward_mean", "rollout/reward_std", "rollout/response_len_mean",
+                      "rollout/tokens")
+
+
 def _series(run: RunData) -> list[Series]:
+    run.shown_metrics.update(_SHOWN_BY_ROLLOUTS)
     out = []
     for title, expr in _SAMPLE_SERIES:
         if title == "return" and _return_is_advantage(run):
@@ -45,20 +51,22 @@ def _series(run: RunData) -> list[Series]:
         if key:
             run.shown_metrics.update(keys)  # the alternatives hold the same numbers
             out.append(run.metric(key, title))
-    return [s for s in out if s.informative]
+    return out
 
 
 def learning_curves(run: RunData) -> Panel | None:
     """Reward, return, KL, response length (spread over samples), entropy and loss."""
     if not run.counts["rollouts"]:
         return None
-    series = _series(run)
-    if not series:
+    every = _series(run)
+    series, flat = [s for s in every if s.informative], constants(every)
+    if not series and not flat:
         return None
-    return Panel("Learning curves", html.img(plots.curves(series, "iteration"), names(series)),
-                 wide=True, sql=run.spread_sql("rollouts", "reward", "iteration"),
-                 note="line: mean per iteration; bands: 25–75 % and 10–90 % of the samples "
-                      "(entropy and loss: one value per iteration from the learn step)")
+    body = html.img(plots.curves(series, "iteration"), names(series)) if series else Markup()
+    note = ("line: mean per iteration; bands: 25–75 % and 10–90 % of the samples (entropy and "
+            "policy loss: one value per iteration from the learn step)")
+    return Panel("Learning curves", html.join(body, html.note(flat)) if flat else body,
+                 wide=True, sql=run.spread_sql("rollouts", "reward", "iteration"), note=note)
 
 
 def reward_histograms(run: RunData) -> Panel | None:

@@ -22,7 +22,8 @@ EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 RL_STEPS = ("generate", "score", "reference", "learn", "sync")
 CONFIG = {"__type__": "m:RLConfig", "fields": {"seed_note": None, "algo": {
     "__type__": "m:AlgoConfig", "fields": {"eps_clip": 0.2, "kl": {"init_kl_coef": 0.0}}},
-    "generate": {"n_samples_per_prompt": 4, "stop": ["</s>"]}}}
+    "generate": {"n_samples_per_prompt": 4, "stop": ["</s>"]},
+    "async_": {"__type__": "m:AsyncConfig", "fields": {"max_staleness": 1}}}}
 
 
 def _run_json(store, run_id: str, flow: str, **extra) -> None:
@@ -88,7 +89,7 @@ def report_store(store) -> None:
     _run_json(store, "rl", "grpo")
     for it in range(4):
         _rl_iteration(store, "rl", it, 0.1)
-    _run_json(store, "dpo", "dpo")
+    _run_json(store, "dpo", "dpo", active=60.0)  # drivers ran 60 s of its 125 s
     _offline(store, "dpo", "preferences")
     _run_json(store, "sft", "sft")
     _offline(store, "sft", "sft_samples")
@@ -159,9 +160,10 @@ def test_iterative_dpo_pairs_without_a_step_are_left_out_of_per_step_curves(page
 
 
 def test_constant_and_empty_panels_are_left_out(pages):
-    # every reward 0: no reward curve, no histogram; samples are still listed
+    # every reward 0: no reward curve, no histogram, but said; samples are still listed
     assert "Reward: first vs last" not in pages["failed"]
     assert not alts(pages["failed"])[0].startswith("reward")
+    assert "reward: constant 0" in pages["failed"]
     assert titles(pages["empty"]) == ["Run", "Config"]
     assert "so far" in pages["empty"]  # a running run shows how long it has run
 
@@ -191,6 +193,23 @@ def test_overview_facts(pages):
     assert "grpo.py · sha256 cdcdcdcdcdcd" in page
     assert "20 successful" in page
     assert "algo.kl.init_kl_coef" in page and "generate.stop" in page
+
+
+def test_time_config_keys_and_axes_read_as_they_are(pages):
+    page = pages["rl"]
+    assert "start-up (run start → first task)" in page  # not only the task bodies
+    assert "async.max_staleness" in page and "async_" not in page  # keys as users spell them
+    assert "1m 00s" in pages["dpo"] and "2m 05s" not in pages["dpo"]  # not while interrupted
+    for page in pages.values():
+        assert len(titles(page)) == len(set(titles(page)))
+
+
+def test_a_flat_curve_is_drawn_flat():
+    from alignflow.catalog.report.plots import MIN_SPAN, y_limits
+
+    lo, hi = y_limits([0.6931, 0.6929, 0.6927])  # a DPO loss that barely moves
+    assert hi - lo == pytest.approx(MIN_SPAN * 0.6931)
+    assert y_limits([0.0, 0.5, 1.0]) is None and y_limits([0.0, 0.0]) is None
 
 
 def test_failed_run_shows_its_error_first(pages):

@@ -69,3 +69,17 @@ def test_beats_reach_the_heartbeat_and_status(local_store, capsys):
     finally:
         lease.release()
     assert "now: iter-0003/generate running 42s: 24/64 sequences" in capsys.readouterr().out
+
+
+def test_a_runs_duration_leaves_out_the_time_it_sat_interrupted(local_store, tmp_path):
+    from alignflow.catalog.catalog import Catalog
+
+    (tmp_path / "c").mkdir()
+    api.run(F.steps, {"dir": str(tmp_path / "c"), "n": 2}, store=local_store, run_id="r",
+            executor="inline")
+    meta = runs.read_run(local_store, "r")
+    runs.update_run(local_store, "r", created=meta["created"] - 3600)  # an hour idle before
+    api.resume("r", store=local_store, rerun_from="step-1", executor="inline")
+    with Catalog(local_store) as cat:
+        duration = cat.sql("SELECT duration FROM runs WHERE run_id = 'r'").to_pylist()[0]
+    assert duration["duration"] < 60  # what its two drivers ran, not the hour between
