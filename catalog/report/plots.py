@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from alignflow.catalog.report.data import Series
@@ -149,4 +150,29 @@ def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: st
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=8, frameon=False, ncols=min(6, len(parts)), loc="upper left",
               bbox_to_anchor=(0, 1.18))
+    return data_uri(fig)
+
+
+def overlay(quantities: Sequence[tuple[str, str, Sequence[Series | None]]],
+            labels: Sequence[str], ncols: int = 3) -> str:
+    """Small multiples of (title, x label, one series per run): a line per run, in the
+    run's color, the legend (the runs) once above the plots."""
+    fig, axes = _axes(len(quantities), ncols)
+    for ax, (title, xlabel, per_run) in zip(axes, quantities, strict=True):
+        values: list[float] = []
+        for i, s in enumerate(per_run):
+            if s is None or not s.x:
+                continue
+            x, mean = _with_gaps(s.x, s.mean)
+            ax.plot(x, mean, color=COLORS[i % len(COLORS)], linewidth=1.5,
+                    marker="o" if len(s.x) <= 30 else None, markersize=2.5, label=labels[i])
+            values += s.mean
+        _style(ax, title, xlabel)
+        limits = y_limits(values)
+        if limits is not None:
+            ax.set_ylim(*limits)
+    handles = [Line2D([], [], color=COLORS[i % len(COLORS)], linewidth=2)
+               for i in range(len(labels))]
+    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+               ncols=min(4, len(labels)), fontsize=8, frameon=False)
     return data_uri(fig)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 
 import pytest
@@ -16,6 +17,7 @@ from alignflow.artifacts.commit import commit
 from alignflow.artifacts.parquet_io import write_table
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
+from alignflow.catalog.report.compare import render_comparison
 
 T0 = 1_700_000_000.0
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -93,7 +95,9 @@ def report_store(store) -> None:
     _offline(store, "dpo", "preferences")
     _run_json(store, "sft", "sft")
     _offline(store, "sft", "sft_samples")
-    _run_json(store, "failed", "grpo", status="FAILED", error=f"loss is NaN {EVIL}")
+    other = json.loads(json.dumps(CONFIG).replace('"eps_clip": 0.2', '"eps_clip": 0.3'))
+    _run_json(store, "failed", "grpo", status="FAILED", error=f"loss is NaN {EVIL}",
+              config=other)
     for it in range(2):
         _rl_iteration(store, "failed", it, 0.0)  # every reward 0: a constant
     _run_json(store, "empty", "ppo", status="RUNNING", ended=None)
@@ -113,8 +117,10 @@ def pages(tmp_path_factory) -> dict[str, str]:
     store = Store.open(str(tmp_path_factory.mktemp("report") / "store"))
     report_store(store)
     with Catalog(store) as cat:
-        return {rid: render_report(cat, rid)
-                for rid in ("rl", "dpo", "sft", "failed", "empty", "idpo")}
+        pages = {rid: render_report(cat, rid)
+                 for rid in ("rl", "dpo", "sft", "failed", "empty", "idpo")}
+        pages["rl vs failed"] = render_comparison(cat, ["rl", "failed"])
+        return pages
 
 
 def titles(page: str) -> list[str]:
@@ -202,6 +208,15 @@ def test_time_config_keys_and_axes_read_as_they_are(pages):
     assert "1m 00s" in pages["dpo"] and "2m 05s" not in pages["dpo"]  # not while interrupted
     for page in pages.values():
         assert len(titles(page)) == len(set(titles(page)))
+
+
+def test_runs_compared_on_the_same_axes_with_their_config_differences(pages):
+    page = pages["rl vs failed"]
+    assert titles(page) == ["Runs", "Curves", "Config differences"]
+    assert alts(page)[0].startswith("reward, ")  # one plot per quantity, a line per run
+    assert "1 of 6 keys differ" in page
+    diff = page[page.index("<h2>Config differences</h2>"):]
+    assert "algo.eps_clip" in diff and "0.3" in diff and "generate.stop" not in diff
 
 
 def test_a_flat_curve_is_drawn_flat():

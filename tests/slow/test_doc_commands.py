@@ -81,6 +81,7 @@ def _fill(argv: tuple[str, ...], store: Path, here: Path) -> list[str]:
             skip = True
             continue
         out.append({"FLOW": "grpo", "DIR": str(here / f"out-{len(list(here.iterdir()))}"),
+                    "RUN_A": RUN, "RUN_B": "campaign-tiny",
                     "CONFIG": str(here / "campaign.yaml"), "SCRIPT.sh": str(SCRIPT),
                     "/config/campaign.yaml": str(ROOT / "infra/campaign/campaign.yaml")}.get(
             word, RUN if word in RUN_NAMES else word))
