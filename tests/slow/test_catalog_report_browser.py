@@ -15,6 +15,7 @@ import pytest
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
+from alignflow.catalog.report.compare import render_comparison
 from tests.fast.test_catalog_report import report_store
 from tests.slow.chromium import find_chromium, load
 
@@ -48,7 +49,7 @@ def _check(path, html: str) -> None:
     _not_blank(page.screenshot, 1300, page.height)
 
 
-RUNS = ("rl", "dpo", "sft", "failed")
+RUNS = ("rl", "dpo", "sft", "failed", "rl,failed")  # the last: two runs compared
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,8 @@ def reports(tmp_path_factory) -> dict[str, tuple]:
     out = {}
     with Catalog(store) as cat:
         for run_id in RUNS:
-            html = render_report(cat, run_id)
+            ids = run_id.split(",")
+            html = render_report(cat, run_id) if len(ids) == 1 else render_comparison(cat, ids)
             (folder / f"{run_id}.html").write_text(html, encoding="utf-8")
             out[run_id] = (folder / f"{run_id}.html", html)
     return out
