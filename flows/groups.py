@@ -34,7 +34,7 @@ class GroupWorker(WorkerHost):
     (calls, restore, durable writes as a worker host); its models load after `join`."""
 
     def __init__(self, factory: Any) -> None:
-        self.obj = factory()
+        self.obj, self.failure = factory(), None  # a failed start raises at `join`
 
     def rendezvous(self) -> tuple[str, int]:
         """This node's address and a port nobody listens on (asked of rank 0)."""

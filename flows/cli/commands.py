@@ -14,6 +14,7 @@ from typing import Any
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api, planning
 from alignflow.flows.cli.dry_run import format_dry_run
+from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
@@ -68,6 +69,9 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     elif name == "logs":
         parser.add_argument("run_id", metavar="RUN_ID")
         parser.add_argument("task_key", nargs="?", metavar="TASK_KEY")
+        parser.add_argument("-f", "--follow", action="store_true",
+                            help="print the driver's progress (kept in the store) and follow "
+                                 "it until the run stops, from any machine that sees the store")
     _common(parser)
     if name in ("resume", "tick"):
         parser.add_argument("--trust", metavar="ITEM", action="append", default=[],
@@ -254,5 +258,6 @@ _HANDLERS = {
     "tick": _cmd_tick,
     "status": lambda a: print_status(api.open_store(a.store), a.run_id),
     "ls": lambda a: print_runs(api.open_store(a.store)),
-    "logs": lambda a: print_logs(api.open_store(a.store), a.run_id, a.task_key),
+    "logs": lambda a: follow(api.open_store(a.store), a.run_id) if a.follow
+    else print_logs(api.open_store(a.store), a.run_id, a.task_key),
 }

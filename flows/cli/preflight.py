@@ -36,6 +36,14 @@ def preflight(cfg: Any, plan: RunPlan | None = None, *, machine: bool = True) ->
     reward = value_at(cfg, "reward")
     for spec in (reward.specs if reward is not None else ()):
         problems += _catch(_check_reward, "reward", spec)
+    if plan is not None:
+        from alignflow.flows.cli.preflight_plan import check_cpus, check_vllm
+
+        problems += _catch(check_vllm, plan, value_at(cfg, "actor.model_name_or_path"))
+        problems += _catch(check_cpus, plan)
+    if not problems and isinstance(value_at(cfg, "data"), DataConfig) and reward is not None \
+            and not value_at(cfg, "train.agent_func_path"):  # an agent's environment rewards
+        problems += _catch(_check_labels, cfg.data, reward.specs)
     return problems
 
 
@@ -162,3 +170,36 @@ def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
                         "on this machine; expected `pip install flash-attn`, sdpa, or "
                         "--ignore-hardware")
     return problems
+
+
+LABEL_ROWS = 256  # rows whose labels are read to find one a label rule can use
+
+
+def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
+    """A rule reward that compares answers with labels needs prompts that have them:
+    without, every answer scores 0 for correctness and the run learns nothing."""
+    from alignflow.tasks.data.loading import load_dataset_spec
+    from alignflow.tasks.data.named import with_own_columns
+    from alignflow.tasks.rewards.registry import split_name
+    from alignflow.tasks.rewards.rules import compares_label, extract_label
+
+    data = with_own_columns(data, data.prompt_dataset)  # a named set's own label column
+    labelled = [spec for spec in specs if compares_label(split_name(spec)[1])]
+    if not labelled:
+        return
+    rule = f"reward source {labelled[0]!r}" + (" (the default: no reward source named)"
+                                               if labelled == ["rule:gsm8k"] else "")
+    fix = ("; set data.label_key (--label_key) to the column of reference answers, or name "
+           "a reward source (--reward_pretrain, --remote_rm_url FILE.py|URL, "
+           "--set reward.sources=[...])")
+    if data.label_key is None:
+        raise ConfigError(f"{rule} compares each answer with its prompt's label, but "
+                          f"data.label_key is null: no answer could score as correct{fix}")
+    for item in [s.strip() for s in data.prompt_dataset.split(",") if s.strip()]:
+        ds = load_dataset_spec(item, split=data.prompt_split)
+        labels = ds.select(range(min(LABEL_ROWS, len(ds))))[data.label_key]
+        if not any(extract_label(str(v)) is not None for v in labels if v is not None):
+            raise ConfigError(f"{rule} compares each answer with a number, but column "
+                              f"{data.label_key!r} of {item!r} holds none in its first "
+                              f"{len(labels)} rows (e.g. {labels[0]!r}): no answer could score "
+                              f"as correct{fix}")

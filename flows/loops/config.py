@@ -49,6 +49,7 @@ class LoopConfig(Optimizer):
     OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft", "train_ppo_ray")  # its flags' CLIs
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.loops(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -71,6 +71,11 @@ class OfflineConfig(Optimizer):
     OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft",)  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_OFFLINE
+    # keys the first tasks fix for the whole run (a resume cannot change them once
+    # committed: `flows/reconfigure.py`)
+    RESUME_FIXED: ClassVar[dict[str, str]] = {
+        "data.": "prepare", "eval.": "prepare", "train.batch_size": "plan",
+        "train.max_epochs": "plan", "train.max_steps": "plan", "ckpt.save_steps": "plan"}
     LOSS_IN_MODEL: ClassVar[bool] = False  # the model section holds the loss knobs
 
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -64,6 +64,7 @@ class RLConfig:
 
     OPENRLHF: ClassVar[tuple[str, ...]] = aliases.RL_CLIS  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

@@ -34,9 +34,6 @@ from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
-STARTUP_TIMEOUT_S = 900.0
-CPU_ENGINE_RAY_CPUS = 0.5  # a CPU engine's Ray reservation; its threads bind to its own cores
-
 
 class EngineHost:
     """The actor body: one `VLLMEngine`, built inside the actor's process."""
@@ -97,7 +94,7 @@ class VLLMEngineActor:
         self.config = config or VLLMEngineConfig()
         self.on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
         self.cores = None if self.on_gpu else placement.cpu_core_groups(num_engines)
-        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else CPU_ENGINE_RAY_CPUS)
+        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else placement.CPU_ENGINE_RAY_CPUS)
         self.transport = transport
         self._sender: BroadcastSender | None = None  # the sync group, while all its engines live
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
@@ -106,7 +103,7 @@ class VLLMEngineActor:
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
         self._groups = [self._reserve(i) for i in range(num_engines)]
         self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
-        self._wait(self._each("version"), STARTUP_TIMEOUT_S, "start")
+        self._wait(self._each("version"), self.config.startup_timeout_s, "start")
 
     @property
     def policy_version(self) -> int:
@@ -122,7 +119,7 @@ class VLLMEngineActor:
                                        tensor_parallel_size=self.config.tensor_parallel_size)
 
     def _reserve(self, index: int):
-        return placement.reserve(self._bundle(), STARTUP_TIMEOUT_S, index)
+        return placement.reserve(self._bundle(), self.config.startup_timeout_s, index)
 
     def _spawn(self, index: int, version: int):
         import ray
@@ -145,7 +142,7 @@ class VLLMEngineActor:
         longer than a generate deadline)."""
         if self._starting:
             starting, self._starting = self._starting, {}
-            self._wait(starting, STARTUP_TIMEOUT_S, "restart")
+            self._wait(starting, self.config.startup_timeout_s, "restart")
 
     def _wait(self, calls: dict[int, object], timeout_s: float, what: str) -> list:
         """Results of one call per engine, in engine order. Engines that miss the deadline
@@ -153,7 +150,9 @@ class VLLMEngineActor:
         import ray
         from ray import exceptions as rex
 
-        ready, _ = ray.wait(list(calls.values()), num_returns=len(calls), timeout=timeout_s)
+        ready = placement.wait_said(list(calls.values()), timeout_s,
+                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
+                                              "answered")
         done = {r.hex() for r in ready}
         failed: dict[int, str] = {}
         results = []
