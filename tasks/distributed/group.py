@@ -14,11 +14,11 @@ import socket
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import torch
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import strict
+from alignflow.tasks.simulate import node
 
 Backend = Literal["gloo", "nccl"]
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -46,8 +46,9 @@ class GroupSpec:
 
 
 def default_backend() -> Backend:
-    """NCCL where CUDA devices exist, gloo on CPU."""
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    """NCCL where CUDA devices exist (fake ones of a simulated cluster too, whose groups
+    are strict stand-ins for NCCL), gloo on CPU."""
+    return "nccl" if node.gpu_process() else "gloo"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -29,20 +29,19 @@ import torch
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines import vllm_placement as placement
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.vllm import VLLMEngine
+from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 STARTUP_TIMEOUT_S = 900.0
-CPU_ENGINE_RAY_CPUS = 0.5  # a CPU engine's Ray reservation; its threads bind to its own cores
 
 
 class EngineHost:
     """The actor body: one `VLLMEngine`, built inside the actor's process."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
-        self.engine = VLLMEngine(model_path, config, policy_version=policy_version)
+        self.engine = build_engine(model_path, config, policy_version=policy_version)
 
     def version(self) -> int:
         return self.engine.policy_version
@@ -93,7 +92,7 @@ class VLLMEngineActor:
         self.config = config or VLLMEngineConfig()
         self.on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
         self.cores = None if self.on_gpu else placement.cpu_core_groups(num_engines)
-        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else CPU_ENGINE_RAY_CPUS)
+        self.num_cpus = num_cpus_per_engine or (1.0 if self.on_gpu else placement.CPU_ENGINE_RAY_CPUS)
         self.transport = transport
         self._sender: BroadcastSender | None = None  # the sync group, while all its engines live
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
@@ -220,10 +219,9 @@ class VLLMEngineActor:
             sender = BroadcastSender(self.transport, timeout_s=timeout)
             sender.connect(self._actors, self._wait, self.config.tensor_parallel_size)
             self._sender = sender
-        device = "cuda" if self.transport == "nccl" else "cpu"
         try:
             for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
-                                       device=device):
+                                       device=self._sender.group.device):
                 self._sender.send(bucket, self._actors, self._wait)
         except BaseException:
             self._sender = None

@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 
 from alignflow.errors import EngineError
+from alignflow.tasks.distributed import strict
+from alignflow.tasks.modeling import device
 
 Wait = Callable[[dict, float, str], list]
 
@@ -32,7 +34,10 @@ class SyncGroup:
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.store = store  # the group needs its store alive
         prefixed = dist.PrefixStore("alignflow-weight-sync", store)
-        if backend == "gloo":
+        if strict.enabled():  # simulated clusters, tests: NCCL's refusals on gloo
+            self.group = strict.group_on(prefixed, rank, world, self.timeout,
+                                         strict.Emulated.for_rank(backend))
+        elif backend == "gloo":
             self.group = dist.ProcessGroupGloo(prefixed, rank, world, self.timeout)
         elif backend == "nccl":
             options = dist.ProcessGroupNCCL.Options()
@@ -53,8 +58,18 @@ class SyncGroup:
         return cls(backend, store, rank, world, timeout_s)
 
     @property
-    def device(self) -> str:
-        return "cuda" if self.backend == "nccl" else "cpu"
+    def device(self) -> torch.device:
+        """Where the group's buffers live: the rank's GPU for NCCL (the CPU standing for a
+        fake one on a simulated cluster), else the CPU."""
+        return device.rank_device() if self.backend == "nccl" else torch.device("cpu")
+
+    def buffer(self, nbytes: int) -> torch.Tensor:
+        """An empty bucket buffer on the group's device, for a broadcast to land in."""
+        return self.on_device(torch.empty(nbytes, dtype=torch.uint8, device=self.device))
+
+    def on_device(self, buffer: torch.Tensor) -> torch.Tensor:
+        """`buffer` (packed on `device`) as the group carries it: marked as on a fake GPU."""
+        return device.place(buffer, self.device) if self.backend == "nccl" else buffer
 
     def broadcast(self, buffer: torch.Tensor) -> None:
         self.group.broadcast(buffer, 0, self.timeout).wait()
@@ -95,7 +110,7 @@ class BroadcastSender:
                 int(bucket.buffer.numel()))
         calls = {i: actor.receive_bucket.remote(*meta) for i, actor in enumerate(actors)}
         try:
-            self.group.broadcast(bucket.buffer)
+            self.group.broadcast(self.group.on_device(bucket.buffer))
         except Exception as exc:
             wait(calls, 1.0, "sync")
             raise EngineError(f"vLLM weight broadcast ({self.backend}) failed: {exc}") from exc

@@ -18,6 +18,8 @@ import sys
 
 from alignflow.errors import ConfigError
 
+CPU_ENGINE_RAY_CPUS = 0.5  # a CPU engine's Ray reservation; its threads bind to its own cores
+
 
 def cpu_core_groups(num_engines: int) -> list[list[int]]:
     """This process's cores split into `num_engines` equal groups, one per CPU engine.

@@ -59,7 +59,7 @@ class RolloutHost:
         path = resolve_model(self.spec.pretrain)
         if planned.kind == "vllm":
             return build_vllm(planned, self.spec.engines, str(path), policy_version=0)
-        device = host_device(self.spec.plan.gpus_per_worker)
+        device = host_device(self.spec.plan.gpus_per_worker, kind="generator")
         model = load_causal_lm(path, dtype=self.spec.dtype).to(device)
         return HFEngine(model, self.tokenizer,
                         micro_rollout_batch_size=self.spec.micro_rollout_batch_size)

@@ -35,7 +35,7 @@ from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
-from alignflow.tasks.modeling.device import Attention, check_attention, host_device
+from alignflow.tasks.modeling.device import Attention, check_attention, host_device, on_gpu
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
@@ -107,7 +107,7 @@ class ModelHost(Memo, GroupMember):
 
     @functools.cached_property
     def device(self) -> torch.device:
-        return host_device(self.spec.plan.gpus_per_worker)
+        return host_device(self.spec.plan.gpus_per_worker, kind=f"host {self.spec.plan.name}")
 
     def _load_lm(self, name: str, dtype: str):
         attn = check_attention(self.spec.attn_implementation, self.device)
@@ -200,7 +200,8 @@ class ModelHost(Memo, GroupMember):
             move_trainer(self.actor if role == "actor" else self.critic, self.device)
 
     def _sleeps(self, role: str) -> bool:
-        return self.spec.trainer_sleep and self.device.type == "cuda" and role in self.__dict__
+        placed = on_gpu(self.spec.plan.gpus_per_worker)  # fake GPUs sleep too (simulated)
+        return self.spec.trainer_sleep and placed and role in self.__dict__
 
     @functools.cached_property
     def critic(self) -> Trainer:
