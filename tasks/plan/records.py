@@ -20,6 +20,7 @@ from typing import Literal
 
 from alignflow.artifacts.journal import journal_record
 from alignflow.errors import ConfigError
+from alignflow.tasks.plan import fit
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
 
@@ -39,6 +40,12 @@ class RunPlan:
     colocated: bool = True  # every role on one host (train.colocate_all)
     executor: Executor = "inline"
     executor_reason: str = ""
+
+    @property
+    def simulated(self) -> str | None:
+        """`NxG` when the run is planned on a simulated cluster (fake GPUs here)."""
+        c = self.cluster
+        return f"{c.nodes}x{c.gpus_per_node}" if c.simulated else None
 
     @property
     def groups(self) -> tuple[HostPlan, ...]:
@@ -77,13 +84,61 @@ class RunPlan:
         return self.gpus / max(h.nodes for h in self.groups)
 
     def check_fits(self) -> None:
-        """Refuse a plan the cluster cannot hold: Ray would wait forever for the GPUs."""
+        """Refuse a plan the cluster cannot hold (Ray would wait for the GPUs until a
+        timeout), in one line naming the numbers: all GPUs, then the placement groups as
+        Ray places them (`fit.py`), hybrid engines within their host's GPUs."""
+        why = self.fit_problem()
+        if why is not None:
+            raise ConfigError(why)
+
+    def check_runnable(self) -> None:
+        """`check_fits`, and refuse what this version plans but does not place."""
+        why = self.fit_problem() or self.unplaced()
+        if why is not None:
+            raise ConfigError(why)
+
+    def unplaced(self) -> str | None:
+        """What this version plans but does not place yet, as one line (None: nothing)."""
+        e = self.engines
+        if e is None or not e.hybrid:
+            return None
+        return (f"hybrid vLLM engines in actors ({e.count} × tensor parallel "
+                f"{e.tensor_parallel} within host {e.host}'s GPUs: train.colocate_all with "
+                "engines other than one per worker, or tensor parallelism) are planned but not "
+                "placed by this version; expected vllm.num_engines equal to the actor's "
+                "workers with vllm.tensor_parallel_size=1 (an engine inside each worker), or "
+                "train.colocate_all unset (engines on GPUs of their own)")
+
+    def fit_problem(self) -> str | None:
+        """Why the cluster cannot hold this plan, as one line; None when it can."""
+        asked = f"the placement of {self._who()} asks for {_num(self.gpus)} GPU(s)"
         if self.gpus > self.cluster.gpus + 1e-9:
-            what = ", ".join(self.roles) + (", the generator" if self.generator else "") + \
-                (", the vLLM engines" if self.engines else "")
-            raise ConfigError(f"the placement of {what} asks for {_num(self.gpus)} GPU(s); "
-                              f"this cluster has {self.cluster.gpus}. Expected GPU counts of 0 "
-                              "(CPU) or a cluster with GPUs")
+            fix = "GPU counts of 0 (CPU) or a cluster with GPUs" if not self.cluster.gpus \
+                else "fewer workers or engines, or a larger cluster"
+            return (f"{asked}; this cluster has {self.cluster.gpus} ({self._breakdown()}). "
+                    f"Expected {fix}")
+        engines_host = next((h for h in self.groups if self.engines_of(h)), None)
+        why = fit.hybrid_problem(self.engines, engines_host) or fit.problem(
+            [fit.host_group(h) for h in self.groups] + fit.engine_groups(self.engines),
+            self.cluster)
+        if why is None:
+            return None
+        return (f"{asked} ({self._breakdown()}), which does not fit "
+                f"{self.cluster.describe()}: {why}. Expected fewer workers or engines, or "
+                "a larger cluster")
+
+    def _who(self) -> str:
+        return ", ".join(self.roles) + (", the generator" if self.generator else "") + \
+            (", the vLLM engines" if self.engines else "")
+
+    def _breakdown(self) -> str:
+        parts = [f"{h.name} {h.nodes}×{h.workers_per_node} × {_num(h.gpus_per_worker)}"
+                 for h in self.groups if h.gpus]
+        e = self.engines
+        if e is not None and e.gpus_used:
+            parts.append(f"vLLM engines {e.count} × {_num(e.gpus_each)}"
+                         + (f" within host {e.host}" if e.hybrid else ""))
+        return ", ".join(parts) or "no GPUs"
 
     def engines_of(self, host: HostPlan) -> VLLMEngines | None:
         """The run's vLLM engines when `host` drives them."""
