@@ -36,6 +36,7 @@ RUNS_SCHEMA = pa.schema([
     ("seed", pa.int64()), ("parent_run", pa.string()), ("code_version", pa.string()),
     ("code", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
     ("error", pa.string()), ("config", pa.string()), ("problem", pa.string()),
+    ("simulated", pa.string()),
 ])
 TASKS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("task_key", pa.string()), ("task", pa.string()),
@@ -221,7 +222,13 @@ def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "error": redact(_str(run.get("error"))),
         "config": _json(run.get("config")),
         "problem": None,
+        "simulated": _simulated(run.get("simulated")),
     }
+
+
+def _simulated(record: Any) -> str | None:
+    """`NxG` of a run rehearsed on a simulated cluster (run.json `simulated.cluster`)."""
+    return _str(record.get("cluster")) if isinstance(record, dict) else None
 
 
 def _code_version(code: Any) -> str | None:

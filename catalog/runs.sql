@@ -1,7 +1,8 @@
 -- One row per run, from runs/<run_id>/run.json (read by manifests.py into _af_runs).
 -- `started` is the run's creation time (run.json `created`); `code_version` the git commit
 -- of the flow's code (else `sha256:` of its file), `code` everything the engine recorded.
--- `problem` names the run's files the catalog had to leave out (corrupt JSON or Parquet).
+-- `problem` names the run's files the catalog had to leave out (corrupt JSON or Parquet);
+-- `simulated` is `NxG` for a run rehearsed on a simulated GPU cluster (fake GPUs), else NULL.
 CREATE OR REPLACE VIEW runs AS
 SELECT
     run_id,
@@ -16,5 +17,6 @@ SELECT
     error,
     CAST(config AS JSON) AS config,
     CAST(code AS JSON) AS code,
-    problem
+    problem,
+    simulated
 FROM _af_runs

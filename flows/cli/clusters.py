@@ -84,3 +84,11 @@ def record(store: Any, run_id: str, seen: list[dict]) -> None:
     simulated = dict(meta.get("simulated") or {})
     simulated["actors"] = [*simulated.get("actors", []), *seen]
     runs.update_run(store, run_id, simulated=simulated)
+
+
+def simulated(meta: dict) -> str:
+    """What `alignflow ls` / `status` add to a simulated run's status: ` (simulated 2x4)`."""
+    record = meta.get("simulated")
+    return f" (simulated {record['cluster']})" if isinstance(record, dict) and \
+        record.get("cluster") else ""
+

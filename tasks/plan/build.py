@@ -60,7 +60,8 @@ def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
     hosts = tuple(_host(h, ask, cluster) for h in ask.hosts)
     generator = _generator(ask, cluster) if ask.generator else None
     groups = hosts + ((generator,) if generator else ())
-    engines = next((_engines(g, ask.vllm, hybrid=ask.hybrid) for g in groups
+    shared = ask.hybrid and hosts[0].gpus > 0  # hybrid: within the colocated host's GPUs
+    engines = next((_engines(g, ask.vllm, hybrid=shared) for g in groups
                     if g.engine and not g.engine.in_host), None)
     reason = rules.ray_reason(cluster, groups, generator=ask.generator, engines=engines,
                               colocated=ask.colocated)
@@ -119,5 +120,4 @@ def _engines(host: HostPlan, vllm: VLLMSection, *, hybrid: bool) -> VLLMEngines:
     return VLLMEngines(host=host.name, count=vllm.engines,
                        tensor_parallel=vllm.tensor_parallel_size,
                        gpus_each=float(vllm.tensor_parallel_size) if on_gpu else 0.0,
-                       transport=vllm.transport(on_gpu=on_gpu),
-                       hybrid=hybrid and on_gpu and host.gpus > 0)
+                       transport=vllm.transport(on_gpu=on_gpu), hybrid=hybrid and on_gpu)

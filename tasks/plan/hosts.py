@@ -68,7 +68,7 @@ class VLLMEngines:
     issue 21's GPU sections leave rank 0 the only driver, as planned here.)
 
     `hybrid`: OpenRLHF's hybrid engine (`train.colocate_all=true` with several engines or
-    tensor parallelism): the engines share the GPUs of the host they are colocated with
+    tensor parallelism): the engines share the GPUs of the run's one (colocated) host
     instead of taking GPUs of their own."""
 
     host: str

@@ -103,7 +103,8 @@ class RunPlan:
         if e is None or not e.hybrid:
             return None
         return (f"hybrid vLLM engines in actors ({e.count} × tensor parallel "
-                f"{e.tensor_parallel} within host {e.host}'s GPUs: train.colocate_all with "
+                f"{e.tensor_parallel} within host {self.hosts[0].name}'s GPUs: "
+                "train.colocate_all with "
                 "engines other than one per worker, or tensor parallelism) are planned but not "
                 "placed by this version; expected vllm.num_engines equal to the actor's "
                 "workers with vllm.tensor_parallel_size=1 (an engine inside each worker), or "
@@ -117,8 +118,7 @@ class RunPlan:
                 else "fewer workers or engines, or a larger cluster"
             return (f"{asked}; this cluster has {self.cluster.gpus} ({self._breakdown()}). "
                     f"Expected {fix}")
-        engines_host = next((h for h in self.groups if self.engines_of(h)), None)
-        why = fit.hybrid_problem(self.engines, engines_host) or fit.problem(
+        why = fit.hybrid_problem(self.engines, self.hosts[0]) or fit.problem(
             [fit.host_group(h) for h in self.groups] + fit.engine_groups(self.engines),
             self.cluster)
         if why is None:
@@ -137,7 +137,7 @@ class RunPlan:
         e = self.engines
         if e is not None and e.gpus_used:
             parts.append(f"vLLM engines {e.count} × {_num(e.gpus_each)}"
-                         + (f" within host {e.host}" if e.hybrid else ""))
+                         + (f" within host {self.hosts[0].name}" if e.hybrid else ""))
         return ", ".join(parts) or "no GPUs"
 
     def engines_of(self, host: HostPlan) -> VLLMEngines | None:

@@ -53,7 +53,7 @@ def fit_lines(plan: RunPlan) -> list[str]:
              f"{plan.cluster.gpus} GPU(s)"]
     if plan.engines is not None and plan.engines.hybrid:
         lines[0] += (f" (the vLLM engines' {plan.engines.gpus_used:g} within host "
-                     f"{plan.engines.host}'s)")
+                     f"{plan.hosts[0].name}'s)")
     gap = plan.unplaced()
     return lines + ([f"note: {gap}"] if gap else [])
 
