@@ -70,6 +70,7 @@ def settle(store: Any, meta: dict, config: Any) -> Plan | None:
     plan = plan_of(config)
     if plan is None:
         return None
+    check_store(plan, store)
     run_id, recorded = meta["run_id"], meta.get("plan")
     if recorded is not None:
         for line in _follow(plan, recorded, run_id):
@@ -87,6 +88,13 @@ def _simulated(plan: Plan, meta: dict) -> dict:
     if plan.simulated is None or (meta.get("simulated") or {}).get("cluster") == plan.simulated:
         return {}
     return {"simulated": {"cluster": plan.simulated}}
+
+
+def check_store(plan: Plan | None, store: Any) -> None:
+    """Refuse a store the plan's nodes cannot share (a local path on a multi-node run)."""
+    check = getattr(plan, "check_store", None)
+    if check is not None:
+        check(store)
 
 
 def _follow(plan: Plan, recorded: Any, run_id: str) -> list[str]:

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api
+from alignflow.flows import api, planning
 from alignflow.flows.cli import clusters
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.outputs import start_or_resume
@@ -128,6 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         defaults=known.defaults, ignore_hardware=known.ignore_hardware,
                         on_config=lambda config, plan: _choose_executor(known, config, plan),
                         cluster=known.planned_cluster)
+    planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
     if known.dry_run:
         print(format_dry_run(known.flow, checked, known.executor))
         why = getattr(known, "executor_why", "")

@@ -20,7 +20,11 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import strict
 from alignflow.tasks.simulate import node
 
-Backend = Literal["gloo", "nccl"]
+Backend = Literal["gloo", "nccl", "cpu:gloo,cuda:nccl"]
+# On GPUs a group has both: NCCL carries CUDA tensors (gradients, ZeRO's partitions), gloo
+# the CPU ones (step statistics, counts, pickled objects). An NCCL-only group refuses a CPU
+# tensor ("No backend type associated with device type cpu") at the first statistic.
+GPU_BACKEND: Backend = "cpu:gloo,cuda:nccl"
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -45,10 +49,11 @@ class GroupSpec:
                               f"{get_args(Backend)}")
 
 
-def default_backend() -> Backend:
-    """NCCL where CUDA devices exist (fake ones of a simulated cluster too, whose groups
-    are strict stand-ins for NCCL), gloo on CPU."""
-    return "nccl" if node.gpu_process() else "gloo"
+def default_backend(on_gpu: bool | None = None) -> Backend:
+    """`GPU_BACKEND` for ranks on GPUs (default: where CUDA devices exist, fake ones of a
+    simulated cluster too, whose groups are strict stand-ins), gloo on CPU."""
+    on_gpu = node.gpu_process() if on_gpu is None else on_gpu
+    return GPU_BACKEND if on_gpu else "gloo"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -18,9 +18,16 @@ class GroupMember:
     `join_group`, the call alignflow's engine makes on each worker of a worker group."""
 
     def join_group(self, rank: int, world_size: int, master_addr: str, master_port: int) -> None:
-        """Become rank `rank` of `world_size` (gloo on CPU, NCCL on GPU); blocks until all join."""
+        """Become rank `rank` of `world_size` (gloo on CPU, NCCL + gloo on GPU); blocks until
+        all join."""
+        backend = group.default_backend(self.group_on_gpu())
         group.join(GroupSpec(rank=rank, world_size=world_size, master_addr=master_addr,
-                             master_port=master_port, backend=group.default_backend()))
+                             master_port=master_port, backend=backend))
+
+    def group_on_gpu(self) -> bool | None:
+        """Whether this member computes on GPUs (None: where CUDA devices exist). Hosts
+        answer from their plan, so a simulated cluster's fake GPUs get the GPU group."""
+        return None
 
     def group_rendezvous(self, world_size: int, backend: Backend | None = None) -> GroupSpec:
         """On the would-be rank 0: its node address and a free port."""

@@ -12,11 +12,15 @@ Outside a process group every function is the plain local computation.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from alignflow.tasks.distributed.group import rank_and_size
+
+T = TypeVar("T")
 
 
 def all_reduce_sum(x: Tensor) -> Tensor:
@@ -57,6 +61,15 @@ def gather_lists(values: dict[str, list]) -> dict[str, list]:
     parts: list[dict[str, list] | None] = [None] * rank_and_size()[1]
     dist.all_gather_object(parts, values)
     return {k: [v for part in parts for v in part[k]] for k in values}
+
+
+def from_rank0(value: T) -> T:
+    """Rank 0's `value` on every rank (a decision the ranks must take together)."""
+    if rank_and_size()[1] == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def global_masked_moments(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, float]:

@@ -1,19 +1,25 @@
 """Where a host's models live: CUDA when placement gave the host GPUs, else the CPU.
 
-Ray sets `CUDA_VISIBLE_DEVICES` for an actor that asked for GPUs, so the host uses its
-current CUDA device. Inputs built on the CPU (token ids from the store) move to the model's
-device at the forward call (`to_model`). Importing this module needs no CUDA.
+`host_device` decides a rank's GPU once, and makes it CUDA's current device (what NCCL,
+DeepSpeed, vLLM and every `torch.cuda` call without an index use): a Ray actor's first
+visible GPU (Ray narrows `CUDA_VISIBLE_DEVICES` to the actor's GPUs, a shared fraction
+too), torchrun's or a joined group's `LOCAL_RANK`, or — inline, every host in the driver —
+the GPU the plan gives the host (`HostPlan.first_gpu`), the current device left alone.
+Inputs built on the CPU (token ids from the store) move to the model's device at the
+forward call (`to_model`). Importing this module needs no CUDA.
 
 On a simulated cluster (`tasks/simulate/`) Ray hands out fake GPUs: a host given one is
 *on a GPU* for everything that places, reserves, sleeps or joins (`on_gpu`, the NCCL
-stand-in), and keeps its tensors on the CPU (`host_device`), where the math runs. A tensor
-put on the device for a collective goes through `place`, which marks it as on the fake GPU
-so the strict group judges it as NCCL would. Each host's device is recorded as a sighting.
+stand-in), and keeps its tensors on the CPU (`host_device`: no CUDA device is set), where
+the math runs. A tensor put on the device for a collective goes through `place`, which
+marks it as on the fake GPU so the strict group judges it as NCCL would. Each host's
+device is recorded as a sighting.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Literal
 
 import torch
@@ -26,9 +32,10 @@ Attention = Literal["sdpa", "eager", "flash_attention_2"]
 ATTENTIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
 
 
-def host_device(num_gpus: float, *, kind: str = "host") -> torch.device:
-    """Where the tensors of a host given `num_gpus` by placement live (fractions share one
-    GPU); a fake GPU keeps them on the CPU. `kind` names the host in its sighting."""
+def host_device(num_gpus: float, *, first_gpu: int = 0, kind: str = "host") -> torch.device:
+    """The device of a host given `num_gpus` by placement (fractions share one GPU);
+    `first_gpu`: the plan's GPU for the host when every host shares this process. A fake
+    GPU keeps the tensors on the CPU; `kind` names the host in its sighting."""
     if num_gpus <= 0:
         sightings.record(kind, "cpu")
         return torch.device("cpu")
@@ -40,7 +47,23 @@ def host_device(num_gpus: float, *, kind: str = "host") -> torch.device:
         raise ConfigError(f"placement gave this host {num_gpus:g} GPU(s) but torch sees none "
                           f"(CUDA_VISIBLE_DEVICES={visible}); expected a CUDA build of torch "
                           "on a GPU node, or GPU counts of 0 to run on CPU")
-    return torch.device("cuda", torch.cuda.current_device())
+    index, owned = rank_gpu(first_gpu)
+    index %= torch.cuda.device_count()
+    if owned:
+        torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def rank_gpu(first_gpu: int = 0) -> tuple[int, bool]:
+    """(this rank's CUDA index, whether the process is that one rank and sets it current)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id():
+        if os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
+            return int(ray.get_gpu_ids()[0]), True  # every GPU visible: the one Ray assigned
+        return 0, True
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"]), True
+    return first_gpu, False
 
 
 def on_gpu(num_gpus: float) -> bool:

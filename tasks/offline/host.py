@@ -60,6 +60,9 @@ class OfflineHost(Memo, GroupMember):
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
 
+    def group_on_gpu(self) -> bool:
+        return self.spec.plan.gpus_per_worker > 0
+
     def preload(self) -> None:
         """Load the tokenizer and the trained model now, when the host starts (and say
         which device placement gave it: a sighting on a simulated cluster)."""

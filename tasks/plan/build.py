@@ -57,7 +57,7 @@ class RunAsk:
 def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
     """The plan of `ask` on `cluster` (never refused here: `RunPlan.check_fits` says whether
     the cluster holds it)."""
-    hosts = tuple(_host(h, ask, cluster) for h in ask.hosts)
+    hosts = _numbered(tuple(_host(h, ask, cluster) for h in ask.hosts))
     generator = _generator(ask, cluster) if ask.generator else None
     groups = hosts + ((generator,) if generator else ())
     shared = ask.hybrid and hosts[0].gpus > 0  # hybrid: within the colocated host's GPUs
@@ -68,6 +68,16 @@ def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
     return RunPlan(cluster=cluster, hosts=hosts, generator=generator, engines=engines,
                    colocated=ask.colocated, executor="ray" if reason else "inline",
                    executor_reason=reason or rules.INLINE)
+
+
+def _numbered(hosts: tuple[HostPlan, ...]) -> tuple[HostPlan, ...]:
+    """Each host's first GPU when all share one process: after the GPUs of those before
+    it (fractions pack onto one GPU)."""
+    out, used = [], 0.0
+    for host in hosts:
+        out.append(dataclasses.replace(host, first_gpu=int(used + 1e-9)))
+        used += host.gpus
+    return tuple(out)
 
 
 def _host(ask_host: HostAsk, ask: RunAsk, cluster: Cluster) -> HostPlan:

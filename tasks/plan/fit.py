@@ -100,3 +100,14 @@ def hybrid_problem(engines: VLLMEngines | None, host: HostPlan | None) -> str | 
         return (f"a hybrid vLLM engine's {engines.tensor_parallel} tensor-parallel GPUs must "
                 f"share a node; host {host.name} has {per_node:g} per node")
     return None
+
+
+def shared_gpus(host: HostPlan) -> str | None:
+    """Data-parallel ranks at a fraction of a GPU each would share GPUs (Ray packs a node's
+    fractions onto one), and NCCL refuses two ranks of one group on one GPU."""
+    if host.workers > 1 and 0 < host.gpus_per_worker < 1:
+        return (f"host {host.name}: {host.workers} data-parallel workers at "
+                f"{host.gpus_per_worker:g} GPU each would share GPUs, and NCCL refuses two ranks "
+                "of one group on one GPU; expected placement.num_gpus=1 (or 0)")
+    return None
+

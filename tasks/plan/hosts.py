@@ -63,9 +63,8 @@ class EnginePlan:
 @dataclass(frozen=True, kw_only=True)
 class VLLMEngines:
     """vLLM engines in Ray actors, placed once for the run (one placement group each) and
-    driven from `host`; a generate call is sharded over the engines, not over the host's
-    trainer ranks. (A data-parallel host still starts engines on each of its ranks today;
-    issue 21's GPU sections leave rank 0 the only driver, as planned here.)
+    driven from rank 0 of `host`; a generate call is sharded over the engines, not over the
+    host's trainer ranks (the other ranks build no engine: `tasks/steps/host_engine.py`).
 
     `hybrid`: OpenRLHF's hybrid engine (`train.colocate_all=true` with several engines or
     tensor parallelism): the engines share the GPUs of the run's one (colocated) host
@@ -106,6 +105,7 @@ class HostPlan:
     trainers: tuple[TrainerPlan, ...] = ()
     engine: EnginePlan | None = None
     note: str = ""  # said on the progress line after the roles
+    first_gpu: int = 0  # its GPU when every host runs in one process (inline)
 
     @property
     def workers(self) -> int:

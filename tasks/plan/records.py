@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from alignflow.artifacts.journal import journal_record
+from alignflow.artifacts.shared import ENV as SHARED_ENV
+from alignflow.artifacts.shared import shared_across_nodes
 from alignflow.errors import ConfigError
 from alignflow.tasks.plan import fit
 from alignflow.tasks.plan.cluster import Cluster
@@ -84,9 +86,10 @@ class RunPlan:
         return self.gpus / max(h.nodes for h in self.groups)
 
     def check_fits(self) -> None:
-        """Refuse a plan the cluster cannot hold (Ray would wait for the GPUs until a
-        timeout), in one line naming the numbers: all GPUs, then the placement groups as
-        Ray places them (`fit.py`), hybrid engines within their host's GPUs."""
+        """Refuse a plan the cluster cannot hold, in one line naming the numbers: Ray would
+        wait for the GPUs until a timeout (a vLLM engine 900 s), NCCL would refuse two ranks
+        of a group on one GPU. All GPUs, then ranks sharing GPUs, hybrid engines within their
+        host's GPUs, the placement groups as Ray places them (`fit.py`)."""
         why = self.fit_problem()
         if why is not None:
             raise ConfigError(why)
@@ -118,7 +121,8 @@ class RunPlan:
                 else "fewer workers or engines, or a larger cluster"
             return (f"{asked}; this cluster has {self.cluster.gpus} ({self._breakdown()}). "
                     f"Expected {fix}")
-        why = fit.hybrid_problem(self.engines, self.hosts[0]) or fit.problem(
+        why = next(filter(None, map(fit.shared_gpus, self.groups)), None) or \
+            fit.hybrid_problem(self.engines, self.hosts[0]) or fit.problem(
             [fit.host_group(h) for h in self.groups] + fit.engine_groups(self.engines),
             self.cluster)
         if why is None:
@@ -139,6 +143,21 @@ class RunPlan:
             parts.append(f"vLLM engines {e.count} × {_num(e.gpus_each)}"
                          + (f" within host {self.hosts[0].name}" if e.hybrid else ""))
         return ", ".join(parts) or "no GPUs"
+
+    def check_store(self, store: Any) -> None:
+        """Refuse, in one line, a run over several nodes whose store is a path on each
+        node's own disk: every node would write its part (DeepSpeed's rank shards, a
+        host's checkpoints) to a different store (`artifacts/shared.py`); a simulated
+        cluster's nodes share this machine's disk."""
+        if self.cluster.nodes <= 1 or self.cluster.simulated or \
+                shared_across_nodes(store.protocol, store.root):
+            return  # (a simulated cluster's nodes are all this machine)
+        raise ConfigError(
+            f"this run spans a cluster of {self.cluster.nodes} nodes, but its store "
+            f"{store.url} is a path on each node's own disk (DeepSpeed's rank shards and the "
+            "hosts' checkpoints would land on different nodes); expected an s3:// store, or "
+            f"a path on a shared filesystem (NFS, Lustre, ...: set {SHARED_ENV}=1 when it is "
+            "one)")
 
     def engines_of(self, host: HostPlan) -> VLLMEngines | None:
         """The run's vLLM engines when `host` drives them."""

@@ -55,11 +55,12 @@ class RolloutHost:
     @functools.cached_property
     def engine(self):
         """HF or vLLM, as the plan says, on this worker's GPU where the plan gave one."""
-        planned = self.spec.plan.engine
+        planned, plan = self.spec.plan.engine, self.spec.plan
         path = resolve_model(self.spec.pretrain)
+        device = host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu,  # set first
+                             kind="generator")
         if planned.kind == "vllm":
             return build_vllm(planned, self.spec.engines, str(path), policy_version=0)
-        device = host_device(self.spec.plan.gpus_per_worker, kind="generator")
         model = load_causal_lm(path, dtype=self.spec.dtype).to(device)
         return HFEngine(model, self.tokenizer,
                         micro_rollout_batch_size=self.spec.micro_rollout_batch_size)

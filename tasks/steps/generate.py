@@ -112,6 +112,9 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
     Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row;
     `max_len` (data.max_len) sizes each prompt's budget when max_new_tokens is null."""
+    if not rollout_engine.drives(host):  # rank 0 of the host generates for all of it
+        rollout_engine.follow(host)
+        return StepOutput((), 0, {})
     scope = current_scope()
     batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
     tok = host.tokenizer

@@ -9,7 +9,8 @@ exactly the state an uninterrupted run would have had, its engine synced to that
 The host is built as the run's plan says (`HostSpec.plan`, `tasks/plan/`): its roles, its
 GPUs (models live on CUDA when the plan gave the host GPUs, else on the CPU), each trained
 role's trainer backend and settings, its generation engine (HF or vLLM,
-`tasks/steps/rollout_engine.py`). It implements the host interface (`host_api.py`).
+`tasks/steps/rollout_engine.py`). It implements the host interface (`host_api.py`); its engine side (which rank drives the
+engine, syncs) is `host_engine.py`.
 
 A host may be one rank of a data-parallel worker group (`join_group`): every rank holds
 the same roles and runs every task; trainers sum gradients over the ranks, and rank 0
@@ -32,7 +33,6 @@ from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
-from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.device import Attention, check_attention, host_device, on_gpu
@@ -42,8 +42,8 @@ from alignflow.tasks.modeling.offload import reload as reload_module
 from alignflow.tasks.plan.hosts import EngineKind, HostPlan, TrainerPlan, VLLMEngines
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
+from alignflow.tasks.steps.host_engine import EngineSide
 from alignflow.tasks.steps.memo import Memo
-from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer
 from alignflow.tasks.trainers.build import build_trainer, trainable_lm
@@ -74,7 +74,7 @@ class HostSpec:
     trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
 
 
-class ModelHost(Memo, GroupMember):
+class ModelHost(Memo, GroupMember, EngineSide):
     """Holds roles' models; `restore` brings them back to a committed checkpoint."""
 
     def __init__(self, spec: HostSpec) -> None:
@@ -89,13 +89,16 @@ class ModelHost(Memo, GroupMember):
 
     def preload(self) -> None:
         """Load every role's model now (the engine calls this when the host starts), so no
-        task pays for a first load."""
-        _ = self.tokenizer
+        task pays for a first load; the rank's GPU first, before anything touches CUDA."""
+        _ = self.device, self.tokenizer
         for role in ("actor", "ref", "critic", "reward"):
             if self.has(role):
                 getattr(self, role)
-        if self.spec.plan.engine is not None:
+        if self.spec.plan.engine is not None and self.drives_engine:
             _ = self.engine
+
+    def group_on_gpu(self) -> bool:
+        return self.spec.plan.gpus_per_worker > 0
 
     def has(self, role: Role) -> bool:
         return role in self.spec.plan.roles
@@ -107,7 +110,9 @@ class ModelHost(Memo, GroupMember):
 
     @functools.cached_property
     def device(self) -> torch.device:
-        return host_device(self.spec.plan.gpus_per_worker, kind=f"host {self.spec.plan.name}")
+        plan = self.spec.plan
+        return host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu,
+                           kind=f"host {plan.name}")
 
     def _load_lm(self, name: str, dtype: str):
         attn = check_attention(self.spec.attn_implementation, self.device)
@@ -132,22 +137,6 @@ class ModelHost(Memo, GroupMember):
     def trainer(self) -> Trainer:
         """The trained model's trainer (the policy), as every training step names it."""
         return self.actor
-
-    @functools.cached_property
-    def engine(self):
-        """The generation engine the plan gives this host (HF, or vLLM in this process or in
-        the run's engine actors): its own copy of the policy, synced after each learn."""
-        planned = self.spec.plan.engine
-        assert planned is not None, f"host {self.spec.plan.name} generates nothing"
-        if planned.kind == "vllm":
-            engine = build_vllm(planned, self.spec.engines, resolve_model(self.spec.pretrain),
-                                policy_version=0)
-        else:
-            engine = HFEngine(self._load_lm(self.spec.pretrain, self.spec.dtype), self.tokenizer,
-                              micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
-        if "actor" in self.__dict__:  # restored or trained before the engine was built
-            engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
-        return engine
 
     @functools.cached_property
     def ref(self):
@@ -266,24 +255,3 @@ class ModelHost(Memo, GroupMember):
                 (self.actor if role == "actor" else self.critic).restore(store, rel)
         if self.spec.plan.engine is not None and "actor" in self.latest:
             self.sync_engine()
-
-    def sync_engine(self) -> None:
-        """Weight sync from the trainer: in place (HF, or vLLM in this process), else sent to
-        the engine actors in packed buckets."""
-        self.engine.update_weights(self.actor.state_dict_for_sync(), version=self.policy_version)
-
-    @property
-    def sampled_by(self) -> EngineKind:
-        """The engine kind the run's batches are sampled with (the plan's)."""
-        return self.spec.sampled_by
-
-    def ensure_engine_synced(self) -> None:
-        """An engine restarted after a fault serves an older policy: sync it again."""
-        if "actor" in self.__dict__ and self.engine.policy_version != self.policy_version:
-            self.sync_engine()
-
-    def engine_idle(self) -> None:
-        """Generation is done for this iteration: let a vLLM engine free its GPU memory."""
-        planned = self.spec.plan.engine
-        if planned is not None and planned.vllm is not None and planned.vllm.section.enable_sleep:
-            self.engine.sleep()

@@ -12,6 +12,7 @@ import sys
 import weakref
 
 from alignflow.errors import ConfigError, EngineError
+from alignflow.tasks.distributed import group
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.plan import rules
@@ -52,19 +53,34 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
 _ANNOUNCE: dict[int, str] = {}
 
 
+def drives(host: Generator) -> bool:
+    """Whether this process generates for `host`: rank 0 of a data-parallel host (the
+    others build no engine; `host_engine.py`), any host that is not one."""
+    return getattr(host, "drives_engine", True)
+
+
+def follow(host: Generator) -> None:
+    """A rank that drives no engine, during a generate call: it takes part in the re-sync
+    the driving rank may need (collective under ZeRO-3) and samples nothing."""
+    host.ensure_engine_synced()
+
+
 def generate(host: Generator, prompts: list[list[int]],
              params: SamplingParams) -> list[GeneratedSample]:
     """`host.engine.generate`, with the engine first brought to the host's policy; an engine
-    that died or hung (EngineError) has been restarted by its wrapper: re-sync and retry."""
+    that died or hung (EngineError) has been restarted by its wrapper: re-sync and retry
+    (alone; in a data-parallel host the re-sync needs every rank, so the task fails and
+    all ranks retry it together)."""
     said = _ANNOUNCE.pop(id(host.engine), None)
     if said:
         print(said, file=sys.stderr)  # into the task's log
-    for attempt in range(1, GENERATE_ATTEMPTS + 1):
+    attempts = GENERATE_ATTEMPTS if group.rank_and_size()[1] == 1 else 1
+    for attempt in range(1, attempts + 1):
         try:
             host.ensure_engine_synced()
             return host.engine.generate(prompts, params)
         except EngineError as exc:
-            if attempt == GENERATE_ATTEMPTS:
+            if attempt == attempts:
                 raise
             log.warning("generate attempt %d failed, retrying: %s", attempt, exc)
     raise AssertionError("unreachable")

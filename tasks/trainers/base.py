@@ -87,6 +87,11 @@ class Trainer(Protocol):
         """Named full tensors for `GenerationEngine.update_weights`."""
         ...
 
+    def take_part_in_sync(self) -> None:
+        """On a rank that drives no engine: the collectives `state_dict_for_sync` makes on
+        the driving rank (ZeRO-3's gathers), nothing else."""
+        ...
+
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> None:
         """Model, optimizer, scheduler, RNG and step count → a checkpoint dir in the store."""
         ...

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import rank_and_size
+from alignflow.tasks.distributed.reduce import global_sum
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers.deepspeed_config import import_deepspeed
 
@@ -155,9 +156,7 @@ def save(engine: Any, scheduler: Any, store: Any, rel_dir: str, extra: dict[str,
         nbytes += checkpoints.save(store, rel_dir, weights, scheduler=scheduler, rng=False,
                                    extra={**extra, **layout(engine)})
     if world > 1:
-        total = torch.tensor(float(nbytes), dtype=torch.float64)
-        dist.all_reduce(total)
-        nbytes = int(total)
+        nbytes = int(global_sum(nbytes))
         dist.barrier()
     return nbytes
 

@@ -61,7 +61,7 @@ class DeepSpeedTrainer:
         """`ds`: the `ds` section (ZeRO stage, offload, overlap; default ZeRO-2);
         `overrides`: DeepSpeed's own knobs merged into its config (`ds_config`)."""
         self.cfg, self.ds = cfg, ds or DSConfig(trainer="deepspeed")
-        group.ensure_group(None)  # NCCL with CUDA, else gloo
+        group.ensure_group(None)  # NCCL + gloo with CUDA (group.GPU_BACKEND), else gloo
         deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
         self.global_step = 0
         if cfg.gradient_checkpointing:
@@ -148,6 +148,11 @@ class DeepSpeedTrainer:
             yield from lora.merged_state(self.model, dict(ds_ckpt.full_state(self.engine)))
         else:
             yield from ds_ckpt.full_state(self.engine)
+
+    def take_part_in_sync(self) -> None:
+        """The gathers of the driving rank's `state_dict_for_sync`, keeping nothing."""
+        for _ in ds_ckpt.full_state(self.engine, keep=False):
+            pass
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""

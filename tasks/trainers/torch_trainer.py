@@ -107,6 +107,9 @@ class TorchTrainer:
         else:
             yield from self.model.state_dict().items()
 
+    def take_part_in_sync(self) -> None:
+        """Every rank holds the whole model: the driving rank's sync needs no one else."""
+
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Checkpoint everything needed to continue bitwise; returns bytes written (rank 0
         writes, other ranks of a group return 0)."""

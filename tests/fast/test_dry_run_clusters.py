@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from alignflow.artifacts.shared import ENV as SHARED_ENV
 from alignflow.cli import main
 from alignflow.errors import ConfigError
 from alignflow.flows.cli.run_config import check_run
@@ -102,13 +103,22 @@ def _run(tiny_model_dir, *args: str) -> list[str]:
     return ["run", "grpo", *[a for s in sets for a in ("--set", s)], *args]  # args win
 
 
-def test_the_dry_run_prints_the_plan_for_the_cluster(capsys, tiny_model_dir):
+def test_the_dry_run_prints_the_plan_for_the_cluster(capsys, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv(SHARED_ENV, "1")  # the store: a path every node of the cluster shares
     assert main(_run(tiny_model_dir, "--dry-run", "--cluster", "2x8", "--set",
                      "actor.num_gpus_per_node=4", "--set", "rollout.engine=hf")) == 0
     out = capsys.readouterr().out.splitlines()
     assert "plan: 2 node(s) × 8 GPU(s), CPUs not counted; the run takes 4 GPU(s)" in out
     assert "fits: 2 node(s) × 8 GPU(s), CPUs not counted: the run takes 4 of 16 GPU(s)" in out
     assert out[-1] == "executor: ray (the cluster has GPUs (placed through Ray))"
+
+
+def test_a_two_node_dry_run_refuses_a_store_the_nodes_do_not_share(capsys, tiny_model_dir,
+                                                                     monkeypatch):
+    monkeypatch.delenv(SHARED_ENV, raising=False)
+    assert main(_run(tiny_model_dir, "--dry-run", "--cluster", "2x8", "--store",
+                     "/tmp/alignflow-not-shared")) == 2
+    assert "is a path on each node's own disk" in capsys.readouterr().err
 
 
 def test_an_oversized_config_is_refused_in_one_line(capsys, tiny_model_dir):

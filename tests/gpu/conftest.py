@@ -1,4 +1,5 @@
-"""GPU tests: skipped on a machine without CUDA (every test here needs one).
+"""GPU tests: skipped on a machine without CUDA (every test here needs one); each test
+skips below the GPUs its run's plan reserves (`_needs_gpus`), so one GPU runs what fits.
 
 Run on a GPU machine with `.venv/bin/python -m pytest tests/gpu` (HF engine) and, for the
 vLLM tests, with the official `vllm` wheel installed in that venv.

@@ -16,12 +16,15 @@ import pytest
 import torch
 
 from alignflow.catalog.catalog import Catalog
+from alignflow.errors import ConfigError
 from alignflow.flows import api
 from alignflow.flows.config import load_config
 from alignflow.flows.loader import load_flow
+from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.zoo.registry import resolve_model
 
 BF16_MISMATCH = 0.5  # bf16 vLLM vs bf16-autocast trainer: max |Δ logprob| per token
+PLENTY = 1024  # a node with GPUs to spare: the plan's own count
 MODEL = os.environ.get("ALIGNFLOW_GPU_TEST_MODEL", "smollm2-135m")
 
 
@@ -37,8 +40,23 @@ def _sets(**extra: str) -> list[str]:
 
 def _run(flow_name: str, sets: list[str], store, run_id: str, executor: str = "inline"):
     flow, cfg_cls = load_flow(flow_name)
-    return api.run(flow, load_config(cfg_cls, sets=sets), store=str(store), run_id=run_id,
-                   executor=executor, seed=1)
+    cfg = load_config(cfg_cls, sets=sets)
+    _needs_gpus(cfg)
+    return api.run(flow, cfg, store=str(store), run_id=run_id, executor=executor, seed=1)
+
+
+def _needs_gpus(cfg) -> None:
+    """Skip unless this machine holds the run's plan: the GPUs its hosts, generator and
+    vLLM engines reserve on a GPU node, counted as the run counts them (one GPU runs what
+    fits on one)."""
+    have, cpus = torch.cuda.device_count(), float(os.cpu_count() or 1)
+    needed = cfg.run_plan(Cluster(gpus_per_node=PLENTY, cpus_per_node=cpus)).gpus
+    if needed > have:
+        pytest.skip(f"needs {needed:g} GPU(s) as planned; this machine has {have}")
+    try:
+        cfg.run_plan(Cluster(gpus_per_node=have, cpus_per_node=cpus)).check_fits()
+    except ConfigError as exc:
+        pytest.skip(f"the plan does not fit this machine: {exc}")
 
 
 def _metrics(store, run_id: str, prefix: str) -> dict[str, list[float]]:
@@ -81,8 +99,9 @@ def test_grpo_vllm_colocated_with_sleep(tmp_path):
     assert max(found["mismatch/logprob_abs_max"]) < BF16_MISMATCH, found
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (trainer + engine)")
 def test_grpo_vllm_on_its_own_gpu_weights_broadcast_over_nccl(tmp_path, ray_local):
+    """Trainer and engine on a GPU each (NCCL refuses both ends of the broadcast on one);
+    the rule reward host takes none: 2 GPUs."""
     _needs_vllm()
     _run("grpo", _sets(**{"rollout.engine": "vllm", "train.colocate_all": "false",
                           "vllm.num_engines": "1", "vllm.sync_backend": "nccl",

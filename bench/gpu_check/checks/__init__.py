@@ -38,9 +38,10 @@ CHECKS: tuple[Check, ...] = (
           "pytest tests/gpu on the tiny model: inline GRPO and PPO on CUDA, bf16, gradient "
           "checkpointing, peak GPU memory"),
     Check("nccl_stats_allreduce", "nccl_reduce", 90, True,
-          "tasks/distributed/reduce.py statistics on an NCCL group, world 1, rank count "
-          "patched to 2",
-          "fails with 'No backend type associated with device type cpu' until fixed"),
+          "tasks/distributed/reduce.py statistics on the GPU group (cpu:gloo,cuda:nccl), "
+          "world 1, rank count patched to 2",
+          "pass (an NCCL-only group failed: 'No backend type associated with device type "
+          "cpu')"),
     Check("weight_sync_nccl", "weight_sync", 90, True,
           "tasks/engines/vllm_broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
           "round trip equal"),

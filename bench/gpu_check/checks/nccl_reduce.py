@@ -1,10 +1,12 @@
-"""Data-parallel statistics on NCCL: `tasks/distributed/reduce.py` as a 2-rank group calls it.
+"""Data-parallel statistics on the GPU group: `tasks/distributed/reduce.py` as a 2-rank
+group calls it, on the group the code forms on GPUs (`group.default_backend()`: NCCL for
+CUDA tensors, gloo for the CPU statistics, issue 21 §3.1).
 
-NCCL refuses two ranks on one device, so the process joins a real NCCL group of one and the
-module's rank count is patched to 2: every function then takes its all-reduce path. The
-code review expects `global_sum` and `global_shares` to fail ("No backend type associated
-with device type cpu"): they reduce CPU tensors, which NCCL cannot. Each function is tried
-on its own; the figures say which work.
+NCCL refuses two ranks on one device, so the process joins a real group of one and the
+module's rank count is patched to 2: every function then takes its all-reduce path. Before
+the fix the group was NCCL-only and `global_sum` / `global_shares` failed ("No backend type
+associated with device type cpu"). Each function is tried on its own; the figures say which
+work, and which backend the group had.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ def check(argv: list[str]) -> dict:
     from alignflow.tasks.distributed import group, reduce
 
     torch.cuda.set_device(0)
+    backend = group.default_backend()
     group.join(group.GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1",
-                               master_port=group.free_port(), backend="nccl", timeout_s=60))
+                               master_port=group.free_port(), backend=backend, timeout_s=60))
     reduce.rank_and_size = lambda: (0, 2)  # the module's own name: its reduce paths run
     results, first_error = {}, None
     try:
@@ -45,7 +48,7 @@ def check(argv: list[str]) -> dict:
     finally:
         group.leave()
     broken = [k for k, v in results.items() if not v["ok"]]
-    figures = {"probes": results, "world": 1, "patched_world": 2,
+    figures = {"probes": results, "world": 1, "patched_world": 2, "backend": backend,
                "summary": f"{len(results) - len(broken)}/{len(results)} work"
                           + (f"; failing: {', '.join(broken)}" if broken else "")}
     if first_error is not None:

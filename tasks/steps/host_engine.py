@@ -1,0 +1,77 @@
+"""The engine side of a model host: which rank drives the generation engine, building
+it as the plan says, and keeping it on the host's policy.
+
+In a data-parallel host rank 0 alone drives the engine(s) — a generate call is sharded
+over the run's engines, not over trainer ranks — and the other ranks build none, generate
+nothing and send nothing; they still take part in a sync's collectives (ZeRO-3 gathers
+every parameter from all ranks). Decisions that need every rank (re-sync an engine that
+restarted) are rank 0's, broadcast.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from alignflow.tasks.distributed import group
+from alignflow.tasks.distributed.reduce import from_rank0
+from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.plan.hosts import EngineKind
+from alignflow.tasks.steps.rollout_engine import build_vllm
+from alignflow.tasks.zoo.registry import resolve_model
+
+
+class EngineSide:
+    """Mixed into `ModelHost` (which provides `spec`, `actor`, `tokenizer`, `_load_lm` and
+    `policy_version`)."""
+
+    @property
+    def drives_engine(self) -> bool:
+        """Rank 0 of a data-parallel host drives its generation engine (generation is
+        sharded over engines, not over trainer ranks); the other ranks build none."""
+        return group.rank_and_size()[0] == 0
+
+    @functools.cached_property
+    def engine(self):
+        """The generation engine the plan gives this host (HF, or vLLM in this process or in
+        the run's engine actors): its own copy of the policy, synced after each learn."""
+        planned = self.spec.plan.engine
+        assert planned is not None, f"host {self.spec.plan.name} generates nothing"
+        assert self.drives_engine, "only rank 0 of a data-parallel host builds its engine"
+        if planned.kind == "vllm":
+            return build_vllm(planned, self.spec.engines, resolve_model(self.spec.pretrain),
+                              policy_version=0)
+        return HFEngine(self._load_lm(self.spec.pretrain, self.spec.dtype), self.tokenizer,
+                        micro_rollout_batch_size=self.spec.micro_rollout_batch_size)
+
+    def sync_engine(self) -> None:
+        """Weight sync from the trainer: in place (HF, or vLLM in this process), else sent to
+        the engine actors in packed buckets. Collective: the other ranks of a group take
+        part in the trainer's gathers (ZeRO-3) and send nothing."""
+        if self.drives_engine:
+            self.engine.update_weights(self.actor.state_dict_for_sync(),
+                                       version=self.policy_version)
+        else:
+            self.actor.take_part_in_sync()
+
+    @property
+    def sampled_by(self) -> EngineKind:
+        """The engine kind the run's batches are sampled with (the plan's)."""
+        return self.spec.sampled_by
+
+    def ensure_engine_synced(self) -> None:
+        """An engine built after training, or restarted after a fault, serves an older
+        policy: sync it again (every rank calls it; rank 0 decides for all, since a ZeRO-3
+        sync needs every rank)."""
+        if "actor" not in self.__dict__:
+            return
+        behind = self.drives_engine and self.engine.policy_version != self.policy_version
+        if from_rank0(behind):
+            self.sync_engine()
+
+    def engine_idle(self) -> None:
+        """Generation is done for this iteration: let a vLLM engine free its GPU memory."""
+        planned = self.spec.plan.engine
+        sleeps = planned is not None and planned.vllm is not None and \
+            planned.vllm.section.enable_sleep
+        if sleeps and self.drives_engine:
+            self.engine.sleep()

@@ -1,0 +1,56 @@
+"""`ds.adam_offload` says, in one line and before it starts, that DeepSpeedCPUAdam's op is
+being built, where (TORCH_EXTENSIONS_DIR) and about how long (issue 21 §3.14); nothing is
+said when the op is cached or installed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("deepspeed")
+
+from alignflow.tasks.trainers import cpu_adam
+
+
+class Built(Exception):
+    """Stands for the JIT build (DeepSpeedCPUAdam's constructor)."""
+
+
+def test_the_build_is_announced_before_it_starts(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+
+    def build(*args, **kwargs):
+        assert "building DeepSpeedCPUAdam" in capsys.readouterr().err  # said first
+        raise Built
+    import deepspeed.ops.adam
+
+    monkeypatch.setattr(deepspeed.ops.adam, "DeepSpeedCPUAdam", build)
+    with pytest.raises(Built):
+        cpu_adam.cpu_adam([{"params": []}], lr=1e-3)
+    note = cpu_adam.build_note()
+    assert note == (f"ds.adam_offload: building DeepSpeedCPUAdam's C++ op now, in "
+                    f"{tmp_path}/cpu_adam (TORCH_EXTENSIONS_DIR); this takes about a minute, "
+                    "once")
+
+
+def test_a_cached_op_is_not_announced(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    (tmp_path / "cpu_adam").mkdir()
+    (tmp_path / "cpu_adam" / "cpu_adam.so").write_bytes(b"")
+    assert cpu_adam.build_note() is None
+
+
+def test_the_deepspeed_trainer_announces_it(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    import deepspeed.ops.adam
+    import torch
+
+    from alignflow.tasks.trainers.base import TrainerConfig
+    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+    from alignflow.tasks.trainers.ds_section import DSConfig
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(deepspeed.ops.adam, "DeepSpeedCPUAdam", lambda *a, **k: "adam")
+    this = SimpleNamespace(cfg=TrainerConfig(), ds=DSConfig(zero_stage=2, adam_offload=True))
+    assert DeepSpeedTrainer._optimizer(this, torch.nn.Linear(2, 2)) == "adam"
+    assert f"in {tmp_path}/cpu_adam (TORCH_EXTENSIONS_DIR)" in capsys.readouterr().err
