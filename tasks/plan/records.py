@@ -110,8 +110,9 @@ class RunPlan:
                 "train.colocate_all with "
                 "engines other than one per worker, or tensor parallelism) are planned but not "
                 "placed by this version; expected vllm.num_engines equal to the actor's "
-                "workers with vllm.tensor_parallel_size=1 (an engine inside each worker), or "
-                "train.colocate_all unset (engines on GPUs of their own)")
+                "workers (or 1) with vllm.tensor_parallel_size=1 (the engine inside the "
+                "host's process, driven by its rank 0), or train.colocate_all unset (engines "
+                "on GPUs of their own)")
 
     def fit_problem(self) -> str | None:
         """Why the cluster cannot hold this plan, as one line; None when it can."""

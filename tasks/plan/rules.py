@@ -72,7 +72,8 @@ def engine_kind(name: EngineName, vllm: VLLMSection, *, on_gpu: bool,
 def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool,
                  per_worker: int = 1) -> bool:
     """Whether the vLLM engine lives inside the host's process (the hybrid engine): one
-    engine without tensor parallelism, or (hybrid runs) one per worker of the host."""
+    engine without tensor parallelism, or (hybrid runs, OpenRLHF's one engine per actor
+    GPU) as many as the host's workers: rank 0's drives generation (`steps/host_engine.py`)."""
     one = vllm.engines in (1, per_worker) and vllm.tensor_parallel_size == 1
     return colocated and one and (on_gpu or vllm_openmp_loaded())
 

@@ -4,13 +4,13 @@ installed), each layout against the single-process run: hybrid-colocated with ac
 separate engines (actor 2, ref 1, 2 engines, rule reward), LoRA, asynchronous with a
 generator worker. Each asserts the plan (the one its dry run shows), the fake GPUs each
 process saw, and the result: within the reorder bound for data-parallel learners
-(`conftest.reorder_atol`), bitwise for one worker per role."""
+(`checks.reorder_atol`), bitwise for one worker per role."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.sim.conftest import (
+from tests.sim.checks import (
     DP_ATOL,
     SIM,
     assert_close_weights,

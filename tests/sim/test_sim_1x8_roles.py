@@ -2,13 +2,13 @@
 PPO with the critic and a reward model on their own GPUs (one worker each: bitwise the
 single-process run; the critic starts from the reward model, as OpenRLHF's scripts do: a
 value head initialised afresh draws from its process's RNG, which differs by layout), DPO under ZeRO-2 and ZeRO-3 on 2 ranks (against ZeRO on 1 rank, within
-the reorder bound of `conftest.reorder_atol`)."""
+the reorder bound of `checks.reorder_atol`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.sim.conftest import (
+from tests.sim.checks import (
     assert_close_weights,
     assert_same_rollouts,
     gpus_of,

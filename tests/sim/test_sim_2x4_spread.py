@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sim.conftest import (
+from tests.sim.checks import (
     DP_ATOL,
     SIM,
     assert_close_weights,
