@@ -4,28 +4,35 @@ cluster (`tasks/simulate/cluster.py`), joins it, and runs flows on it on request
 A child, because a process that joins a simulated cluster keeps its Ray token auth for its
 life (Ray reads the mode once): the pytest process stays as it was for the other tests.
 One cluster serves every test of its shape; `Simulated.use(spec)` starts another (after
-stopping the first) only when a test asks for another shape.
+stopping the first) only when a test asks for another shape. A run that hangs takes its
+cluster down with it (every process the child started, by PID), so the tests go on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import shutil
+import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
+
+import psutil
 
 _SIM: dict[str, Any] = {}  # in the child: the cluster
 
 
-def _start(nodes: int, gpus: int) -> None:
+def _start(nodes: int, gpus: int, folder: str) -> None:
     """The child's initializer: the cluster up and joined."""
     import os
 
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from alignflow.tasks.simulate.cluster import SimulatedCluster
 
-    sim = SimulatedCluster(nodes, gpus).start()
+    sim = SimulatedCluster(nodes, gpus, folder=folder).start()
     sim.connect()
     _SIM["cluster"] = sim
 
@@ -61,6 +68,7 @@ class Simulated:
 
     def __init__(self) -> None:
         self.spec: str | None = None
+        self.folder = ""  # the cluster's folder (the child removes it when it stops it)
         self.pool: ProcessPoolExecutor | None = None
         self.started = 0.0  # seconds the last cluster took to start
 
@@ -68,16 +76,38 @@ class Simulated:
         if spec != self.spec:
             self.close()
             nodes, gpus = (int(x) for x in spec.split("x"))
-            begin = time.time()
+            begin, self.folder = time.time(), tempfile.mkdtemp(prefix="afsim-", dir="/tmp")
             self.pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"),
-                                            initializer=_start, initargs=(nodes, gpus))
+                                            initializer=_start,
+                                            initargs=(nodes, gpus, self.folder))
             self.pool.submit(time.time).result(timeout=300)  # the cluster is up
             self.spec, self.started = spec, time.time() - begin
         return self
 
-    def run(self, flow: str, sets: list[str], store, run_id: str, seed: int = 1) -> dict:
+    def run(self, flow: str, sets: list[str], store, run_id: str, seed: int = 1, *,
+            timeout: float = 300.0) -> dict:
+        """The run's result; a run that hangs (no answer within `timeout`) has its cluster
+        stopped (the next test starts another) and answers with that error."""
         assert self.pool is not None, "use(spec) first"
-        return self.pool.submit(_run, flow, sets, str(store), run_id, seed).result(timeout=900)
+        future = self.pool.submit(_run, flow, sets, str(store), run_id, seed)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            self._abandon()
+            return {"output": None, "sightings": [], "seconds": timeout,
+                    "error": f"hung: no result within {timeout:g}s (its cluster was stopped)"}
+
+    def _abandon(self) -> None:
+        """Kill the child and every process it started (nodes, their workers), by PID."""
+        children = [psutil.Process(p) for p in (self.pool._processes or {})]  # one child
+        family = [q for p in children for q in (p, *p.children(recursive=True))]
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(family, timeout=30)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.pool, self.spec = None, None
 
     def close(self) -> None:
         if self.pool is not None:
