@@ -100,7 +100,13 @@ class HFStandIn:
                         timeout_s: float) -> None:
         from alignflow.tasks.engines.vllm_broadcast import SyncGroup
 
-        self._group = SyncGroup.join(backend, host, port, first_rank, world, timeout_s)
+        self._group = SyncGroup(backend, host, port, first_rank, world, timeout_s)
+
+    def leave_sync_group(self) -> None:
+        """Leave the weight-sync group (a peer died or the engines restart)."""
+        group, self._group = self._group, None
+        if group is not None:
+            group.close()
 
     def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
                        offsets: list[int], nbytes: int) -> None:
@@ -118,4 +124,4 @@ class HFStandIn:
         return False
 
     def shutdown(self) -> None:
-        self._group = None
+        self.leave_sync_group()

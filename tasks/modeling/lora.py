@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,16 +147,42 @@ def _plain_name(peft_name: str) -> str:
     return peft_name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
 
 
-def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
+def merged_state(model: nn.Module,
+                 state: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
+                 | None = None, *, adapters: Mapping[str, torch.Tensor] | None = None
                  ) -> Iterator[tuple[str, torch.Tensor]]:
     """(HF name, tensor) of the base model with every active adapter folded in:
     W + scaling · B·A for adapted weights (new tensors), the rest as they are.
 
     Computed from `state` (peft names; default `model.state_dict()`), so it works on weights
-    gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`); the
-    training weights are never merged in place, so training stays bitwise reproducible.
+    gathered from ZeRO-3 shards too (`DeepSpeedTrainer.state_dict_for_sync()`), also
+    streamed: `state` may be an iterator of (name, tensor) when `adapters` holds the
+    adapter tensors. The training weights are never merged in place, so training stays
+    bitwise reproducible.
+    A QLoRA base holds bitsandbytes' packed 4-bit weights (two values a byte) and their
+    quantization state under extra keys (`weight.absmax`, `weight.quant_map`, ...): each
+    such weight is dequantized first (full shape, the compute dtype), the delta added in
+    fp32, and the quantization-state keys are not sent.
     """
     state = model.state_dict() if state is None else state
+    items = state.items() if isinstance(state, Mapping) else state
+    deltas = _deltas(model, state if adapters is None else adapters)
+    packed = _four_bit(model)
+    for name, tensor in items:
+        if "lora_" in name or _quant_state_key(name, packed):
+            continue
+        base = tensor.detach()
+        if name in packed:
+            base = dequantize_4bit(base, packed[name])
+            if name in deltas:
+                base = (base.float() + deltas[name]).to(base.dtype)
+        elif name in deltas:
+            base = base + deltas[name].to(base.dtype)
+        yield _plain_name(name), base
+
+
+def _deltas(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """peft name of each adapted base weight -> Σ scaling · B·A over its active adapters."""
     deltas: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
         if not (hasattr(module, "lora_A") and hasattr(module, "base_layer")):
@@ -170,11 +196,26 @@ def merged_state(model: nn.Module, state: dict[str, torch.Tensor] | None = None
             delta = delta.T if getattr(module, "fan_in_fan_out", False) else delta
             key = f"{name}.base_layer.weight"
             deltas[key] = deltas[key] + delta if key in deltas else delta
-    for name, tensor in state.items():
-        if "lora_" in name:
-            continue
-        base = tensor.detach()
-        yield _plain_name(name), (base + deltas[name].to(base.dtype) if name in deltas else base)
+    return deltas
+
+
+def _four_bit(model: nn.Module) -> dict[str, Any]:
+    """Parameter name -> quantization state of each packed 4-bit weight (bitsandbytes'
+    `Params4bit` carries it as `.quant_state`)."""
+    return {name: p.quant_state for name, p in model.named_parameters()
+            if getattr(p, "quant_state", None) is not None}
+
+
+def _quant_state_key(name: str, packed: dict[str, Any]) -> bool:
+    """A key bitsandbytes adds beside a packed weight (`<weight>.absmax`, ...)."""
+    return any(name.startswith(f"{weight}.") for weight in packed)
+
+
+def dequantize_4bit(packed: torch.Tensor, quant_state: Any) -> torch.Tensor:
+    """The full-precision weight (its original shape, the compute dtype) of a packed one."""
+    from bitsandbytes.functional import dequantize_4bit as dequantize
+
+    return dequantize(packed, quant_state)
 
 
 def save_merged(model: nn.Module, folder: str, tokenizer: Any = None, *,

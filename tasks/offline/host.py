@@ -28,7 +28,7 @@ from alignflow.tasks.plan.hosts import HostPlan, TrainerPlan
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Trainer
-from alignflow.tasks.trainers.build import build_trainer, trainable_lm
+from alignflow.tasks.trainers.build import load_trainer, trainable_lm
 from alignflow.tasks.zoo.registry import resolve_model
 
 
@@ -81,12 +81,14 @@ class OfflineHost(Memo, GroupMember):
     def trainer(self) -> Trainer:
         """A value-head model for reward models, else the causal LM (or its adapters)."""
         plan = self.spec.trainer
-        if self.spec.value_head:
-            model = Critic.from_pretrained(self.path)
-            model.model.config.pad_token_id = self.tokenizer.pad_token_id
-        else:
-            model = trainable_lm(self.path, plan.ds)
-        return build_trainer(model, plan.config, plan.ds)
+        return load_trainer(self._model, plan.config, plan.ds)  # ZeRO-3: loaded partitioned
+
+    def _model(self) -> torch.nn.Module:
+        if not self.spec.value_head:
+            return trainable_lm(self.path, self.spec.trainer.ds)
+        model = Critic.from_pretrained(self.path)
+        model.model.config.pad_token_id = self.tokenizer.pad_token_id
+        return model
 
     def save(self, store, folder: str) -> str:
         """Checkpoints the trainer into `folder` (in the background: `steps/saver.py`) and

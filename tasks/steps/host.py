@@ -46,8 +46,8 @@ from alignflow.tasks.steps.host_engine import EngineSide
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer
-from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-from alignflow.tasks.trainers.sleep import move_trainer
+from alignflow.tasks.trainers.build import load_trainer, trainable_lm
+from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
 HOST_FILE = "host.json"
@@ -127,11 +127,11 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def actor(self) -> Trainer:
         plan = self._trained("actor")
         attn = check_attention(self.spec.attn_implementation, self.device)
-        model = trainable_lm(resolve_model(self.spec.pretrain), plan.ds,
-                             attn_implementation=attn)
-        if not plan.ds.load_in_4bit:  # a 4-bit base is placed by bitsandbytes
-            model = model.to(self.device)
-        return build_trainer(model, plan.config, plan.ds)
+        path = resolve_model(self.spec.pretrain)
+        # a 4-bit base is placed by bitsandbytes; under ZeRO-3 the model loads partitioned
+        device = None if plan.ds.load_in_4bit else self.device
+        return load_trainer(lambda: trainable_lm(path, plan.ds, attn_implementation=attn),
+                            plan.config, plan.ds, device)
 
     @property
     def trainer(self) -> Trainer:
@@ -175,7 +175,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def idle(self, role: Role) -> None:
         """A step is done with `role` for this iteration: offload it if configured."""
         if role in ("actor", "critic") and self._sleeps(role):
-            move_trainer(self.actor if role == "actor" else self.critic, "cpu")
+            sleep_trainer(self.actor if role == "actor" else self.critic)
         if role not in self.spec.offload or (role == "ref" and self.ref_is_base_of_actor):
             return
         if role == "ref" and self._ref_file is None:
@@ -186,7 +186,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def wake(self, role: Role) -> None:
         """A learn step is about to train `role`: bring a sleeping trainer back."""
         if self._sleeps(role):
-            move_trainer(self.actor if role == "actor" else self.critic, self.device)
+            wake_trainer(self.actor if role == "actor" else self.critic, self.device)
 
     def _sleeps(self, role: str) -> bool:
         placed = on_gpu(self.spec.plan.gpus_per_worker)  # fake GPUs sleep too (simulated)
@@ -196,9 +196,9 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def critic(self) -> Trainer:
         """The value model: fully trained (no adapters) on the actor's backend."""
         plan = self._trained("critic")
-        critic = Critic.from_pretrained(
-            resolve_model(self.spec.critic_pretrain or self.spec.pretrain))
-        return build_trainer(critic.to(self.device), plan.config, plan.ds)
+        path = resolve_model(self.spec.critic_pretrain or self.spec.pretrain)
+        return load_trainer(lambda: Critic.from_pretrained(path), plan.config, plan.ds,
+                            self.device)
 
     @functools.cached_property
     def reward(self):

@@ -11,13 +11,25 @@ restarted) are rank 0's, broadcast.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
+
+import torch
 
 from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.reduce import from_rank0
 from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.modeling.loading import DTYPES
 from alignflow.tasks.plan.hosts import EngineKind
 from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.zoo.registry import resolve_model
+
+
+def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype
+             ) -> Iterator[tuple[str, torch.Tensor]]:
+    """Floating tensors in the engine's dtype before they are packed: a bf16 engine is
+    sent bf16 (half the bytes), whatever the trainer holds (a no-op when they agree)."""
+    for name, tensor in named:
+        yield name, tensor.to(dtype) if tensor.is_floating_point() else tensor
 
 
 class EngineSide:
@@ -48,8 +60,8 @@ class EngineSide:
         the engine actors in packed buckets. Collective: the other ranks of a group take
         part in the trainer's gathers (ZeRO-3) and send nothing."""
         if self.drives_engine:
-            self.engine.update_weights(self.actor.state_dict_for_sync(),
-                                       version=self.policy_version)
+            named = in_dtype(self.actor.state_dict_for_sync(), DTYPES[self.spec.dtype])
+            self.engine.update_weights(named, version=self.policy_version)
         else:
             self.actor.take_part_in_sync()
 

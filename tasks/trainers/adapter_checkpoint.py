@@ -15,13 +15,14 @@ from alignflow.tasks.modeling import lora
 
 
 def save(trainer: Any, store: Any, rel_dir: str, *, extra: dict | None = None,
-         rng: bool | dict = True) -> int:
-    """Writes the adapter checkpoint; returns bytes written. `rng`: a state captured
-    earlier (a background write), or True for now."""
+         rng: bool | dict = True, state: dict | None = None) -> int:
+    """Writes the adapter checkpoint; returns bytes written. `rng`, `state`: the RNG and
+    adapter tensors captured earlier (a background write), else now."""
     _check(trainer, rel_dir)
     meta = {"global_step": trainer.global_step, "trainer": "torch", "adapter": "lora",
             **(extra or {})}
-    return checkpoints.save(store, rel_dir, lora.adapter_state(trainer.model),
+    state = lora.adapter_state(trainer.model) if state is None else state
+    return checkpoints.save(store, rel_dir, state,
                             optimizer=trainer.optimizer, scheduler=trainer.scheduler,
                             rng=rng, extra=meta)
 

@@ -17,6 +17,7 @@ layout, which depends on the world size and stage: other values raise `ConfigErr
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,24 +45,39 @@ def adapter_names(name: str) -> bool:
     return "lora_" in name
 
 
-def full_state(engine: Any, *, keep: bool = True, only: Callable[[str], bool] | None = None
-               ) -> Iterator[tuple[str, torch.Tensor]]:
-    """The module's state_dict with ZeRO-3 shards gathered one parameter at a time.
+def base_names(name: str) -> bool:
+    """The entries of a LoRA model's state_dict that are not its adapters."""
+    return "lora_" not in name
+
+
+def full_state(engine: Any, *, keep: bool = True, only: Callable[[str], bool] | None = None,
+               device: torch.device | str | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+    """The module's state_dict with ZeRO-3 shards gathered one parameter at a time, each
+    yielded as soon as it is gathered (a copy, on `device`: default the parameter's own;
+    "cpu" for a save), so a sync or save holds one gathered parameter (and what its
+    consumer keeps, e.g. a bucket) instead of a second whole model. A weight tied under
+    several names is gathered once and held until its last name.
 
     Collective under ZeRO-3: every rank must iterate it. `keep=False` still takes part in
     the gathers but yields nothing (ranks that do not write); `only(name)` picks entries.
     """
-    gathered: dict[int, torch.Tensor] = {}
-    for name, t in engine.module.state_dict(keep_vars=True).items():
-        if only is not None and not only(name):
+    named = [(n, t) for n, t in engine.module.state_dict(keep_vars=True).items()
+             if only is None or only(n)]
+    uses = Counter(id(t) for _, t in named if _is_partitioned(t))
+    held: dict[int, torch.Tensor | None] = {}
+    for name, t in named:
+        if not _is_partitioned(t):
+            if keep:
+                yield name, t.detach() if device is None else t.detach().to(device)
             continue
-        if _is_partitioned(t):
-            if id(t) not in gathered:  # tied weights appear under several names
-                with zero.GatheredParameters([t], modifier_rank=None):
-                    gathered[id(t)] = t.detach().clone() if keep else t.new_empty(0)
-            value = gathered[id(t)]
-        else:
-            value = t.detach()
+        key = id(t)
+        if key not in held:
+            with zero.GatheredParameters([t], modifier_rank=None):
+                held[key] = t.detach().to(device or t.device, copy=True) if keep else None
+        value = held[key] if uses[key] > 1 else held.pop(key)
+        uses[key] -= 1
+        if uses[key] == 0:
+            held.pop(key, None)
         if keep:
             yield name, value
 
@@ -149,7 +165,7 @@ def save(engine: Any, scheduler: Any, store: Any, rel_dir: str, extra: dict[str,
                               extra={"rank": rank, **layout(engine),
                                      "optimizer": _optimizer_tree(engine)})
     only = adapter_names if lora.is_lora(engine.module) else None
-    weights = dict(full_state(engine, keep=rank == 0, only=only))
+    weights = dict(full_state(engine, keep=rank == 0, only=only, device="cpu"))
     if world > 1:
         dist.barrier()
     if rank == 0:

@@ -45,6 +45,7 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
     return _merge({
+        **precision(cfg, ds),
         "train_micro_batch_size_per_gpu": cfg.micro_train_batch_size,
         "gradient_accumulation_steps": 1,
         "gradient_clipping": max(cfg.max_norm, 0.0) if ds.stage > 0 else 0.0,
@@ -53,6 +54,17 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
         "steps_per_print": STEPS_PER_PRINT_NEVER,
         "wall_clock_breakdown": False,
     }, overrides or {})
+
+
+def bf16_module(cfg: TrainerConfig, ds: DSConfig) -> bool:
+    """DeepSpeed holds the module in bf16 and fp32 master partitions in its ZeRO optimizer
+    (its bf16 mode: ZeRO's gathers and reductions move bf16). Stage 0 (plain data
+    parallel, no ZeRO optimizer) keeps fp32 weights under autocast instead."""
+    return cfg.dtype == "bf16" and ds.stage > 0
+
+
+def precision(cfg: TrainerConfig, ds: DSConfig) -> dict[str, Any]:
+    return {"bf16": {"enabled": True}} if bf16_module(cfg, ds) else {}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

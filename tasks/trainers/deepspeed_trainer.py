@@ -3,7 +3,8 @@
 Same semantics as `TorchTrainer`: one `step(micro_batches, loss_fn, weights=)` is one
 optimizer step that back-propagates `Σ weights[i]·loss_i`, clips to `max_norm` (reporting the
 norm before clipping), and follows the same warmup-cosine LR; AdamW has no decay on 1-D
-params; bf16 autocasts the forward and keeps fp32 weights; activation checkpointing is
+params; bf16 under ZeRO is DeepSpeed's bf16 mode (a bf16 module, fp32 master partitions in
+its optimizer; stage 0 autocasts fp32 weights); activation checkpointing is
 non-reentrant. alignflow builds the optimizer and schedule and marks the accumulation
 boundary itself, so a step may have any number of micro-batches.
 
@@ -46,7 +47,8 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import deepspeed_checkpoint as ds_ckpt
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
-from alignflow.tasks.trainers.deepspeed_config import ds_config, import_deepspeed
+from alignflow.tasks.trainers.cpu_adam import cpu_adam
+from alignflow.tasks.trainers.deepspeed_config import bf16_module, ds_config, import_deepspeed
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
@@ -61,8 +63,7 @@ class DeepSpeedTrainer:
         """`ds`: the `ds` section (ZeRO stage, offload, overlap; default ZeRO-2);
         `overrides`: DeepSpeed's own knobs merged into its config (`ds_config`)."""
         self.cfg, self.ds = cfg, ds or DSConfig(trainer="deepspeed")
-        group.ensure_group(None)  # NCCL + gloo with CUDA (group.GPU_BACKEND), else gloo
-        deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
+        join_deepspeed()
         self.global_step = 0
         if cfg.gradient_checkpointing:
             enable_checkpointing(model)
@@ -85,9 +86,7 @@ class DeepSpeedTrainer:
         groups = [g for g in groups if g["params"]]
         kw = dict(lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
         if self.ds.adam_offload:
-            from deepspeed.ops.adam import DeepSpeedCPUAdam
-
-            return DeepSpeedCPUAdam(groups, adamw_mode=True, **kw)
+            return cpu_adam(groups, **kw)  # says first where and how long its build takes
         return torch.optim.AdamW(groups, foreach=False, **kw)
 
     @property
@@ -100,7 +99,9 @@ class DeepSpeedTrainer:
         return float(ds_ckpt.base_optimizer(self.engine).param_groups[0]["lr"])
 
     def _autocast(self):
-        if self.cfg.dtype != "bf16":
+        """bf16 under ZeRO: the module is bf16 already (DeepSpeed's bf16 mode); stage 0
+        autocasts its fp32 weights."""
+        if self.cfg.dtype != "bf16" or bf16_module(self.cfg, self.ds):
             return contextlib.nullcontext()
         device = "cuda" if torch.cuda.is_available() else "cpu"
         return torch.autocast(device_type=device, dtype=torch.bfloat16)
@@ -142,17 +143,24 @@ class DeepSpeedTrainer:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
     def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Full named tensors (ZeRO-3 shards gathered; a LoRA model's merged weights under
-        plain HF names); collective: every rank iterates it."""
-        if lora.is_lora(self.model):
-            yield from lora.merged_state(self.model, dict(ds_ckpt.full_state(self.engine)))
-        else:
-            yield from ds_ckpt.full_state(self.engine)
+        """Full named tensors (ZeRO-3 shards gathered and streamed one at a time; a LoRA
+        model's merged weights under plain HF names); collective: every rank iterates it
+        (or `take_part_in_sync`)."""
+        yield from self._sync_state(keep=True)
 
     def take_part_in_sync(self) -> None:
         """The gathers of the driving rank's `state_dict_for_sync`, keeping nothing."""
-        for _ in ds_ckpt.full_state(self.engine, keep=False):
+        for _ in self._sync_state(keep=False):
             pass
+
+    def _sync_state(self, *, keep: bool) -> Iterator[tuple[str, torch.Tensor]]:
+        """LoRA: the (small) adapters first, then the base streamed with their deltas."""
+        if not lora.is_lora(self.model):
+            yield from ds_ckpt.full_state(self.engine, keep=keep)
+            return
+        adapters = dict(ds_ckpt.full_state(self.engine, keep=keep, only=ds_ckpt.adapter_names))
+        base = ds_ckpt.full_state(self.engine, keep=keep, only=ds_ckpt.base_names)
+        yield from lora.merged_state(self.model, base, adapters=adapters) if keep else base
 
     def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""
@@ -170,13 +178,20 @@ class DeepSpeedTrainer:
         model), written by rank 0 (collective)."""
         rank, world = group.rank_and_size()
         only = ds_ckpt.adapter_names if lora.is_lora(self.model) else None
-        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0, only=only))
+        state = dict(ds_ckpt.full_state(self.engine, keep=rank == 0, only=only, device="cpu"))
         if rank == 0:
             self.model.save_pretrained(folder, state_dict=state)
             if tokenizer is not None:
                 tokenizer.save_pretrained(folder)
         if world > 1:
             torch.distributed.barrier()
+
+
+def join_deepspeed() -> None:
+    """This rank's group (torchrun's, a Ray group's, else a world of one: NCCL + gloo with
+    CUDA, `group.GPU_BACKEND`), adopted by DeepSpeed."""
+    group.ensure_group(None)
+    deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
 
 
 def _weights(m: int, weights: Sequence[float] | None) -> list[float]:

@@ -40,7 +40,7 @@ UNAVAILABLE: dict[str, tuple[Any, str]] = {
 class DSConfig:
     """The training backend.
 
-    param_dtype: fp32, or bf16 (autocast forward, fp32 master weights)
+    param_dtype: fp32, or bf16 (bf16 weights, fp32 master weights in the optimizer)
     trainer: auto (DeepSpeed when zero_stage is set, else PyTorch), torch or deepspeed
     zero_stage: DeepSpeed ZeRO stage: 0 data parallel only, 1 + optimizer state sharded, 2 + gradients, 3 + parameters (null: PyTorch trainer; with trainer=deepspeed: 2)
     adam_offload: keep Adam states on the CPU and step them with DeepSpeedCPUAdam (ZeRO >= 1)
@@ -52,7 +52,7 @@ class DSConfig:
     ring_attn_size: not available (> 1: ring attention)
     ring_attn_head_stride: not available (ring attention)
     use_universal_ckpt: not available (DeepSpeed universal checkpoints)
-    enable_sleep: not available (DeepSpeed states offloaded between phases)
+    enable_sleep: move the trainer's weights and optimizer state (every ZeRO state) off the GPU between learn steps
     zpg: not available (> 1: ZeRO++ hierarchical partitions)
     """
 

@@ -28,6 +28,7 @@ from alignflow.tasks.distributed.group import rank_and_size
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import adapter_checkpoint
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
+from alignflow.tasks.trainers.master_weights import MasterWeights
 
 
 class TorchTrainer:
@@ -40,6 +41,8 @@ class TorchTrainer:
         self._held: Future | None = None
         if cfg.gradient_checkpointing:
             enable_checkpointing(model)
+        # bf16: the module in bf16, fp32 masters stepped by AdamW (`master_weights`)
+        self.masters = MasterWeights(model) if cfg.dtype == "bf16" else None
         self.optimizer = torch.optim.AdamW(
             self._param_groups(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=False)
         self.scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
@@ -48,7 +51,7 @@ class TorchTrainer:
 
     def _param_groups(self) -> list[dict[str, Any]]:
         """No weight decay on biases and norm weights (1-D tensors), as usual for LMs."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self._trained()
         decay = [p for p in params if p.ndim >= 2]
         no_decay = [p for p in params if p.ndim < 2]
         return [{"params": decay, "weight_decay": self.cfg.weight_decay},
@@ -86,18 +89,32 @@ class TorchTrainer:
             (loss.float() * w).backward()
             for key, value in {"loss": loss.item(), **metrics}.items():
                 totals[key] = totals.get(key, 0.0) + w * float(value)
-        sum_gradients_over_ranks(self.model)
+        if self.masters is not None:
+            self.masters.take_grads()
+        sum_gradients_over_ranks(self._trained())
         grad_norm = self._clip()
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.masters is not None:
+            self.masters.push()
         self.global_step += 1
         return {**totals, "grad_norm": grad_norm, "lr": lr, "step": float(self.global_step)}
 
+    def _trained(self) -> list[nn.Parameter]:
+        """The tensors AdamW steps: the trained parameters, or their fp32 masters."""
+        if self.masters is not None:
+            return self.masters.params
+        return [p for p in self.model.parameters() if p.requires_grad]
+
     def _clip(self) -> float:
         max_norm = self.cfg.max_norm if self.cfg.max_norm > 0 else float("inf")
-        params = [p for p in self.model.parameters() if p.grad is not None]
+        params = [p for p in self._trained() if p.grad is not None]
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+
+    def _exposed(self):
+        """The fp32 masters in the module while a checkpoint reads or restores it."""
+        return self.masters.exposed() if self.masters is not None else contextlib.nullcontext()
 
     def state_dict_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Named tensors for `GenerationEngine.update_weights` (views, no copies); a LoRA
@@ -126,10 +143,13 @@ class TorchTrainer:
             return lambda store, rel_dir: 0
         if lora.is_lora(self.model):
             rng, extra = checkpoints.rng_state(), dict(extra or {})
-            return lambda store, rel_dir: adapter_checkpoint.save(self, store, rel_dir,
-                                                                  extra=extra, rng=rng)
+            with self._exposed():
+                state = lora.adapter_state(self.model)
+            return lambda store, rel_dir: adapter_checkpoint.save(
+                self, store, rel_dir, extra=extra, rng=rng, state=state)
         meta = {"global_step": self.global_step, "trainer": "torch", **(extra or {})}
-        rng, state = checkpoints.rng_state(), self.model.state_dict()
+        with self._exposed():  # views of the fp32 masters, which no step changes meanwhile
+            rng, state = checkpoints.rng_state(), self.model.state_dict()
 
         def write(store: Any, rel_dir: str) -> int:
             return checkpoints.save(store, rel_dir, state, optimizer=self.optimizer,
@@ -149,6 +169,10 @@ class TorchTrainer:
     def restore(self, store: Any, rel_dir: str) -> dict:
         """Loads a `save`d checkpoint into this trainer (same model class and config)."""
         self.settle()
+        with self._exposed():
+            return self._restore(store, rel_dir)
+
+    def _restore(self, store: Any, rel_dir: str) -> dict:
         if lora.is_lora(self.model):
             return adapter_checkpoint.restore(self, store, rel_dir)
         ckpt = checkpoints.load(store, rel_dir)
@@ -182,12 +206,12 @@ def enable_checkpointing(model: nn.Module) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
-def sum_gradients_over_ranks(model: nn.Module) -> None:
+def sum_gradients_over_ranks(params: list[nn.Parameter]) -> None:
     """In a group of N > 1 ranks every gradient becomes its sum over the ranks (one flat
     all-reduce); alone, nothing happens."""
     if rank_and_size()[1] == 1:
         return
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])

@@ -11,6 +11,7 @@ pytest.importorskip("deepspeed")
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm
+from alignflow.tasks.trainers import deepspeed_checkpoint as ds_checkpoint
 from alignflow.tasks.trainers.base import Trainer, TrainerConfig
 from alignflow.tasks.trainers.deepspeed_config import ds_config
 from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
@@ -169,13 +170,24 @@ def test_adam_offload_matches_adamw(tiny_model_dir, memory_store):
         assert torch.equal(p, q), name
 
 
-def test_bf16_autocast_keeps_fp32_weights(tiny_model_dir):
-    trainer = _ds(tiny_model_dir, 2, dtype="bf16")
+@pytest.mark.parametrize("stage", [2, 3])
+def test_bf16_is_deepspeeds_bf16_mode_with_fp32_masters(tiny_model_dir, memory_store, stage):
+    """param_dtype bf16 (issue 21 §3.10): a bf16 module (ZeRO moves bf16), fp32 master
+    partitions in the optimizer, bf16 weights synced; checkpoints resume bitwise."""
+    trainer = _ds(tiny_model_dir, stage, dtype="bf16")
+    assert trainer.engine.bfloat16_enabled()
     before = _weights(trainer)["model.embed_tokens.weight"].clone()
     metrics = trainer.step(_batches(0), lm_loss)
     assert math.isfinite(metrics["loss"]) and 5.5 < metrics["loss"] < 7.0
     after = _weights(trainer)["model.embed_tokens.weight"]
-    assert after.dtype == torch.float32 and not torch.equal(before, after)
+    assert after.dtype == torch.bfloat16 and not torch.equal(before, after)
+    assert {m.dtype for m in ds_checkpoint._masters(trainer.engine)} == {torch.float32}
+    trainer.save(memory_store, "ck")
+    resumed = _ds(tiny_model_dir, stage, dtype="bf16")
+    resumed.restore(memory_store, "ck")
+    trainer.step(_batches(1), lm_loss), resumed.step(_batches(1), lm_loss)
+    for (name, p), q in zip(_weights(trainer).items(), _weights(resumed).values(), strict=True):
+        assert torch.equal(p, q), name
 
 
 def test_gradient_checkpointing_gives_same_step(tiny_model_dir):

@@ -122,13 +122,41 @@ def test_save_restore_continues_bitwise(tiny_model_dir, memory_store):
         assert torch.equal(p, q), name
 
 
-def test_bf16_autocast_trains_fp32_master_weights(tiny_model_dir):
+def test_bf16_holds_bf16_parameters_and_steps_fp32_masters(tiny_model_dir):
+    """param_dtype bf16 (issue 21 §3.10): the module in bf16, AdamW on fp32 masters."""
     trainer = _trainer(tiny_model_dir, dtype="bf16")
-    before = trainer.model.model.embed_tokens.weight.detach().clone()
+    embed = trainer.model.model.embed_tokens.weight
+    before = trainer.masters.params[0].detach().clone()
     metrics = trainer.step(_chunks(_data(4), 2), lm_loss)
     assert math.isfinite(metrics["loss"]) and 5.5 < metrics["loss"] < 7.0
-    assert trainer.model.model.embed_tokens.weight.dtype == torch.float32
-    assert not torch.equal(before, trainer.model.model.embed_tokens.weight)
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+    stepped = {p.dtype for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert stepped == {torch.float32} and not torch.equal(before, trainer.masters.params[0])
+    assert torch.equal(embed, trainer.masters.params[0].to(torch.bfloat16))
+    synced = dict(trainer.state_dict_for_sync())
+    assert {t.dtype for t in synced.values()} == {torch.bfloat16}  # what a bf16 engine gets
+    assert sum(t.nbytes for t in synced.values()) == sum(
+        t.nbytes for _, t in _trainer(tiny_model_dir).state_dict_for_sync()) // 2
+
+
+def test_bf16_checkpoints_hold_the_fp32_masters_and_resume_bitwise(tiny_model_dir,
+                                                                   memory_store):
+    straight, stopped = (_trainer(tiny_model_dir, dtype="bf16") for _ in range(2))
+    for t in (straight, stopped):
+        t.step(_chunks(_data(4), 2), lm_loss)
+    stopped.save(memory_store, "ck")
+    saved = memory_store.read_bytes("ck/model.safetensors")
+    resumed = _trainer(tiny_model_dir, dtype="bf16")
+    resumed.restore(memory_store, "ck")
+    for t in (straight, resumed):
+        t.step(_chunks(_data(4, seed=1), 2), lm_loss)
+    for a, b in zip(straight.masters.params, resumed.masters.params, strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b)
+    for a, b in zip(straight.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    from safetensors.torch import load as load_tensors
+
+    assert {t.dtype for t in load_tensors(saved).values()} == {torch.float32}
 
 
 def test_gradient_checkpointing_gives_same_step(tiny_model_dir):

@@ -3,10 +3,13 @@ trainer's rank 0 arrive bitwise in another process, beside the process's default
 
 import datetime
 import multiprocessing as mp
+import sys
+import types
 
 import pytest
 import torch
 
+from alignflow.errors import EngineError
 from alignflow.tasks.engines.vllm_broadcast import SyncGroup
 from alignflow.tasks.engines.vllm_config import VLLMSection
 from alignflow.tasks.engines.vllm_weights import pack_buckets, unpack
@@ -20,7 +23,7 @@ def _tensors() -> dict[str, torch.Tensor]:
 
 
 def _receiver(port: int, metas: list, out) -> None:
-    group = SyncGroup.join("gloo", "127.0.0.1", port, 1, 2, timeout_s=30)
+    group = SyncGroup("gloo", "127.0.0.1", port, 1, 2, timeout_s=30)
     got = {}
     for names, dtypes, shapes, offsets, nbytes in metas:
         buffer = torch.empty(nbytes, dtype=torch.uint8)
@@ -42,7 +45,7 @@ def test_buckets_broadcast_over_gloo_arrive_bitwise():
     proc = ctx.Process(target=_receiver, args=(store.port, metas, out))
     proc.start()
     try:
-        group = SyncGroup("gloo", store, 0, 2, timeout_s=30)
+        group = SyncGroup("gloo", "127.0.0.1", store.port, 0, 2, timeout_s=30, store=store)
         for bucket in buckets:
             group.broadcast(bucket.buffer)
         got = out.get(timeout=60)
@@ -59,7 +62,7 @@ def test_a_missing_peer_fails_within_the_timeout():
     store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=2))
     with pytest.raises(Exception):  # noqa: B017 (torch raises its own DistError kinds)
-        SyncGroup("gloo", store, 0, 2, timeout_s=2)
+        SyncGroup("gloo", "127.0.0.1", store.port, 0, 2, timeout_s=2, store=store)
 
 
 def test_transport_follows_the_vllm_section():
@@ -67,3 +70,69 @@ def test_transport_follows_the_vllm_section():
     assert VLLMSection().transport(on_gpu=False) == "gloo"  # CPU builds have no NCCL
     assert VLLMSection(sync_backend="gloo").transport(on_gpu=True) == "gloo"
     assert VLLMSection(sync_with_ray=True).transport(on_gpu=True) == "ray"
+
+
+class Communicator:
+    """Stands for vLLM's PyNcclCommunicator (no GPU here)."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def broadcast(self, tensor, src):
+        self.calls.append(("broadcast", src))
+
+    def destroy(self):
+        self.calls.append(("destroy",))
+
+
+def test_the_nccl_group_is_vllms_stateless_one_and_closing_it_aborts_it(monkeypatch):
+    """Issue 21 §3.12: vLLM's StatelessProcessGroup + PyNcclCommunicator, not a raw
+    ProcessGroupNCCL; `close` aborts the communicator (a restart leaves nothing waiting)."""
+    made: list = []
+    comm = Communicator()
+    module = types.ModuleType("vllm.distributed.weight_transfer.nccl_common")
+
+    def stateless_init_process_group(master_address, master_port, rank, world_size, device):
+        made.append((master_address, master_port, rank, world_size, device))
+        return comm
+    module.stateless_init_process_group = stateless_init_process_group
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    group = SyncGroup("nccl", "10.0.0.1", 4321, 3, 5, timeout_s=1)
+    group.broadcast(torch.zeros(4))
+    group.close()
+    assert made == [("10.0.0.1", 4321, 3, 5, 2)]
+    assert comm.calls == [("broadcast", 0), ("destroy",)]
+    with pytest.raises(EngineError, match="closed"):
+        group.broadcast(torch.zeros(4))
+
+
+def test_an_engine_restart_closes_the_sync_group_on_every_side(monkeypatch):
+    import ray
+
+    from alignflow.tasks.engines.vllm_actor import VLLMEngineActor
+
+    class Actor:
+        def __init__(self) -> None:
+            self.left = 0
+            self.leave_sync_group = types.SimpleNamespace(remote=self._leave)
+            self.version = types.SimpleNamespace(remote=lambda: "ref")
+
+        def _leave(self):
+            self.left += 1
+
+    class Sender:
+        closed = 0
+
+        def close(self):
+            Sender.closed += 1
+
+    engines = object.__new__(VLLMEngineActor)
+    survivor, dead, fresh = Actor(), Actor(), Actor()
+    engines.__dict__.update(_actors=[survivor, dead], _sender=Sender(), _checkpoint=None,
+                            _initial_version=0, _starting={}, _versions=[0, 0])
+    monkeypatch.setattr(ray, "kill", lambda actor, no_restart: None)
+    monkeypatch.setattr(VLLMEngineActor, "_spawn", lambda self, index, version: fresh)
+    engines._restart(1)
+    assert Sender.closed == 1 and engines._sender is None
+    assert survivor.left == 1 and dead.left == 0 and engines._actors == [survivor, fresh]

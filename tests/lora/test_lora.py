@@ -200,3 +200,21 @@ def test_a_checkpoint_from_another_backend_or_lora_setting_is_refused(tiny_model
     for trainer in (plain, adapted):
         with pytest.raises(ConfigError, match="ds: written by the 'deepspeed' trainer"):
             trainer.restore(memory_store, "ds")
+
+
+def test_bf16_adapters_checkpoint_their_fp32_masters_and_resume_bitwise(tiny_model_dir,
+                                                                        memory_store):
+    """param_dtype bf16 with LoRA (issue 21 §3.10): the base and adapters compute in bf16,
+    the adapters' fp32 masters are what AdamW steps and what the checkpoint holds."""
+    straight, first = (_trainer(tiny_model_dir, dtype="bf16") for _ in range(2))
+    _train(straight, 3, _data())
+    _train(first, 2, _data())
+    first.save(memory_store, "ck")
+    saved = lora.adapter_state(first.model)
+    assert {p.dtype for p in first.model.parameters()} == {torch.bfloat16}
+    resumed = _trainer(tiny_model_dir, dtype="bf16")
+    resumed.restore(memory_store, "ck")
+    _train(resumed, 1, _data())
+    for a, b in zip(straight.masters.params, resumed.masters.params, strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b)
+    assert all(t.dtype == torch.bfloat16 for t in saved.values())  # the module: bf16

@@ -46,18 +46,24 @@ CHECKS: tuple[Check, ...] = (
           "tasks/engines/vllm_broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
           "round trip equal"),
     Check("sleep_torch", "trainer_sleep", 150, True,
-          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, PyTorch trainer",
+          "tasks/trainers/sleep.py sleep/wake on a ~170M Llama, PyTorch trainer",
           "frees ~all of the trainer's GPU memory", "torch"),
     Check("sleep_zero2", "trainer_sleep", 180, True,
-          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, DeepSpeed ZeRO-2",
-          "frees ~nothing until fixed (ZeRO's flat buffers stay)", "zero2"),
+          "tasks/trainers/sleep.py sleep/wake on a ~170M Llama, DeepSpeed ZeRO-2 "
+          "(offload_states)", "frees ~all (before the fix ~nothing: ZeRO's flat buffers "
+          "stayed)", "zero2"),
     Check("sleep_zero3", "trainer_sleep", 180, True,
-          "tasks/trainers/sleep.py move_trainer on a ~170M Llama, DeepSpeed ZeRO-3",
-          "frees ~nothing until fixed (ZeRO's partitions stay)", "zero3"),
+          "tasks/trainers/sleep.py sleep/wake on a ~170M Llama, DeepSpeed ZeRO-3 "
+          "(offload_states + AdamW's masters and moments)", "frees ~all (before the fix "
+          "~nothing: ZeRO's partitions stayed)", "zero3"),
     Check("zero2_train", "zero_train", 150, True,
           "DeepSpeedTrainer ZeRO-2 steps on CUDA against TorchTrainer; gathered sync", arg="2"),
     Check("zero3_train", "zero_train", 150, True,
           "DeepSpeedTrainer ZeRO-3 steps on CUDA against TorchTrainer; gathered sync", arg="3"),
+    Check("rank_bf16", "rank_bf16", 150, True,
+          "host_device sets the rank's GPU current (LOCAL_RANK); param_dtype bf16 under the "
+          "PyTorch trainer and ZeRO-2: bf16 module, fp32 masters, bf16 sync",
+          "pass (before issue 21 §3.10/§3.11: fp32 weights under autocast, no set_device)"),
     Check("lora_cuda", "lora_cuda", 120, True,
           "LoRA adapters (trainers.build) on CUDA: base frozen, merged weights sync into "
           "an HF engine"),

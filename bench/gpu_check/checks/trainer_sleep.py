@@ -1,10 +1,11 @@
-"""Trainer sleep: how much GPU memory `tasks/trainers/sleep.py:move_trainer` frees.
+"""Trainer sleep: how much GPU memory `tasks/trainers/sleep.py:sleep_trainer` frees.
 
 A ~170M Llama (random weights from a config: nothing to download) is trained one step by
 the trainer a run would build (`trainers.build.build_trainer`: PyTorch, ZeRO-2 or ZeRO-3),
-so weights, gradients and AdamW state exist; then `move_trainer(trainer, "cpu")` and back,
-as `ModelHost.idle`/`wake` do, and one more step. The review expects the PyTorch trainer
-to free about all of it and ZeRO about nothing (its flat buffers are not the model's).
+so weights, gradients and AdamW state exist; then `sleep_trainer` and `wake_trainer`, as
+`ModelHost.idle`/`wake` do, and one more step. Every backend should free about all of it:
+under ZeRO DeepSpeed's `offload_states` moves its flat buffers, master weights and moments
+(issue 21 §3.6; before, only the module moved and ZeRO freed about nothing).
 """
 
 from __future__ import annotations
@@ -54,16 +55,16 @@ def _allocated(torch) -> int:
 
 def check(argv: list[str]) -> dict:
     torch = cuda()
-    from alignflow.tasks.trainers.sleep import move_trainer
+    from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 
     backend = argv[0] if argv else "torch"
     base = _allocated(torch)
     trainer, params = _trainer(torch, BACKENDS[backend])
     first = _step(torch, trainer)
     held = _allocated(torch) - base
-    move_trainer(trainer, "cpu")
+    sleep_trainer(trainer)
     asleep = _allocated(torch) - base
-    move_trainer(trainer, "cuda")
+    wake_trainer(trainer, torch.device("cuda", torch.cuda.current_device()))
     second = _step(torch, trainer)
     freed = (held - asleep) / held if held else 0.0
     figures = {"backend": backend, "trainer": type(trainer).__name__,
@@ -75,7 +76,7 @@ def check(argv: list[str]) -> dict:
     if not torch.isfinite(torch.tensor(second)):
         raise CheckFailed(f"the step after waking gave loss {second}", figures)
     if freed < FREED_ENOUGH:
-        raise CheckFailed(f"move_trainer freed {freed:.0%} of {_gib(held)} GiB on {backend}; "
+        raise CheckFailed(f"sleep_trainer freed {freed:.0%} of {_gib(held)} GiB on {backend}; "
                           f"expected >= {FREED_ENOUGH:.0%}", figures)
     return figures
 

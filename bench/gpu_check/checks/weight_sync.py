@@ -1,15 +1,16 @@
 """The vLLM weight-sync group on real NCCL: `SyncGroup` + packed buckets on cuda.
 
-The trainer's side of `tasks/engines/vllm_broadcast.py` is built as in a run (a TCP store,
-`ProcessGroupNCCL` with its timeout option, made beside the default group), and the tiny
+The trainer's side of `tasks/engines/vllm_broadcast.py` is built as in a run (vLLM's
+`StatelessProcessGroup` rendezvous and `PyNcclCommunicator`, issue 21 §3.12), and the tiny
 model's weights (fp32, a bf16 copy, int64 ids) are packed by `vllm_weights.pack_buckets`
-into cuda buffers, broadcast, and unpacked. One device holds one NCCL rank, so the group
-has one member: this checks the NCCL construction and the cuda packing, not a transfer.
+into cuda buffers, broadcast, unpacked, and the group closed (its communicator aborted, as
+at an engine restart). One device holds one NCCL rank, so the group has one member: this
+checks the construction, the cuda packing and the close, not a transfer. The group is
+vLLM's: without vLLM installed the check says so and passes nothing else.
 """
 
 from __future__ import annotations
 
-import datetime
 import time
 
 from bench.gpu_check.checks.common import CheckFailed, cuda, run, tiny_model_dir
@@ -29,25 +30,27 @@ def _tensors(torch) -> dict:
 
 def check(argv: list[str]) -> dict:
     torch = cuda()
-    import torch.distributed as dist
+    import importlib.util
 
+    from alignflow.tasks.distributed.group import free_port
     from alignflow.tasks.engines.vllm_broadcast import SyncGroup
     from alignflow.tasks.engines.vllm_weights import pack_buckets
 
+    if importlib.util.find_spec("vllm") is None:
+        return {"summary": "skipped: vLLM is not installed (the NCCL sync group is vLLM's)"}
     tensors = _tensors(torch)
-    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=60))
-    sync = SyncGroup("nccl", store, 0, 1, timeout_s=60)
+    sync = SyncGroup("nccl", "127.0.0.1", free_port(), 0, 1, timeout_s=60)
     start = time.perf_counter()
     buckets = list(pack_buckets(tensors.items(), BUCKET_BYTES, device=sync.device))
     wrong, nbytes = [], 0
-    off_device = sum(b.buffer.device.type != sync.device for b in buckets)
+    off_device = sum(str(b.buffer.device) != sync.device for b in buckets)
     for bucket in buckets:
         sync.broadcast(bucket.buffer)
         nbytes += bucket.buffer.numel()
         wrong += [name for name, t in bucket.unpack()
                   if t.dtype != tensors[name].dtype or not torch.equal(t, tensors[name])]
     torch.cuda.synchronize()
+    sync.close()
     seconds = time.perf_counter() - start
     figures = {"tensors": len(tensors), "buckets": len(buckets), "bytes": nbytes,
                "buckets_off_device": off_device,
