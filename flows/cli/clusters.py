@@ -45,8 +45,9 @@ def target(known: argparse.Namespace) -> Cluster | None:
                               f"--simulate-cluster {known.cluster}")
         return Cluster.parse(known.cluster)
     if known.simulate_cluster:
-        if known.address:
-            raise ConfigError("--simulate-cluster starts its own Ray cluster; drop --address")
+        if known.address or known.detach:
+            raise ConfigError("--simulate-cluster starts its own Ray cluster for the run in "
+                              "this process; drop --address and --detach")
         found = Cluster.parse(known.simulate_cluster, simulated=True)
         return Cluster(nodes=found.nodes, gpus_per_node=found.gpus_per_node, simulated=True,
                        cpus_per_node=found.cpus_per_node or default_cpus(found.gpus_per_node))

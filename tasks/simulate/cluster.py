@@ -21,12 +21,13 @@ import logging
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, FlowError
 from alignflow.tasks.simulate import node, sightings
 
 STRICT_GROUPS_ENV = "ALIGNFLOW_STRICT_GROUPS"  # tasks/distributed/strict.py's switch
@@ -65,7 +66,12 @@ class SimulatedCluster:
 
     def start(self) -> SimulatedCluster:
         """Start every node (the head first) and wait until each has joined."""
-        os.environ.update(self._auth())  # before Ray is imported: it reads the mode once
+        auth = self._auth()
+        if "ray._raylet" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
+            raise FlowError("a simulated cluster must start before this process loads Ray "
+                            "(Ray reads its token-auth mode once per process); expected a "
+                            "fresh process, as `alignflow run ... --simulate-cluster` is")
+        os.environ.update(auth)  # before Ray is loaded: it reads the mode once
         from ray import cluster_utils
 
         with _no_address_file():

@@ -140,3 +140,5 @@ def test_cluster_flags_are_checked(capsys, tiny_model_dir):
     assert main(_run(tiny_model_dir, "--dry-run", "--cluster", "1x8", "--simulate-cluster",
                      "1x8")) == 2
     assert "give one" in capsys.readouterr().err
+    assert main(_run(tiny_model_dir, "--simulate-cluster", "1x8", "--detach")) == 2
+    assert "drop --address and --detach" in capsys.readouterr().err
