@@ -43,7 +43,8 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        sp.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks on errors")  # SUPPRESS: keeps a global --debug
         if name == command:
             _command_module(name).configure(name, sp)
     return parser

@@ -1,7 +1,9 @@
 """Find (and remove) orphans: files under runs/ that no committed manifest accounts for.
 
-Kept: run.json, the lease (lease/), manifests, logs/, events/, files listed in a manifest's
-artifacts and everything under a checkpoint folder a manifest names. The rest — data
+Kept: the run's own records (run.json, journal.json, the live loggers' state logger.json, a
+campaign's control.json, the tombstone), the lease (lease/), manifests, logs/, events/, the
+driver's progress (progress/), files listed in a manifest's artifacts and everything under
+a checkpoint folder a manifest names. The rest — data
 files of tasks that died before committing, temp files of interrupted writes, checkpoint
 folders no manifest names — is an orphan.
 """
@@ -14,8 +16,9 @@ from dataclasses import dataclass
 from alignflow.artifacts.commit import TOMBSTONE, manifests, run_ids
 from alignflow.artifacts.store import Store
 
-KEPT_FILES = ("run.json", "lease.json", "journal.json", TOMBSTONE)
-KEPT_DIRS = ("tasks/", "logs/", "events/", "final/", "lease/")
+KEPT_FILES = ("run.json", "lease.json", "journal.json", "logger.json", "control.json",
+              TOMBSTONE)
+KEPT_DIRS = ("tasks/", "logs/", "events/", "final/", "lease/", "progress/")
 
 
 @dataclass(frozen=True)

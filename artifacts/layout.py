@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 from alignflow.artifacts.commit import TOMBSTONE
+from alignflow.artifacts.s3errors import translate_errors
+from alignflow.errors import StoreError
 
 _RUN_MARKS = ("run.json", "tasks", TOMBSTONE)
 _LOOK_AT = 1000  # run folders looked into per `runs/` (a store has one with a mark early)
@@ -44,3 +47,23 @@ def enclosing_store(path: str) -> str | None:
                 break
             folder = parent
     return None
+
+
+def require_store(store: Any) -> None:
+    """`StoreError` (user) when `store` is not there to read: a local path that does not
+    exist, an S3 bucket that does not exist (an empty prefix of a bucket is an empty store),
+    so `ls` and `sql` never answer "no runs" for a typo."""
+    with translate_errors(store.url):
+        if store.protocol == "s3":
+            bucket = store.root.split("/", 1)[0]
+            if store.fs.exists(bucket):
+                return
+            where = f"S3 bucket {bucket!r} of {store.url} does not exist"
+        elif store.fs.exists(store.root):
+            return
+        else:
+            where = f"no store at {store.url}: the path does not exist"
+    err = StoreError(f"{where}; expected a store written by alignflow (--store URL or "
+                     "$ALIGNFLOW_STORE)")
+    err.kind = "user"
+    raise err

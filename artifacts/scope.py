@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -26,6 +27,28 @@ from alignflow.errors import FlowError
 
 _SCOPE: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
     "alignflow_task_scope", default=None)
+BEAT_S = 3.0  # a task's beats reach the store at most this often
+_BEATEN: dict[str, float] = {}  # task key -> when it last wrote a beat
+
+
+def beat_path(run_id: str, task_key: str) -> str:
+    return f"runs/{run_id}/progress/beats/{task_key}.json"
+
+
+def beat(done: int | float, total: int | float | None = None, unit: str = "") -> None:
+    """Say how far the running task is (`done` of `total` `unit`: 24 of 64 sequences) for
+    the driver's heartbeat (`flows/heartbeat.py`); written at most every `BEAT_S`. A no-op
+    outside a task and on a follower rank; a failed write is ignored."""
+    scope = _SCOPE.get()
+    if scope is None or not scope.is_lead:
+        return
+    now = time.monotonic()
+    if now - _BEATEN.get(scope.task_key, 0.0) < BEAT_S and done != total:
+        return
+    _BEATEN[scope.task_key] = now
+    with contextlib.suppress(Exception):
+        scope.store.write_json(beat_path(scope.run_id, scope.task_key),
+                               {"done": done, "total": total, "unit": unit, "at": time.time()})
 
 
 @dataclass

@@ -35,6 +35,20 @@ def breach(_ctx: Context) -> list[str]:
     return breaches(_STATE["ctx"])
 
 
+def _bad_file(make):
+    """Runs a and b of `steps`; one hostile file put into run a."""
+    def setup(ctx: Context) -> None:
+        ctx.run("a")
+        ctx.run("b")
+        make(ctx.store / "runs" / "a")
+    return setup
+
+
+def _zero(run: Path) -> None:
+    (run / "run.json").unlink()
+    (run / "run.json").symlink_to("/dev/zero")
+
+
 ROUTE_NAMES = [*ROUTES, "foreign-record", "flow-module", "flow-file"]
 HOSTILE_CASES = [
     *[Case(f"hostile: resume {name}", "a hostile store", _setup("FAILED"),
@@ -44,4 +58,13 @@ HOSTILE_CASES = [
          lambda c: ["resume", "--all"], r"(^[\w-]+: error: .*\n?){11}", "report", breach=breach),
     Case("hostile: tick", "a hostile store", _setup("SLEEPING"), lambda c: ["tick"],
          r"(^[\w-]+: error: .*\n?){11}", "report", breach=breach),
+    Case("hostile: ls, run.json -> /dev/zero", "a hostile store", _bad_file(_zero),
+         lambda c: ["ls"], r"warning: .*runs/a/run\.json is a symbolic link(.|\n)*|b .*"
+         r"SUCCESSFUL", "ok"),
+    Case("hostile: status, a FIFO manifest", "a hostile store",
+         _bad_file(lambda run: os.mkfifo(run / "tasks" / "step-9.json")),
+         lambda c: ["status", "a"], r"step-9\.json is a FIFO", "ok"),
+    Case("hostile: ls, run.json nested deep", "a hostile store",
+         _bad_file(lambda run: (run / "run.json").write_bytes(b"[" * 100_000)),
+         lambda c: ["ls"], r"nests JSON more than 128 levels deep", "ok"),
 ]

@@ -36,9 +36,12 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--out", default=None,
                             help="write the result to this file (never inside the store)")
     elif name == "report":
-        parser.add_argument("run_id", help="the run to report on")
+        parser.add_argument("run_id", nargs="+", metavar="RUN_ID",
+                            help="the run to report on; several: one page comparing them "
+                                 "(curves on the same axes, config differences)")
         parser.add_argument("--out", default=None,
-                            help="the HTML file to write (default report-RUN_ID.html)")
+                            help="the HTML file to write (default report-RUN_ID.html, "
+                                 "report-RUN1-vs-RUN2.html)")
         parser.add_argument("--tensorboard", metavar="LOGDIR", default=None,
                             help="also write the run's metrics as TensorBoard event files")
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -154,15 +157,24 @@ def _report(catalog, args: argparse.Namespace) -> int:
     from alignflow.catalog.output import check_out_path, check_outside_store, write_file
     from alignflow.catalog.report import render_report
 
-    out = check_out_path(args.out or f"report-{args.run_id}.html", catalog.store, args.force)
-    page = render_report(catalog, args.run_id).encode("utf-8")
-    _warn(catalog, args.run_id)
+    ids = list(args.run_id)
+    if len(ids) > 1:
+        from alignflow.catalog.report.compare import default_out, render_comparison
+
+        out = check_out_path(args.out or default_out(ids), catalog.store, args.force)
+        page = render_comparison(catalog, ids).encode("utf-8")
+    else:
+        out = check_out_path(args.out or f"report-{ids[0]}.html", catalog.store, args.force)
+        page = render_report(catalog, ids[0]).encode("utf-8")
+    for run_id in ids:
+        _warn(catalog, run_id)
     write_file(out, lambda f: f.write(page), args.force)
     print(f"wrote {out}")
     if args.tensorboard:
         from alignflow.catalog.tensorboard import export_tensorboard
 
         check_outside_store(args.tensorboard, catalog.store, "--tensorboard")
-        points = export_tensorboard(catalog, args.run_id, args.tensorboard)
-        print(f"wrote {points} TensorBoard points to {args.tensorboard}/{args.run_id}")
+        for run_id in ids:
+            points = export_tensorboard(catalog, run_id, args.tensorboard)
+            print(f"wrote {points} TensorBoard points to {args.tensorboard}/{run_id}")
     return 0

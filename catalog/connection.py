@@ -24,7 +24,7 @@ from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, file_in_message, literal
-from alignflow.catalog.rollouts import GENERATED, rollouts_view_sql
+from alignflow.catalog.rollouts import GENERATED, METRICS_RAW, METRICS_VIEW, rollouts_view_sql
 from alignflow.catalog.verify import verified
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
@@ -62,13 +62,15 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
         allowed: list[str] = []
         served: set[str] = set()  # tables with at least one readable file
         for name in sorted(set(DATA_TABLES) | set(snap.files)):
-            view = GENERATED if name == "rollouts" else name
+            view = {"rollouts": GENERATED, "metrics": METRICS_RAW}.get(name, name)
             rels = [r for r in snap.files.get(name, []) if r not in left_out]
             rels = verified(store, con, snap, rels, built.problems, unreadable)
             rels = _data_view(store, built, name, rels, view)
             allowed += [duckdb_path(store, rel) for rel in rels]
             served |= {name} if rels else set()
-        con.execute(rollouts_view_sql(served))
+        con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
+        generated = {r[0] for r in con.execute(f"DESCRIBE {GENERATED}").fetchall()}
+        con.execute(rollouts_view_sql(served, hive="iter" in generated))
         _load_table(con, "_af_runs", snap.runs_table(built.problems))
         _load_table(con, "_af_tasks", snap.tasks)
         con.execute(sql_text("runs"))

@@ -24,10 +24,10 @@ import pyarrow as pa
 
 from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import tombstoned, validate
+from alignflow.artifacts.layout import require_store
 from alignflow.artifacts.redact import redact
-from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.store import Store
-from alignflow.errors import ConfigError, SchemaError, StoreError, StoreFileRefused
+from alignflow.errors import ConfigError, SchemaError, StoreFileRefused
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _RESERVED = {"runs", "tasks"}
@@ -36,6 +36,7 @@ RUNS_SCHEMA = pa.schema([
     ("seed", pa.int64()), ("parent_run", pa.string()), ("code_version", pa.string()),
     ("code", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
     ("error", pa.string()), ("config", pa.string()), ("problem", pa.string()),
+    ("active", pa.float64()),
     ("simulated", pa.string()),
 ])
 TASKS_SCHEMA = pa.schema([
@@ -85,12 +86,7 @@ class Snapshot:
 
 def scan(store: Store) -> Snapshot:
     """Read the committed state of every run in `store`; unreadable files become problems."""
-    with translate_errors(store.url):
-        if not store.fs.exists(store.root):
-            err = StoreError(f"no store at {store.url}: the path does not exist; expected a "
-                             "store written by alignflow (--store URL or $ALIGNFLOW_STORE)")
-            err.kind = "user"
-            raise err
+    require_store(store)
     listing = store.find("runs")
     deleting = tombstoned(list(listing))  # runs being deleted are gone already
     snap = Snapshot([], pa.table({}), listing={r: i for r, i in listing.items()
@@ -222,6 +218,7 @@ def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "error": redact(_str(run.get("error"))),
         "config": _json(run.get("config")),
         "problem": None,
+        "active": _epoch(run.get("active")),  # seconds its drivers ran (older runs: none)
         "simulated": _simulated(run.get("simulated")),
     }
 

@@ -12,6 +12,7 @@ name is swapped, not written through.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -34,11 +35,21 @@ FORMATS: tuple[str, ...] = get_args(Format)
 _JSON_ROWS = 1024  # rows turned into Python objects at a time
 
 
+WHOLE_ROWS = 100  # a result this short is shown whole (a DESCRIBE, a `.schema` of a view)
+
+
 def render_table(table: pa.Table) -> str:
-    """DuckDB's own box rendering (column types, middle rows elided) of an Arrow table."""
+    """DuckDB's own box rendering (column types) of an Arrow table: whole up to
+    `WHOLE_ROWS` rows, else with the middle rows elided."""
     con = duckdb.connect(":memory:")
     try:
-        return str(con.from_arrow(table))
+        rel = con.from_arrow(table)
+        if table.num_rows > WHOLE_ROWS:
+            return str(rel)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rel.show(max_rows=WHOLE_ROWS)
+        return buf.getvalue().removesuffix("\n")
     finally:
         con.close()
 

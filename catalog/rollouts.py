@@ -8,7 +8,13 @@ users query; the step tables stay queryable on their own.
 
 from __future__ import annotations
 
+from alignflow.artifacts.metric_names import sql_case
+
 GENERATED = "_af_rollouts_generated"
+METRICS_RAW = "_af_metrics_rows"
+# `metrics` with every key in the one namespace (runs written before it kept short names)
+METRICS_VIEW = (f"CREATE OR REPLACE VIEW metrics AS SELECT * REPLACE ({sql_case('key')} AS key) "
+                f"FROM {METRICS_RAW}")
 KEY = ("run_id", "iteration", "prompt_id", "sample_idx")
 STEP_COLUMNS: dict[str, tuple[str, ...]] = {
     "rollout_scores": ("reward", "scores"),
@@ -22,8 +28,10 @@ STEP_ONLY_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def rollouts_view_sql(tables: set[str]) -> str:
-    """CREATE VIEW rollouts over the generated rows and whichever step tables exist."""
+def rollouts_view_sql(tables: set[str], hive: bool = False) -> str:
+    """CREATE VIEW rollouts over the generated rows and whichever step tables exist. The
+    Hive partition key of the files (`iter`, when the generated rows have it) is left out:
+    `iteration` is the one iteration column."""
     joins, replaced, added = [], [], []
     for i, table in enumerate([*STEP_COLUMNS, *STEP_ONLY_COLUMNS]):
         if table not in tables:
@@ -34,7 +42,8 @@ def rollouts_view_sql(tables: set[str]) -> str:
         replaced += [f'coalesce({alias}."{c}", g."{c}") AS "{c}"'
                      for c in STEP_COLUMNS.get(table, ())]
         added += [f'{alias}."{c}"' for c in STEP_ONLY_COLUMNS.get(table, ())]
-    replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
+    replace = (" EXCLUDE (iter)" if hive else "") + \
+        (f" REPLACE ({', '.join(replaced)})" if replaced else "")
     extra = "".join(f", {c}" for c in added)
     return (f"CREATE OR REPLACE VIEW rollouts AS SELECT g.*{replace}{extra} FROM {GENERATED} g "
             + " ".join(joins))

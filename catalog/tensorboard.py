@@ -1,8 +1,9 @@
 """A run's metrics as TensorBoard event files, straight from the store.
 
-Learn steps commit their metrics as rows (`metrics`), so a run needs no live logger:
-`alignflow report RUN_ID --tensorboard DIR` writes one scalar series per metric key plus
-the mean reward per iteration, and `tensorboard --logdir DIR` shows them — for any run,
+Steps commit their metrics as rows (`metrics`, in the one namespace of
+`artifacts/metric_names.py`: the reward's mean is the score step's `rollout/reward_mean`),
+so a run needs no live logger: `alignflow report RUN_ID --tensorboard DIR` writes one
+scalar series per metric key, and `tensorboard --logdir DIR` shows them — for any run,
 finished, killed or resumed, and without duplicate points from retried tasks (only
 committed rows exist).
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 _METRICS = "SELECT key, step, value FROM metrics WHERE run_id = ? ORDER BY key, step, ts"
-_REWARD = ("SELECT iteration, avg(reward) AS reward FROM rollouts WHERE run_id = ? "
-           "AND reward IS NOT NULL GROUP BY iteration ORDER BY iteration")
 
 
 def export_tensorboard(catalog, run_id: str, logdir: str | Path) -> int:
@@ -26,7 +25,4 @@ def export_tensorboard(catalog, run_id: str, logdir: str | Path) -> int:
             if row["value"] is not None:
                 writer.add_scalar(row["key"], row["value"], int(row["step"]))
                 points += 1
-        for row in catalog.sql(_REWARD, [run_id]).to_pylist():
-            writer.add_scalar("rollouts/reward_mean", row["reward"], int(row["iteration"]))
-            points += 1
     return points

@@ -119,15 +119,39 @@ def _context(store: Any, run_id: str, recorded: dict[str, str]) -> trust_mod.Con
 def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
            block: bool = True, progress: Any = None, flow: Flow | str | None = None,
-           trust: Iterable[str] = (), trust_store: bool = False) -> Any:
+           trust: Iterable[str] = (), trust_store: bool = False, config: Any = None) -> Any:
     """Re-run the flow with the current code, replaying committed tasks; returns its output.
 
     Nothing the store names acts without this machine's say-so (`flows/trust/`): the flow
     loads only by a built-in name, as `flow` (named again), as an already imported `@flow`,
     or from a confirmed file; the code, URLs and folders its config names must be confirmed
-    by `trust` items, trusted directories, the trust file or `trust_store`.
+    by `trust` items, trusted directories, the trust file or `trust_store`. `config`: the
+    config as given now (a re-run of the run's command): followed where the run can.
     """
     store = open_store(store)
+    meta = _resumable(store, run_id, rerun_from)
+    given = [flow.rpartition(":")[0]] if isinstance(flow, str) else []
+    sayso = trust_mod.active() or trust_mod.local_sayso(
+        trust, store_url=store.url, address=address, trust_store=trust_store, named=given)
+    ctx = _context(store, run_id, trust_mod.recorded_hashes(meta))
+    found, cls, flow_code = trust_mod.stored_flow(meta, flow, sayso, ctx)
+    meta = restore_masked(meta, sayso.named)
+    stored = decode_config(meta, cls)
+    redact_mod.mask_referenced(meta.get("config"))
+    check_identity(meta, stored)
+    config = stored if config is None else config
+    refs = references(config)  # the flow itself was checked as it loaded
+    allowed = trust_mod.check(refs, sayso, ctx) | flow_code
+    _record_code(store, meta, refs, allowed)
+    with usercode.allowing(allowed), trust_mod.in_force(sayso):
+        return drive(store, run_id, found, config,
+                     executor=executor or meta.get("executor", "ray"), address=address,
+                     force=force, block=block, rerun_from=rerun_from, progress=progress,
+                     previous=stored if config is not stored else None)
+
+
+def _resumable(store: Any, run_id: str, rerun_from: str | None) -> dict:
+    """The run.json of a run `resume` may continue; `FlowError` saying why not."""
     meta = runs.read_run(store, run_id)
     if store.exists(runs.tombstone_path(run_id)):
         raise FlowError(f"run {run_id!r} is being deleted; finish with `alignflow delete "
@@ -138,22 +162,7 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
                         "(--rerun-from TASK_KEY re-runs from a task)")
     if status == runs.CANCELED:
         raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    given = [flow.rpartition(":")[0]] if isinstance(flow, str) else []
-    sayso = trust_mod.active() or trust_mod.local_sayso(
-        trust, store_url=store.url, address=address, trust_store=trust_store, named=given)
-    ctx = _context(store, run_id, trust_mod.recorded_hashes(meta))
-    found, cls, flow_code = trust_mod.stored_flow(meta, flow, sayso, ctx)
-    meta = restore_masked(meta, sayso.named)
-    config = decode_config(meta, cls)
-    redact_mod.mask_referenced(meta.get("config"))
-    check_identity(meta, config)
-    refs = references(config)  # the flow itself was checked as it loaded
-    allowed = trust_mod.check(refs, sayso, ctx) | flow_code
-    _record_code(store, meta, refs, allowed)
-    with usercode.allowing(allowed), trust_mod.in_force(sayso):
-        return drive(store, run_id, found, config,
-                     executor=executor or meta.get("executor", "ray"), address=address,
-                     force=force, block=block, rerun_from=rerun_from, progress=progress)
+    return meta
 
 
 def _record_code(store: Any, meta: dict, refs: list[Reference],

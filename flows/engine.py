@@ -126,6 +126,15 @@ def flow(fn: Callable | None = None, *, name: str | None = None) -> Any:
     return Flow(fn, name)
 
 
+def expect(iterations: int) -> None:
+    """The flow says how many iterations it will run (once its data is loaded), so the
+    progress display counts them and gives an ETA. A no-op outside a run."""
+    driver = current_driver()
+    progress = getattr(driver, "progress", None)
+    if progress is not None and hasattr(progress, "expect"):
+        progress.expect(iterations)
+
+
 def gather(*futures: Any) -> list[Any]:
     """Wait for futures (from `task.submit`) and return their results in order."""
     return [f.result() for f in futures]

@@ -17,7 +17,7 @@ from alignflow.errors import ConfigError
 from alignflow.flows import wrapper
 from alignflow.flows.groups import RayWorkerGroup, group_size
 from alignflow.flows.ray_connect import ensure_ray
-from alignflow.flows.worker_host import build, host_actor_class
+from alignflow.flows.worker_host import WorkerHost, host_actor_class
 
 _REMOTES: dict[str, Any] = {}
 
@@ -53,17 +53,18 @@ class InlineExecutor:
             raise FlowError(f"worker group {name!r} has {group_size(options)} workers; "
                             "data-parallel groups need the ray executor (--executor ray)")
         if name not in self.workers:
-            self.workers[name] = build(factory)
+            self.workers[name] = WorkerHost(factory, name)
 
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
-        self.workers[name] = build(factory)
+        self.workers[name] = WorkerHost(factory, name)
 
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         self.workers[name].restore(store, checkpoint)
 
     def submit(self, call: dict, options: dict) -> _Done:
-        obj = self.workers[call["worker"]] if call.get("worker") else None
-        return _Done(wrapper.execute(call, obj))
+        if call.get("worker"):
+            return _Done(self.workers[call["worker"]].call(call))
+        return _Done(wrapper.execute(call))
 
     def durable(self, worker: str, token: str) -> _Later:
         """A handle on a finished task's background work (`wrapper.durable`)."""
@@ -135,7 +136,7 @@ class RayExecutor:
         if actor is None:
             self.restart_worker(name, factory, options, run_id)
             return
-        self.pool.track(actor, actor.install.remote(factory))
+        self.pool.track(actor, actor.install.remote(factory, name))
         self.workers[name] = actor
 
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
@@ -151,7 +152,7 @@ class RayExecutor:
             return
         actor_name = f"alignflow:{run_id}:{name}"
         self.workers[name] = self._actor_cls.options(
-            name=actor_name, get_if_exists=True, **_remote_options(options)).remote(factory)
+            name=actor_name, get_if_exists=True, **_remote_options(options)).remote(factory, name)
 
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         import ray

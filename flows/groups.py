@@ -34,7 +34,7 @@ class GroupWorker(WorkerHost):
     (calls, restore, durable writes as a worker host); its models load after `join`."""
 
     def __init__(self, factory: Any) -> None:
-        self.obj = factory()
+        self.obj, self.failure = factory(), None  # a failed start raises at `join`
 
     def rendezvous(self) -> tuple[str, int]:
         """This node's address and a port nobody listens on (asked of rank 0)."""
@@ -68,21 +68,53 @@ class RayWorkerGroup:
 
     def start(self) -> RayWorkerGroup:
         import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.pg = self._placement_group()
+        for attempt in range(3):
+            self.actors = self._actors()
+            try:
+                addr, port = ray.get(self.actors[0].rendezvous.remote())
+                ray.get([a.join.remote(r, self.size, addr, port)
+                         for r, a in enumerate(self.actors)])
+                return self
+            except ray.exceptions.RayTaskError as exc:
+                # the free port rank 0 picked was taken before it listened: pick again
+                if "EADDRINUSE" not in str(exc) or attempt == 2:
+                    raise
+                self._kill_actors()
+        return self
+
+    def _kill_actors(self) -> None:
+        """Kill the ranks' actors and wait until their names are free again."""
+        import time
+
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        deadline = time.time() + 30
+        for rank in range(self.size):
+            while time.time() < deadline:
+                try:
+                    ray.get_actor(f"alignflow:{self.run_id}:{self.name}:{rank}")
+                except ValueError:
+                    break
+                time.sleep(0.1)
+        self.actors = []
+
+    def _actors(self) -> list[Any]:
+        """One fresh actor per rank, in its bundle of the placement group."""
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
         per_node = int(self.options.get("workers_per_node", 1))
         remote = ray.remote(max_restarts=0, max_task_retries=0,
                             concurrency_groups={"durable": 1})(GroupWorker)
-        for rank in range(self.size):
-            strategy = PlacementGroupSchedulingStrategy(
-                placement_group=self.pg, placement_group_bundle_index=rank // per_node)
-            self.actors.append(remote.options(
-                name=f"alignflow:{self.run_id}:{self.name}:{rank}", scheduling_strategy=strategy,
-                **self._per_worker()).remote(self.factory))
-        addr, port = ray.get(self.actors[0].rendezvous.remote())
-        ray.get([a.join.remote(r, self.size, addr, port) for r, a in enumerate(self.actors)])
-        return self
+        return [remote.options(
+            name=f"alignflow:{self.run_id}:{self.name}:{rank}",
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=self.pg, placement_group_bundle_index=rank // per_node),
+            **self._per_worker()).remote(self.factory) for rank in range(self.size)]
 
     def _per_worker(self) -> dict:
         out = {"num_cpus": self.options.get("num_cpus", 1),

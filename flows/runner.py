@@ -16,10 +16,11 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows import codec, planning, runs
+from alignflow.flows import codec, planning, reconfigure, rerun, runs
 from alignflow.flows.driver import Driver, Stopped
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
+from alignflow.flows.heartbeat import Heartbeat
 from alignflow.flows.lease import Lease
 from alignflow.flows.timers import Suspended
 
@@ -38,11 +39,13 @@ def warm_modules(flow: Flow) -> tuple[str, ...]:
 
 
 def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
-    """Delete the manifest of `task_key` and every manifest committed after it."""
+    """Delete the manifest of `task_key` and every manifest committed after it, once it is
+    sure the workers can restore what the tasks before it committed (`rerun.py`)."""
     journal = runs.read_manifests(store, run_id)
     if task_key not in journal:
         raise FlowError(f"--rerun-from {task_key!r}: run {run_id!r} has no committed task with "
                         "that key (see `alignflow status RUN_ID`)")
+    rerun.check(store, run_id, journal, task_key)
     cut = journal[task_key].get("seq", 0)
     gone = [k for k, m in journal.items() if m.get("seq", 0) >= cut]
     for key in reversed(gone):
@@ -52,27 +55,29 @@ def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
 
 def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "ray",
           address: str | None = None, force: bool = False, block: bool = True,
-          rerun_from: str | None = None, progress: Any = None) -> Any:
-    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait."""
+          rerun_from: str | None = None, progress: Any = None, previous: Any = None) -> Any:
+    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait.
+    `previous`: the config the run has so far, when `config` is one given now
+    (`flows/reconfigure.py` decides what the run follows)."""
     check_executor(store, executor)
     lease = Lease(store, run_id).acquire(force=force)
-    driver = sink = runner = None
+    driver = sink = runner = beat = None
     try:
         runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
         meta = runs.read_run(store, run_id)
         if meta["status"] == runs.CANCELED:
             raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
+        if previous is not None:
+            config = reconfigure.follow(store, meta, previous, config,
+                                        set(runs.read_manifests(store, run_id)))
         plan = planning.settle(store, meta, config)  # on the cluster joined; a refusal changes nothing
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)
-        runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
-                        wake_at=None, waiting_for=None, executor=executor, address=address,
-                        drivers=meta.get("drivers", 0) + 1, resumed=time.time())
+        _started(store, run_id, meta, executor, address)
         driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
                         lease=lease)
         driver.plan = plan
-        if progress is not None:
-            progress.start_run(run_id, flow.name)
+        beat = _watch(store, run_id, meta.get("flow") or flow.name, progress)
         sink = _live_log(store, run_id, config, driver)
         return _run_body(store, run_id, flow, config, driver)
     finally:
@@ -82,7 +87,25 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
             runner.shutdown()
         if progress is not None:
             progress.close(driver.outcome if driver is not None else None)
+        if beat is not None:
+            beat.stop()
         lease.release()
+
+
+def _started(store: Any, run_id: str, meta: dict, executor: str, address: str | None) -> None:
+    runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
+                    wake_at=None, waiting_for=None, executor=executor, address=address,
+                    drivers=meta.get("drivers", 0) + 1, resumed=time.time())
+
+
+def _watch(store: Any, run_id: str, name: str, progress: Any) -> Heartbeat | None:
+    """The progress display, told the run's registered name (`rloo`, not `grpo`), its
+    lines kept in the store, and its heartbeat started."""
+    if progress is None:
+        return None
+    beat = Heartbeat(store, run_id, progress)
+    progress.start_run(run_id, name, sink=beat.log)
+    return beat.start()
 
 
 def check_executor(store: Any, executor: str) -> None:
@@ -159,7 +182,9 @@ def _write_record(store: Any, driver: Driver, fields: dict[str, Any]) -> None:
         fields.pop("status", None)
     rerun = {k for k, m in driver.manifests.items() if m.get("seq", 0) >= driver.first_seq}
     changed = sorted((set(meta.get("code_changed") or []) - rerun) | set(driver.code_changed))
+    since = meta.get("resumed") or meta.get("created") or time.time()
+    active = float(meta.get("active") or 0.0) + max(0.0, time.time() - since)  # driven time:
     runs.update_run(store, driver.run_id, code_changed=changed, replayed=driver.replayed,
-                    ran=driver.ran, **fields)
+                    ran=driver.ran, active=active, **fields)  # not while it sat interrupted
     if driver.ran:
         runs.write_snapshot(store, driver.run_id, driver.manifests)

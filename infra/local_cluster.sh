@@ -48,9 +48,11 @@ start_worker() {
   echo "$ADDRESS"
 }
 
-# The cluster's processes: those whose command line names its own temp dir.
+# The cluster's processes: those whose command line names its own temp dir, and its Ray
+# Client server (whose command line names only the cluster's address).
 cluster_pids() {
-  ps -eo pid=,args= | awk -v dir="$CLUSTER_DIR" 'index($0, dir) && !index($0, "awk") {print $1}'
+  ps -eo pid=,args= | awk -v dir="$CLUSTER_DIR" -v client="client.server --address=$ADDRESS " \
+    '(index($0, dir) || index($0, client)) && !index($0, "awk") {print $1}'
 }
 
 stop() {

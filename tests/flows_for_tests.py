@@ -337,3 +337,16 @@ def exporting(cfg: dict) -> dict:
     for i in range(cfg["n"]):
         step(cfg["dir"], i)
     return export(cfg["dir"])
+
+
+class Unbuildable:
+    """A worker object whose models fail to load (a missing engine package, say)."""
+
+    def preload(self) -> None:
+        raise ModuleNotFoundError("No module named 'vllm'")
+
+
+@flow
+def unbuildable(cfg: dict) -> dict:
+    worker_group("counter", Unbuildable, num_cpus=0)
+    return add(cfg["dir"], 1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from alignflow.artifacts.metric_names import axis
 from alignflow.catalog.catalog import Catalog
 from alignflow.errors import RunNotFound
 
@@ -20,7 +21,7 @@ _SPREAD_SQL = """
 SELECT x, count(v) AS n, avg(v) AS mean, min(v) AS lo, max(v) AS hi,
        quantile_cont(v, [0.1, 0.25, 0.75, 0.9]) AS q
 FROM (SELECT {x} AS x, CAST({expr} AS DOUBLE) AS v FROM {table} WHERE run_id = ?)
-WHERE v IS NOT NULL AND isfinite(v) GROUP BY x ORDER BY x"""
+WHERE x IS NOT NULL AND v IS NOT NULL AND isfinite(v) GROUP BY x ORDER BY x"""
 _METRIC_SQL = _SPREAD_SQL.format(x="step", expr="value", table="metrics").replace(
     "WHERE run_id = ?)", "WHERE run_id = ? AND key = ?)")
 
@@ -42,6 +43,14 @@ class Series:
         return any(c > 1 for c in self.n)
 
     @property
+    def constant(self) -> float | None:
+        """The one value every sample had for the whole run (None: it varies, or none)."""
+        values = self.lo + self.hi
+        if not values or max(values) - min(values) > 1e-12 * max(1.0, max(map(abs, values))):
+            return None
+        return values[0]
+
+    @property
     def informative(self) -> bool:
         """Worth a plot: values at two or more points, not one constant for the whole run."""
         if len(self.x) < 2 and not self.has_spread:
@@ -53,6 +62,13 @@ class Series:
 def names(series: list[Series]) -> str:
     """The plotted quantities, for an image's alt text."""
     return ", ".join(s.name for s in series)
+
+
+def constants(series: list[Series]) -> str:
+    """`reward: constant 0.0, KL: constant 0.0` for the series that never changed (they
+    are said, not drawn: a flat line says less than the number)."""
+    return ", ".join(f"{s.name}: constant {s.constant:g}" for s in series
+                     if s.constant is not None and len(s.x) > 1)
 
 
 class RunData:
@@ -83,9 +99,16 @@ class RunData:
         return out
 
     @cached_property
+    def metric_axes(self) -> dict[str, str]:
+        """Metric key -> what its `step` counts: "iteration" or "optimizer step"."""
+        rows = self.rows("SELECT key, any_value(task_key) AS task FROM metrics WHERE "
+                         "run_id = ? GROUP BY key ORDER BY key")
+        return {r["key"]: "iteration" if axis(r["key"], r["task"] or "") == "iteration"
+                else "optimizer step" for r in rows}
+
+    @property
     def metric_keys(self) -> list[str]:
-        return [r["key"] for r in self.rows(
-            "SELECT DISTINCT key FROM metrics WHERE run_id = ? ORDER BY key")]
+        return list(self.metric_axes)
 
     def spread(self, name: str, table: str, expr: str, x: str) -> Series:
         """Per-`x` summary of `expr` over the run's rows of `table` (code constants only)."""

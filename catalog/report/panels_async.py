@@ -10,7 +10,7 @@ from alignflow.catalog.report.panel import Panel
 _STALENESS_SQL = """
 SELECT consumed_at_step AS step, staleness, count(*) AS n FROM rollout_consumption
 WHERE run_id = ? GROUP BY ALL ORDER BY ALL"""
-_STALE_BATCHES = ("dropped_batches", "regenerated_batches")
+_STALE_BATCHES = ("rollout/dropped_batches", "rollout/regenerated_batches")
 _SHOWN = ("staleness_mean", "staleness_max", "batch_version_min", "batch_version_max",
           *_STALE_BATCHES, "stale_batch_staleness")
 
@@ -33,7 +33,7 @@ def staleness(run: RunData) -> Panel | None:
     body = html.img(chart, "samples per learn step by staleness")
     if stale:
         body = html.join(body, html.table(["too stale", "batches"],
-                                          [(r["key"].replace("_batches", ""), r["n"])
+                                          [(r["key"][8:].replace("_batches", ""), r["n"])
                                            for r in stale]))
     return Panel("Staleness of the data each step learned from", body,
                  sql=run.shown(_STALENESS_SQL),

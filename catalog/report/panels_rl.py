@@ -5,15 +5,15 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from alignflow.catalog.report import html, plots
-from alignflow.catalog.report.data import RunData, Series, names
+from alignflow.catalog.report.data import RunData, Series, constants, names
 from alignflow.catalog.report.panel import Panel
 
 # (title, rollouts column expression) — per-sample values, so each has a spread
 _SAMPLE_SERIES = (("reward", "reward"), ("return", "returns[1]"), ("KL", "kl"),
                   ("response length (tokens)", "response_len"))
 # (title, metric keys tried in order) — one value per iteration from the learn step
-_METRIC_SERIES = (("entropy", ("entropy",)), ("loss", ("loss", "policy_loss")),
-                  ("critic loss", ("critic/loss", "critic/value_loss")))
+_METRIC_SERIES = (("entropy", ("train/entropy",)), ("policy loss", ("train/policy_loss",)),
+                  ("critic loss", ("train/critic/loss", "train/critic/value_loss")))
 _SAMPLES_SHOWN = (10, 20)  # first and last iterations listed when a run has many
 _BEST_WORST_SQL = """
 SELECT iteration, arg_max(prompt, reward) AS best_prompt, arg_max(response, reward) AS best,
@@ -30,35 +30,43 @@ def _return_is_advantage(run: RunData) -> bool:
     return row["differ"] == 0
 
 
+# metric rows the rollout curves show already (the reward's mean and spread, the length)
+_SHOWN_BY_ROLLOUTS = ("rollout/reward_mean", "rollout/reward_std", "rollout/response_len_mean",
+                      "rollout/tokens")
+
+
 def _series(run: RunData) -> list[Series]:
+    run.shown_metrics.update(_SHOWN_BY_ROLLOUTS)
     out = []
     for title, expr in _SAMPLE_SERIES:
         if title == "return" and _return_is_advantage(run):
             continue
         s = run.spread(title, "rollouts", expr, "iteration")
         if title == "KL":
-            run.shown_metrics.add("kl")  # the learn step's mean of the same per-sample KL
-            s = s if s.informative else run.metric("kl", "KL")
+            run.shown_metrics.add("train/kl")  # the learn step's mean of the same KL
+            s = s if s.informative else run.metric("train/kl", "KL")
         out.append(s)
     for title, keys in _METRIC_SERIES:
         key = next((k for k in keys if k in run.metric_keys), None)
         if key:
             run.shown_metrics.update(keys)  # the alternatives hold the same numbers
             out.append(run.metric(key, title))
-    return [s for s in out if s.informative]
+    return out
 
 
 def learning_curves(run: RunData) -> Panel | None:
     """Reward, return, KL, response length (spread over samples), entropy and loss."""
     if not run.counts["rollouts"]:
         return None
-    series = _series(run)
-    if not series:
+    every = _series(run)
+    series, flat = [s for s in every if s.informative], constants(every)
+    if not series and not flat:
         return None
-    return Panel("Learning curves", html.img(plots.curves(series, "iteration"), names(series)),
-                 wide=True, sql=run.spread_sql("rollouts", "reward", "iteration"),
-                 note="line: mean per iteration; bands: 25–75 % and 10–90 % of the samples "
-                      "(entropy and loss: one value per iteration from the learn step)")
+    body = html.img(plots.curves(series, "iteration"), names(series)) if series else Markup()
+    note = ("line: mean per iteration; bands: 25–75 % and 10–90 % of the samples (entropy and "
+            "policy loss: one value per iteration from the learn step)")
+    return Panel("Learning curves", html.join(body, html.note(flat)) if flat else body,
+                 wide=True, sql=run.spread_sql("rollouts", "reward", "iteration"), note=note)
 
 
 def reward_histograms(run: RunData) -> Panel | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +15,7 @@ from alignflow.catalog.report.data import RunData
 from alignflow.catalog.report.panel import Panel
 
 _ITER_KEY = re.compile(r"^(?:iter|round)-(\d+)/(.+)$")
-_COUNTERS = re.compile(r"(^|/)(step|steps|optimizer_steps|epoch)$")
+_COUNTERS = re.compile(r"(^|/)(step|steps|global_step|optimizer_steps|epoch)$")
 _MAX_METRIC_PLOTS = 24
 
 
@@ -96,14 +97,31 @@ def _iteration_times(run: RunData) -> tuple[list[int], dict[str, list[float]]]:
     return xs, {s: [per[i].get(s, 0.0) for i in xs] for s in steps}
 
 
+def _waits(run: RunData) -> dict[str, list[float]]:
+    """The time no task body ran: from the run's start to its first task (imports, Ray,
+    data and config checks), and tasks waiting for a worker (a worker's first task waits
+    for its process to start and its models to load)."""
+    out: dict[str, list[float]] = {}
+    firsts = [t["queued"] or t["started"] for t in run.tasks if t["queued"] or t["started"]]
+    start = run.run.get("started")
+    if firsts and start is not None:
+        out["start-up (run start → first task)"] = [max(0.0, (min(firsts) - start)
+                                                        .total_seconds())]
+    queued = [t["queue_time"] for t in run.tasks if t.get("queue_time")]
+    if queued:
+        out["waiting for a worker (its start, model load)"] = queued
+    return out
+
+
 def step_times(run: RunData) -> Panel | None:
-    """Seconds per step of each iteration, and the totals by task."""
+    """Seconds per step of each iteration, and the totals by task, start-up and queueing."""
     totals: dict[str, list[float]] = {}
     for t in run.tasks:
         if t["duration"] is not None:
             totals.setdefault(t["task"] or "?", []).append(t["duration"])
     if not totals:
         return None
+    totals |= _waits(run)
     whole = sum(sum(v) for v in totals.values()) or 1.0
     ranked = sorted(totals.items(), key=lambda kv: -sum(kv[1]))
     table = html.table(["task", "runs", "seconds", "share"], [
@@ -116,36 +134,45 @@ def step_times(run: RunData) -> Panel | None:
     sql = run.shown("SELECT task, count(*) AS runs, sum(duration) AS seconds FROM tasks "
                     "WHERE run_id = ? GROUP BY task ORDER BY seconds DESC")
     return Panel("Where the time went", body, sql=sql,
-                 note="committed tasks only (task durations from the `tasks` view)")
+                 note="committed tasks (durations, queue times from the `tasks` view) and the "
+                      "start-up before the first one")
 
 
 def other_metrics(run: RunData) -> Panel | None:
-    """Every metric key no other panel plotted, that changes during the run."""
-    series, once, seen = [], [], set()
+    """Every metric key no other panel plotted, that changes during the run; a key whose
+    numbers equal a plotted one's (a lone reward source's score is the reward) is left out."""
+    series, once = [], []
+    seen = {_shape(run.metric(k)) for k in run.shown_metrics if k in run.metric_axes}
     for key in run.metric_keys:
         if key in run.shown_metrics or _COUNTERS.search(key):
             continue
         s = run.metric(key)
         if len(s.x) == 1 and not s.has_spread:
             once.append((key, int(s.x[0]), s.mean[0]))
-        elif s.informative and (tuple(s.x), tuple(s.mean)) not in seen:
-            seen.add((tuple(s.x), tuple(s.mean)))  # one plot for keys with the same numbers
+        elif s.informative and _shape(s) not in seen:
+            seen.add(_shape(s))  # one plot for keys with the same numbers
             series.append(s)
     if not series and not once:
         return None
     parts = []
     if series:
         shown = series[:_MAX_METRIC_PLOTS]
-        parts.append(html.img(plots.curves(shown, "step"), ", ".join(s.name for s in shown)))
+        labels = [run.metric_axes.get(s.name, "step") for s in shown]
+        parts.append(html.img(plots.curves(shown, labels), ", ".join(s.name for s in shown)))
     if len(series) > _MAX_METRIC_PLOTS:
         parts.append(html.note(f"{len(series) - _MAX_METRIC_PLOTS} more metric keys: query "
                                "the `metrics` view"))
     if once:
-        parts.append(html.table(["recorded once", "step", "value"], once, "narrow"))
+        parts.append(html.table(["recorded once", "at", "value"], once, "narrow"))
     return Panel("Other metrics", html.join(*parts), wide=True,
                  note="keys that stay constant for the whole run are left out",
                  sql=run.shown("SELECT key, step, value FROM metrics WHERE run_id = ? "
                                "ORDER BY key, step"))
+
+
+def _shape(s: Any) -> tuple:
+    """A series' points to 5 significant digits: near-equal series compare equal."""
+    return tuple(s.x), tuple(float(f"{v:.5g}") for v in s.mean)
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -156,11 +183,17 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
         value = value["__tuple__"]
     if isinstance(value, dict) and value:
         out = []
-        for k in sorted(value):
-            out += _flatten(value[k], f"{prefix}.{k}" if prefix else str(k))
+        for k in sorted(value, key=_key):
+            out += _flatten(value[k], f"{prefix}.{_key(k)}" if prefix else _key(k))
         return out
     shown = "—" if value is None else json.dumps(value) if isinstance(value, list | dict) else value
     return [(prefix or "(value)", shown)]
+
+
+def _key(name: str) -> str:
+    """A config key as the user spells it: `async`, not the field name `async_` (a Python
+    keyword's escape; `flows/config/types.key_of`, which the catalog cannot import)."""
+    return name[:-1] if name.endswith("_") and keyword.iskeyword(name[:-1]) else str(name)
 
 
 def config(run: RunData) -> Panel | None:

@@ -3,6 +3,10 @@
 Matplotlib's object API (`Figure`, no pyplot) keeps this free of global state, so reports
 can be drawn from any thread. Spread is drawn as bands: 10–90 % light, 25–75 % darker,
 the mean as a line.
+
+Axes say what the numbers are: no offset notation (`+6.9e-1` over the title), and a y
+range of at least `MIN_SPAN` of the values' size, so a loss that moves by 0.05 % is drawn
+flat, not as a cliff. Figures are cut to what they draw (titles, legends, labels whole).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from alignflow.catalog.report.data import Series
@@ -20,11 +25,12 @@ from alignflow.catalog.report.data import Series
 COLORS = ("#2f6db5", "#d9822b", "#3a9a5b", "#b6443f", "#7c5cb5", "#8c6d3f", "#c45a9b",
           "#5f6b7a", "#a8a23a", "#2fa3a8")
 _PANEL_W, _PANEL_H, _DPI = 3.7, 2.5, 110
+MIN_SPAN = 0.05  # the least y range, as a share of the largest |value| drawn
 
 
 def data_uri(fig: Figure) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI)
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", pad_inches=0.08)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -50,11 +56,25 @@ def _single(width: float, height: float, top: float = 0.15) -> Figure:
     return fig
 
 
+def y_limits(values: Sequence[float]) -> tuple[float, float] | None:
+    """Wider y limits for values that barely move (None: matplotlib's own are honest)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    least = MIN_SPAN * max(abs(lo), abs(hi))
+    if hi - lo >= least or least == 0:
+        return None
+    middle = (lo + hi) / 2
+    return middle - least / 2, middle + least / 2
+
+
 def _style(ax, title: str, xlabel: str, integer_x: bool = True) -> None:
     """Small type, light grid, no top/right frame; iterations and steps tick at integers."""
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_xlabel(xlabel, fontsize=8)
     ax.tick_params(labelsize=8)
+    ax.ticklabel_format(axis="y", useOffset=False)
     if integer_x:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.25)
@@ -78,8 +98,10 @@ def _with_gaps(x: list[float], *columns: Sequence[float]) -> list[list[float]]:
     return out
 
 
-def curves(series: Sequence[Series], xlabel: str, ncols: int = 3) -> str:
-    """Small multiples: one axis per series, mean line over its spread bands."""
+def curves(series: Sequence[Series], xlabel: str | Sequence[str], ncols: int = 3) -> str:
+    """Small multiples: one axis per series, mean line over its spread bands; `xlabel`
+    one for all, or one per series."""
+    labels = [xlabel] * len(series) if isinstance(xlabel, str) else list(xlabel)
     fig, axes = _axes(len(series), ncols)
     for i, (ax, s) in enumerate(zip(axes, series, strict=True)):
         color = COLORS[i % len(COLORS)]
@@ -89,7 +111,10 @@ def curves(series: Sequence[Series], xlabel: str, ncols: int = 3) -> str:
             ax.fill_between(x, p25, p75, color=color, alpha=0.28, linewidth=0)
         ax.plot(x, mean, color=color, linewidth=1.6,
                 marker="o" if len(s.x) <= 30 else None, markersize=3)
-        _style(ax, s.name, xlabel)
+        _style(ax, s.name, labels[i])
+        limits = y_limits([*s.lo, *s.hi, *s.mean])
+        if limits is not None:
+            ax.set_ylim(*limits)
         if len(s.x) == 1:
             ax.set_xticks(s.x)
     return data_uri(fig)
@@ -125,4 +150,29 @@ def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: st
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=8, frameon=False, ncols=min(6, len(parts)), loc="upper left",
               bbox_to_anchor=(0, 1.18))
+    return data_uri(fig)
+
+
+def overlay(quantities: Sequence[tuple[str, str, Sequence[Series | None]]],
+            labels: Sequence[str], ncols: int = 3) -> str:
+    """Small multiples of (title, x label, one series per run): a line per run, in the
+    run's color, the legend (the runs) once above the plots."""
+    fig, axes = _axes(len(quantities), ncols)
+    for ax, (title, xlabel, per_run) in zip(axes, quantities, strict=True):
+        values: list[float] = []
+        for i, s in enumerate(per_run):
+            if s is None or not s.x:
+                continue
+            x, mean = _with_gaps(s.x, s.mean)
+            ax.plot(x, mean, color=COLORS[i % len(COLORS)], linewidth=1.5,
+                    marker="o" if len(s.x) <= 30 else None, markersize=2.5, label=labels[i])
+            values += s.mean
+        _style(ax, title, xlabel)
+        limits = y_limits(values)
+        if limits is not None:
+            ax.set_ylim(*limits)
+    handles = [Line2D([], [], color=COLORS[i % len(COLORS)], linewidth=2)
+               for i in range(len(labels))]
+    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+               ncols=min(4, len(labels)), fontsize=8, frameon=False)
     return data_uri(fig)

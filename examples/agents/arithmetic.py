@@ -6,8 +6,10 @@ earns 0.1 (it answered in the asked form) and "wrong, try again"; anything else 
 and a reminder to answer with a number. The episode reward is the sum over its turns, so
 a model that corrects itself after a "wrong" still earns the 1.
 
-Train with it (the same file runs under OpenRLHF's `--agent_func_path`):
-    alignflow run reinforce_pp_baseline --agent_func_path examples/agents/arithmetic.py ...
+Train with it (the same file runs under OpenRLHF's `--agent_func_path`; an episode's turns
+need a token budget each):
+    alignflow run reinforce_pp_baseline --agent_func_path examples/agents/arithmetic.py \
+        --prompt_data examples/agents/arithmetic.jsonl --input_key question --generate_max_len 64
 """
 
 import re

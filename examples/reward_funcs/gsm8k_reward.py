@@ -1,6 +1,11 @@
 """Example reward function file in OpenRLHF's signature, for GSM8K-style math prompts.
 
-Use it as a reward source by path (`--reward examples/reward_funcs/gsm8k_reward.py`).
+Use it as a reward source by path: the key `reward.remote_url` holds reward files and
+servers (OpenRLHF's `--remote_rm_url` / `--reward.remote_url`; `reward` itself is a section
+of keys, so there is no `--reward FILE`):
+
+    alignflow run grpo --set reward.remote_url=examples/reward_funcs/gsm8k_reward.py
+
 `queries` are prompt + response, `prompts` the prompts, `labels` the reference answers
 (a number, or a full GSM8K solution ending in `#### N`).
 Returns `rewards` (used for advantages), `scores` (0/1 correctness, used for dynamic

@@ -20,7 +20,7 @@ import time
 
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.campaign.gate import beats, prompt_config
-from alignflow.flows.campaign.records import Due, Inputs, Policy
+from alignflow.flows.campaign.records import Due, Inputs, Policy, Score
 from alignflow.flows.campaign.rounds import initial_policy
 from alignflow.flows.campaign.steps import (
     consume_inputs,
@@ -39,16 +39,18 @@ from alignflow.flows.engine import flow, sleep
 def campaign(cfg: CampaignConfig) -> dict:
     start = initial_policy(cfg)
     prompts = gate_prompts.options(key="gate/prompts")(prompt_config(cfg.gate), start)
-    policy = Policy(0, start)
-    base = evaluate_policy.options(key="gate/eval-initial")(policy, prompts, 0, cfg.gate)
-    policy, consumed, history, due = dataclasses.replace(policy, score=base.value), [], [], None
+    incumbent = evaluate_policy.options(key="gate/eval-initial")(Policy(0, start), prompts, 0,
+                                                                 cfg.gate)
+    policy = Policy(0, start, score=incumbent.of(cfg.gate.metric))
+    consumed, history, due = [], [], None
     for r in range(cfg.max_rounds or sys.maxsize):
         k = f"round-{r:04d}"
         when = plan_round.options(key=f"{k}/schedule")(cfg.schedule, r, due)
         sleep(max(0.0, when.due - time.time()), key=f"{k}/sleep")
         row = {"round": r, "due": when.due, "skipped_due_times": when.skipped,
                "policy_in_version": policy.version, "policy_in": policy.path,
-               "incumbent_score": policy.score, "metric": cfg.gate.metric}
+               "incumbent_score": incumbent.of(cfg.gate.metric), "metric": cfg.gate.metric}
+        candidate = None
         if read_control.options(key=f"{k}/control")():
             new, row["status"] = Inputs(), "paused"
         else:
@@ -58,23 +60,28 @@ def campaign(cfg: CampaignConfig) -> dict:
             if cfg.inputs.source and cfg.inputs.min_files and not new.files:
                 row["status"] = "no_input"
             else:
-                policy = _train_and_gate(cfg, k, when, policy, new, prompts, row)
+                candidate = _train_and_gate(cfg, k, when, policy, incumbent, new, prompts, row)
                 history.append(row["round_run"])
-        row.update(policy_out_version=policy.version, policy_out=policy.path)
-        record_round.options(key=f"{k}/record")(row)
+        out = candidate[0] if candidate is not None and row["promoted"] else policy
+        row.update(policy_out_version=out.version, policy_out=out.path)
+        if record_round.options(key=f"{k}/record")(row)["promoted"]:  # a recorded round's
+            policy, incumbent = candidate  # decision stands, whatever the gate says now
         retain.options(key=f"{k}/retain")(cfg.retention.keep_rounds, history, policy)
         consumed, due = consumed + [f.path for f in new.files], when.due
     return {"rounds": cfg.max_rounds, "policy": dataclasses.asdict(policy), "model": policy.path}
 
 
-def _train_and_gate(cfg: CampaignConfig, k: str, when: Due, policy: Policy, new: Inputs,
-                    prompts, row: dict) -> Policy:
-    """One round's training run and gate; returns the policy the next round starts from."""
+def _train_and_gate(cfg: CampaignConfig, k: str, when: Due, policy: Policy, incumbent: Score,
+                    new: Inputs, prompts, row: dict) -> tuple[Policy, Score]:
+    """One round's training run and gate (by the gate's metric now, on both policies'
+    evals); returns the candidate policy and its eval, and fills the round's row."""
     run = train_round.options(key=f"{k}/run")(cfg, policy, new, when)
-    candidate = Policy(policy.version + 1, run.model, round=when.round)
-    score = evaluate_policy.options(key=f"{k}/eval")(candidate, prompts, when.round + 1, cfg.gate)
-    promoted = beats(score.value, policy.score, cfg.gate)
-    row.update(round_run=run.run_id, candidate=run.model, candidate_score=score.value,
+    score = evaluate_policy.options(key=f"{k}/eval")(
+        Policy(policy.version + 1, run.model, round=when.round), prompts, when.round + 1,
+        cfg.gate)
+    value = score.of(cfg.gate.metric)
+    promoted = beats(value, incumbent.of(cfg.gate.metric), cfg.gate)
+    row.update(round_run=run.run_id, candidate=run.model, candidate_score=value,
                promoted=promoted, eval_iteration=score.iteration,
                status="promoted" if promoted else "refused")
-    return dataclasses.replace(candidate, score=score.value) if promoted else policy
+    return Policy(policy.version + 1, run.model, score=value, round=when.round), score

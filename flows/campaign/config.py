@@ -6,7 +6,7 @@ the schedule, the promotion gate and the retention of round checkpoints.
     config: {rounds: 1, ...}       # the round flow's config (as its --config YAML)
     inputs: {source: ./incoming, pattern: "*.jsonl"}
     schedule: {every: 6h}          # or {cron: "0 3 * * *", timezone: Europe/Paris}
-    gate: {prompts: alignflow:gsm8k, max_samples: 32, metric: reward_mean}
+    gate: {prompts: alignflow:gsm8k, max_samples: 32, metric: score/gsm8k/correct}
     retention: {keep_rounds: 2}
 """
 
@@ -15,11 +15,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from alignflow.errors import ConfigError, require
+from alignflow.artifacts.metric_names import canonical
+from alignflow.errors import ConfigError, invalid, require
 from alignflow.flows.campaign.schedule import ScheduleConfig
-from alignflow.tasks.rewards.registry import spec_references
+from alignflow.tasks.rewards.registry import spec_kind, spec_references, split_name
+from alignflow.tasks.rewards.rules import rule_source
+from alignflow.tasks.steps.generate import METRICS as GENERATE_METRICS
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -50,7 +53,7 @@ class GateConfig:
     fixed eval prompt set by `metric` (generations and scores are committed to the store).
 
     prompts: dataset spec of the fixed eval prompts (alignflow:gsm8k, a local file, ...)
-    metric: a score metric of the eval (reward_mean, score/correct, score/format, ...)
+    metric: a metric of the eval: reward_mean, score/NAME (a source's reward), score/NAME/KEY (its parts, e.g. score/gsm8k/correct), log/NAME/KEY, response_len_mean, ...
     mode: max (higher is better) or min
     min_improvement: the candidate must beat the current policy by more than this
     """
@@ -81,6 +84,32 @@ class GateConfig:
                 self.min_improvement)
         require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
                 "a finite number >= 0", self.temperature)
+        names, open_ = self.metrics()
+        known = {canonical(n) for n in names}  # as the step names it, or as W&B does
+        if canonical(self.metric) not in known and not canonical(self.metric).startswith(
+                tuple(canonical(p) for p in open_)):
+            own = f" (or a key of {', '.join(p + 'KEY' for p in open_)})" if open_ else ""
+            raise invalid("metric", f"{self.metric!r} is not a metric of the gate's eval; "
+                          f"expected one of {', '.join(names)}{own}")
+
+    def metrics(self) -> tuple[list[str], tuple[str, ...]]:
+        """(the metrics every eval has, prefixes of those a Python or remote source names
+        itself): the generate step's, the rewards' mean and spread, each source's reward
+        and the parts a rule or a reward model scores."""
+        names, open_ = [*GENERATE_METRICS, "reward_mean", "reward_std"], []
+        for spec in self.rewards:
+            name, target = split_name(spec)
+            names.append(f"score/{name}")
+            kind = spec_kind(target)
+            if kind == "rule":
+                rule = rule_source(target)
+                names += [f"score/{name}/{k}" for k in rule.SCORES]
+                names += [f"log/{name}/{k}" for k in rule.LOGS]
+            elif kind == "model":
+                names.append(f"score/{name}/raw")
+            else:
+                open_ += [f"score/{name}/", f"log/{name}/"]
+        return names, tuple(open_)
 
     def references(self) -> list[tuple[str, str, str]]:
         """The code files and servers the gate's reward specs name (`flows/config/refs.py`)."""
@@ -111,6 +140,14 @@ class CampaignConfig:
     executor: where round runs execute (ray, or inline for debugging)
     """
 
+    # what the gate's first tasks fix: its prompts, and what every policy's eval measured
+    # (a resumed campaign follows any other change: `flows/reconfigure.py`)
+    RESUME_FIXED: ClassVar[dict[str, str]] = {
+        **{f"gate.{k}": "gate/prompts" for k in (
+            "prompts", "max_samples", "input_key", "label_key", "input_template",
+            "apply_chat_template")},
+        **{f"gate.{k}": "gate/eval-initial" for k in (
+            "rewards", "n_samples_per_prompt", "max_new_tokens", "temperature")}}
     name: str
     flow: str = field(metadata={"refers": "flow"})
     config: dict[str, Any] = field(default_factory=dict)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 from alignflow.artifacts.scope import current_scope
-from alignflow.errors import FlowError
 from alignflow.flows.campaign.config import GateConfig
 from alignflow.flows.campaign.models import policy_folder
 from alignflow.flows.campaign.records import Policy, Score
@@ -72,10 +71,7 @@ def evaluate(policy: Policy, prompts: StepOutput, iteration: int, gate: GateConf
     rollouts = generate(host, prompts, iteration, cfg)
     scores = score(host, rollouts, iteration)
     metrics = {**rollouts.metrics, **scores.metrics}
-    if gate.metric not in metrics:
-        raise FlowError(f"gate.metric={gate.metric!r} is not a metric of the eval; expected "
-                        f"one of {sorted(metrics)}")
-    return Score(float(metrics[gate.metric]), metrics, iteration)
+    return Score(Score(0.0, metrics, iteration).of(gate.metric), metrics, iteration)
 
 
 def beats(candidate: float, incumbent: float | None, gate: GateConfig) -> bool:

@@ -62,3 +62,16 @@ class Score:
     value: float
     metrics: dict
     iteration: int
+
+    def of(self, metric: str) -> float:
+        """The eval's value of `metric`, by its step's name or its namespaced one
+        (`rollout/reward_mean`); the gate's metric may have changed since."""
+        from alignflow.artifacts.metric_names import canonical
+
+        found = {canonical(k): v for k, v in self.metrics.items()}
+        if canonical(metric) not in found:
+            from alignflow.errors import FlowError
+
+            raise FlowError(f"gate.metric={metric!r} is not a metric of eval {self.iteration}; "
+                            f"expected one of {sorted(self.metrics)}")
+        return float(found[canonical(metric)])

@@ -20,7 +20,7 @@ from alignflow.flows.campaign.config import CampaignConfig, lookup
 from alignflow.flows.campaign.inputs import local_paths
 from alignflow.flows.campaign.records import Inputs, RoundRun
 from alignflow.flows.config import from_dict
-from alignflow.flows.config.sources import Keys
+from alignflow.flows.config.sources import Keys, flatten
 from alignflow.flows.loader import canonical_ref, load_flow
 
 # Set by the CLI: makes the progress display of a round run (None: no display).
@@ -102,3 +102,19 @@ def check_round_flow(cfg: CampaignConfig) -> None:
         round_config(cfg, initial_policy(cfg), Inputs())
     except FlowError as exc:
         raise ConfigError(f"campaign {cfg.name!r}: flow {cfg.flow!r}: {exc}") from None
+    if cfg.inputs.source and cfg.inputs.min_files == 0 and not _names_data(cfg):
+        raise ConfigError(
+            f"inputs.min_files: 0 trains a round with no new file on the round config's own "
+            f"data, but config names none at {cfg.inputs.key!r} (inputs.key): it would train "
+            f"on flow {cfg.flow!r}'s default data; set config.{cfg.inputs.key}, or "
+            "inputs.min_files >= 1 to skip such rounds")
+
+
+def _names_data(cfg: CampaignConfig) -> bool:
+    """Whether the campaign's round config sets the key its input files go to."""
+    _flow, cls = load_flow(canonical_ref(cfg.flow))
+    if cls is None:
+        return lookup(cfg.config, cfg.inputs.key) is not None
+    keys, over = Keys.of(cls), {}
+    flatten(keys, cfg.config, "campaign config", over)
+    return any(k in over for k in keys.canonical(cfg.inputs.key))

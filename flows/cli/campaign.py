@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError, LeaseHeld
-from alignflow.flows import api, runs
+from alignflow.flows import api, reconfigure, runs
 from alignflow.flows.campaign import control
 from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
 from alignflow.flows.campaign.records import Inputs
@@ -26,7 +26,7 @@ from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow, initial_
 from alignflow.flows.config import load_config
 from alignflow.flows.config.refs import references
 from alignflow.flows.loader import canonical_ref, load_flow
-from alignflow.flows.trust.config import stored_form
+from alignflow.flows.trust.config import decode_config
 
 ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
 
@@ -40,6 +40,9 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
     parser.add_argument("--address", help="Ray address for the round runs (default: in-process)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="start, tick: check CONFIG (round flow and config, gate, schedule) "
+                             "and say what the campaign would run; run nothing")
 
 
 def load_campaign(path: str, sets: list[str]) -> CampaignConfig:
@@ -69,33 +72,26 @@ def _named(cfg: CampaignConfig) -> list[str]:
     return [r.value for r in [*found, *references(cfg)]]
 
 
-def _check_same(store: Any, cfg: CampaignConfig) -> dict:
-    meta = runs.read_run(store, cfg.run_id)
-    if meta.get("config") != stored_form(cfg)[0]:
-        raise ConfigError(f"campaign {cfg.name!r} in {store.url} was started with another "
-                          "config; stop it (`alignflow campaign stop`) and start one under a "
-                          "new name, or run it with the config it was started with")
-    return meta
-
-
 def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int:
     from alignflow.flows.cli.progress import Progress
 
     store = api.open_store(args.store)
     named = _named(cfg)
     check_round_flow(cfg)
+    again = f"alignflow campaign tick {args.target}"  # or start again: both continue it
     token = PROGRESS.set(lambda: Progress(stream=sys.stderr, live=False))
     try:
         if not store.exists(runs.run_json(cfg.run_id)):
             api.run("campaign", cfg, run_id=cfg.run_id, store=store, seed=args.seed,
                     executor="inline", address=args.address, block=block, trust=named,
-                    progress=Progress(stream=sys.stderr))
-        elif (why := _idle_reason(store, _check_same(store, cfg), block)) is not None:
+                    progress=Progress(stream=sys.stderr, resume=again))
+        elif (why := _idle_reason(store, meta := runs.read_run(store, cfg.run_id), block)):
+            _check_changes(store, meta, cfg)
             print(f"campaign {cfg.name}: {why}")
             return 0
-        else:
-            api.resume(cfg.run_id, store=store, block=block, trust=named,
-                       address=args.address, progress=Progress(stream=sys.stderr))
+        else:  # CONFIG is followed where the campaign can (`flows/reconfigure.py`)
+            api.resume(cfg.run_id, store=store, block=block, trust=named, config=cfg,
+                       address=args.address, progress=Progress(stream=sys.stderr, resume=again))
     except LeaseHeld as exc:
         print(f"campaign {cfg.name}: a driver is at work on it ({exc}); nothing to do")
         return 0
@@ -103,6 +99,29 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
         PROGRESS.reset(token)
     print_status(store, cfg.run_id)
     return 0
+
+
+def _dry_run(cfg: CampaignConfig) -> int:
+    """What `start`/`tick` would drive, once CONFIG passed every check they make first."""
+    _named(cfg)
+    check_round_flow(cfg)
+    s, g = cfg.schedule, cfg.gate
+    when = f"every {s.every}" if s.every else f"cron {s.cron!r} ({s.timezone})"
+    print(f"campaign {cfg.name} (run {cfg.run_id}): rounds of flow {cfg.flow} {when}, from "
+          f"{initial_policy(cfg)}; inputs {cfg.inputs.source or '(none)'} "
+          f"{cfg.inputs.pattern!r} -> {cfg.inputs.key}; gate {g.metric} ({g.mode}) on "
+          f"{g.prompts}; keep {cfg.retention.keep_rounds} rounds")
+    return 0
+
+
+def _check_changes(store: Any, meta: dict, cfg: CampaignConfig) -> None:
+    """An idle tick checks CONFIG against the campaign's now (a change it cannot follow is
+    refused at once); the next driver records what it follows."""
+    committed = set(runs.read_manifests(store, cfg.run_id))
+    diff = reconfigure.check(meta, decode_config(meta, CampaignConfig), cfg, committed)
+    if diff:
+        print(f"note: campaign {cfg.name} follows the config given now from its next round: "
+              f"{', '.join(diff)}", file=sys.stderr)
 
 
 def _idle_reason(store: Any, meta: dict, block: bool) -> str | None:
@@ -173,6 +192,8 @@ def run(name: str, args: argparse.Namespace) -> int:
         if args.target is None:
             raise ConfigError(f"campaign {args.action}: give the campaign's CONFIG file")
         cfg = load_campaign(args.target, args.sets)
+        if args.dry_run:
+            return _dry_run(cfg)
         if args.action == "start":
             from alignflow.flows.cli.commands import _sigterm_as_interrupt
 

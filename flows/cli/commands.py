@@ -15,6 +15,7 @@ from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api, planning
 from alignflow.flows.cli import clusters
 from alignflow.flows.cli.dry_run import format_dry_run
+from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
@@ -27,7 +28,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="override one dotted config key (repeatable)")
     parser.add_argument("--run-id", help="run id (default <flow>-<yyyymmdd-hhmmss>-<hex>)")
     parser.add_argument("--seed", type=int, default=None,
-                        help="run seed (default 0; 42 with OpenRLHF's defaults)")
+                        help="run seed (default 42, as OpenRLHF's --seed)")
     parser.add_argument("--executor", choices=CHOICES, default="auto",
                         help="auto (default: in this process when the run fits one, else Ray), "
                              "ray, or inline (no Ray)")
@@ -38,9 +39,6 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="check everything (flags, values, models, data, rewards), print the "
                              "config with where each value came from, and exit")
-    parser.add_argument("--defaults", choices=["auto", "openrlhf", "alignflow"], default="auto",
-                        help="whose defaults unset keys take (auto: OpenRLHF's when an OpenRLHF "
-                             "flag is given)")
     parser.add_argument("--ignore-hardware", action="store_true",
                         help="run on this machine: GPU / vLLM / DeepSpeed flags become notes")
     clusters.add_options(parser)
@@ -73,6 +71,9 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     elif name == "logs":
         parser.add_argument("run_id", metavar="RUN_ID")
         parser.add_argument("task_key", nargs="?", metavar="TASK_KEY")
+        parser.add_argument("-f", "--follow", action="store_true",
+                            help="print the driver's progress (kept in the store) and follow "
+                                 "it until the run stops, from any machine that sees the store")
     _common(parser)
     if name in ("resume", "tick"):
         parser.add_argument("--trust", metavar="ITEM", action="append", default=[],
@@ -112,7 +113,8 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    parser = argparse.ArgumentParser(prog="alignflow run", add_help=False)
+    # no abbreviations of alignflow's own options: a prefix is an OpenRLHF flag's (compat/era.py)
+    parser = argparse.ArgumentParser(prog="alignflow run", add_help=False, allow_abbrev=False)
     _run_options(parser)
     _common(parser)
     parser.add_argument("--address")
@@ -125,7 +127,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if known.executor == "ray":
         _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
     checked = check_run(known.flow, known.config, known.sets, flags, seed=known.seed,
-                        defaults=known.defaults, ignore_hardware=known.ignore_hardware,
+                        ignore_hardware=known.ignore_hardware,
                         on_config=lambda config, plan: _choose_executor(known, config, plan),
                         cluster=known.planned_cluster)
     planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
@@ -267,5 +269,6 @@ _HANDLERS = {
     "tick": _cmd_tick,
     "status": lambda a: print_status(api.open_store(a.store), a.run_id),
     "ls": lambda a: print_runs(api.open_store(a.store)),
-    "logs": lambda a: print_logs(api.open_store(a.store), a.run_id, a.task_key),
+    "logs": lambda a: follow(api.open_store(a.store), a.run_id) if a.follow
+    else print_logs(api.open_store(a.store), a.run_id, a.task_key),
 }

@@ -24,12 +24,20 @@ from alignflow.flows.planning import CHOICES
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
 
-# Sized for ~10 minutes on 2 CPU cores; every key can be overridden with --set.
+# Sized for ~10 minutes on 2 CPU cores; every key can be overridden with --set. OpenRLHF's
+# defaults (which alignflow's are) suit GPUs: the batch sizes, lengths, samples per prompt and
+# the KL term (none: no reference pass) are the demo's own, set here.
+INSTRUCTION = ("Reason in a few short steps, then give the final answer on its own last line "
+               "in the form '#### <number>', for example:\n#### 42")
+# SmolLM2's chat template written out, with the instruction after the question (a chat
+# template would leave input_template unused, as in OpenRLHF).
+CHAT = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\n{}\n" + INSTRUCTION +
+        "<|im_end|>\n<|im_start|>assistant\n")
 DEMO_SETS = [
     "actor.model_name_or_path=smollm2-135m",
     "data.prompt_dataset=alignflow:gsm8k",
-    "data.input_template={}\nReason in a few short steps, then give the final answer on its "
-    "own last line in the form '#### <number>', for example:\n#### 42",
+    "data.input_template=" + CHAT,
     "data.max_samples=64",
     "rollout.batch_size=4",
     "rollout.n_samples_per_prompt=4",
@@ -42,6 +50,7 @@ DEMO_SETS = [
     "actor.adam.lr=2e-5",
     "actor.lr_warmup_ratio=0",
     "algo.advantage.estimator=group_norm",
+    "algo.kl.init_coef=0",
     "train.max_iterations=6",
 ]
 

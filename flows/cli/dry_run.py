@@ -32,6 +32,9 @@ def _named(origin: str, key: str, paths: set[str]) -> str:
 
 def format_dry_run(flow: str, checked: Any, executor: str) -> str:
     """The dry run's report: one line per key, the run's plan, then the notes."""
+    if checked.cls is None:  # a user flow taking a plain dict
+        return (f"{flow}: the config checks out (dry run: nothing started, nothing written); "
+                f"run seed {checked.seed}\n  config = {checked.config!r}")
     paths = set(config_paths(checked.cls))
     rows = []
     for f in config_fields(checked.cls):

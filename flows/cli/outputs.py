@@ -11,9 +11,10 @@ import re
 import sys
 from typing import Any
 
-from alignflow.flows import api, runs
+from alignflow.flows import api, reconfigure, runs
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.refs import references
+from alignflow.flows.trust.config import decode_config
 
 
 def run_id_for(flow: str, checked: Any, given: str | None) -> str | None:
@@ -48,11 +49,23 @@ def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) 
     if api.get_status(run_id, store=store) == runs.SUCCESSFUL:
         print(f"run {run_id} already finished (ckpt.load_enable): nothing left to train",
               file=sys.stderr)
+        _warn_unused(store, run_id, checked)
         return api.get_output(run_id, store=store)
     named = [r.value for r in references(checked.config)]
     flow = known.flow if ".py:" in known.flow else None
     return api.resume(run_id, store=store, executor=known.executor, address=known.address,
-                      progress=progress, trust=named, flow=flow)
+                      progress=progress, trust=named, flow=flow, config=checked.config)
+
+
+def _warn_unused(store: Any, run_id: str, checked: Any) -> None:
+    """A finished run follows no new flag: say which ones differ from its config."""
+    meta = runs.read_run(store, run_id)
+    stored = decode_config(meta, type(checked.config))
+    differ = reconfigure.changes(stored, checked.config)
+    if differ:
+        print(f"warning: config keys given now differ from run {run_id}'s and are not used: "
+              f"{', '.join(differ)}; start a new run (another --ckpt_path or --run-id)",
+              file=sys.stderr)
 
 
 def _exists(store: Any, run_id: str) -> bool:

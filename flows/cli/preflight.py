@@ -6,6 +6,7 @@ what was expected; all are returned together."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,17 +14,18 @@ from urllib.parse import urlparse
 
 from alignflow.errors import ConfigError
 from alignflow.flows.config.lookup import leaves, value_at
+from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.prompts import DataConfig
 
 UNUSED_WHEN_ABSENT = ("ref", "critic")  # RL roles whose models a plan may leave out
 
 
-def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
+def preflight(cfg: Any, plan: RunPlan | None = None, *, machine: bool = True) -> list[str]:
     """Every problem found in `cfg` (a built-in flow's config), one line each; the models
     of RL roles its `plan` leaves out (no KL term, no critic) are not loaded, so not
-    checked."""
-    problems: list[str] = []
+    checked. With `machine`, what it asks of the plan's machine too (`machine_problems`)."""
+    problems: list[str] = machine_problems(cfg, plan) if plan is not None and machine else []
     unused = {r for r in UNUSED_WHEN_ABSENT if r not in plan.roles} \
         if plan is not None and "actor" in plan.roles else set()
     for key, name in leaves(cfg, "model_name_or_path"):
@@ -34,6 +36,14 @@ def preflight(cfg: Any, plan: RunPlan | None = None) -> list[str]:
     reward = value_at(cfg, "reward")
     for spec in (reward.specs if reward is not None else ()):
         problems += _catch(_check_reward, "reward", spec)
+    if plan is not None:
+        from alignflow.flows.cli.preflight_plan import check_cpus, check_vllm
+
+        problems += _catch(check_vllm, plan, value_at(cfg, "actor.model_name_or_path"))
+        problems += _catch(check_cpus, plan)
+    if not problems and isinstance(value_at(cfg, "data"), DataConfig) and reward is not None \
+            and not value_at(cfg, "train.agent_func_path"):  # an agent's environment rewards
+        problems += _catch(_check_labels, cfg.data, reward.specs)
     return problems
 
 
@@ -129,3 +139,67 @@ def _check_reward_file(where: str, path: Path) -> None:
     if not any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "reward_func"
                for n in tree.body):
         raise ConfigError(f"{where}: defines no reward_func(queries, prompts, labels)")
+
+
+# -- what a run asks of the machine it is planned for, refused before anything starts (not at
+# run time); `--ignore-hardware` leaves those flags out instead (`flows/compat/argv.py`)
+HOW = "run it where there is one, or add --ignore-hardware to run on this machine"
+
+
+def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
+    """Every way `cfg` asks for hardware `plan`'s cluster does not have, one line each."""
+    problems, gpus = [], plan.cluster.gpus
+    try:
+        plan.check_fits()
+    except ConfigError as exc:
+        problems.append(f"{exc} ({HOW})")
+    engines, engine = value_at(cfg, "vllm.num_engines"), value_at(cfg, "rollout.engine")
+    if (engines or engine == "vllm") and not rules.vllm_installed():
+        asked = f"vllm.num_engines = {engines}" if engines else "rollout.engine = 'vllm'"
+        problems.append(f"{asked}: vLLM is not installed on this machine (the HF engine would "
+                        f"generate instead); expected vLLM installed, or --ignore-hardware")
+    if (value_at(cfg, "vllm.tensor_parallel_size") or 1) > 1 and not gpus:
+        problems.append("vllm.tensor_parallel_size > 1: tensor parallelism needs GPUs; this "
+                        f"machine has none ({HOW})")
+    attention = value_at(cfg, "ds.attn_implementation") or ""
+    if attention.startswith("flash") and not gpus:
+        problems.append(f"ds.attn_implementation = {attention!r}: flash attention needs a GPU; "
+                        f"this machine has none ({HOW}; sdpa runs anywhere)")
+    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None:
+        problems.append(f"ds.attn_implementation = {attention!r}: flash-attn is not installed "
+                        "on this machine; expected `pip install flash-attn`, sdpa, or "
+                        "--ignore-hardware")
+    return problems
+
+
+LABEL_ROWS = 256  # rows whose labels are read to find one a label rule can use
+
+
+def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
+    """A rule reward that compares answers with labels needs prompts that have them:
+    without, every answer scores 0 for correctness and the run learns nothing."""
+    from alignflow.tasks.data.loading import load_dataset_spec
+    from alignflow.tasks.data.named import with_own_columns
+    from alignflow.tasks.rewards.registry import split_name
+    from alignflow.tasks.rewards.rules import compares_label, extract_label
+
+    data = with_own_columns(data, data.prompt_dataset)  # a named set's own label column
+    labelled = [spec for spec in specs if compares_label(split_name(spec)[1])]
+    if not labelled:
+        return
+    rule = f"reward source {labelled[0]!r}" + (" (the default: no reward source named)"
+                                               if labelled == ["rule:gsm8k"] else "")
+    fix = ("; set data.label_key (--label_key) to the column of reference answers, or name "
+           "a reward source (--reward_pretrain, --remote_rm_url FILE.py|URL, "
+           "--set reward.sources=[...])")
+    if data.label_key is None:
+        raise ConfigError(f"{rule} compares each answer with its prompt's label, but "
+                          f"data.label_key is null: no answer could score as correct{fix}")
+    for item in [s.strip() for s in data.prompt_dataset.split(",") if s.strip()]:
+        ds = load_dataset_spec(item, split=data.prompt_split)
+        labels = ds.select(range(min(LABEL_ROWS, len(ds))))[data.label_key]
+        if not any(extract_label(str(v)) is not None for v in labels if v is not None):
+            raise ConfigError(f"{rule} compares each answer with a number, but column "
+                              f"{data.label_key!r} of {item!r} holds none in its first "
+                              f"{len(labels)} rows (e.g. {labels[0]!r}): no answer could score "
+                              f"as correct{fix}")

@@ -1,10 +1,16 @@
 """Progress of a flow run for the person watching it: a live `rich` panel in a terminal, one
-plain line per finished task otherwise (CI logs, `nohup`, Ray job logs), e.g.
+plain line per finished task otherwise (CI logs, `--detach`, cron, Ray job logs), e.g.
 
-    [run abc] iter 3/10 learn done in 4.2s (elapsed 1m02s, eta 2m10s)
+    [run abc] iter-0003/learn done in 4.2s (4/10 iterations, elapsed 1m02s, eta 2m10s)
 
-Iterations are 0-based indices (as in task keys `iter-0003/learn`) and are shown 1-based.
-The ETA is the mean wall time of iterations that ran at least one task (replayed, cached
+Tasks are named by their keys, so the line, `alignflow status`, `--rerun-from` and the
+`iteration` column of SQL say the same number (`iter-0003` is iteration 3, the 4th of 10).
+While tasks run, a heartbeat (`flows/heartbeat.py`) adds a line every few seconds with how
+far each task is (`iter-0003/generate running 40s: 24/64 sequences`), so a silence means a
+stall, not a long step. Every line also goes to the store (`flows/progress_log.py`), where
+`alignflow logs -f RUN` follows it from any machine.
+
+The ETA is the mean time between the starts of iterations that ran tasks (replayed
 iterations of a resumed run would make it far too hopeful) times what is left.
 """
 
@@ -12,11 +18,12 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-_ITER_KEY = re.compile(r"(?:^|/)iter-(\d+)(?:/|$)")
+_ITER_KEY = re.compile(r"(?:^|/)(?:iter|train)-(\d+)(?:/|$)")  # RL; offline chunks
 _ROUND_KEY = re.compile(r"(?:^|/)round-(\d+)(?:/|$)")
 
 
@@ -35,7 +42,8 @@ def _task_seconds(seconds: float) -> str:
 
 
 def iteration_of(task_key: str) -> int | None:
-    """The loop index a task key names (`iter-0003/learn` or `round-0003/train` -> 3)."""
+    """The loop index a task key names (`iter-0003/learn`, `round-0003/train`, an offline
+    chunk's `train-0003` -> 3)."""
     match = _ITER_KEY.search(task_key) or _ROUND_KEY.search(task_key)
     return int(match.group(1)) if match else None
 
@@ -47,52 +55,69 @@ def gpu_note(output: Any) -> str:
     metrics = output.get("metrics") if isinstance(output, dict) else None
     if not isinstance(metrics, dict):
         return ""
-    peaks = [v for k, v in metrics.items() if k.startswith("gpu/") and k.endswith("_gib")
+    peaks = [v for k, v in metrics.items() if "gpu" in k and k.endswith("_gib")
              and isinstance(v, int | float)]
     return f", gpu {max(peaks):.1f} GiB" if peaks else ""
+
+
+def beat_note(beat: dict | None) -> str:
+    """`: 24/64 sequences` from a task's last beat (`artifacts/scope.beat`)."""
+    if not beat or beat.get("done") is None:
+        return ""
+    total = f"/{beat['total']}" if beat.get("total") else ""
+    return f": {beat['done']}{total} {beat.get('unit', '')}".rstrip()
 
 
 class Progress:
     """Progress of one flow run; `live=None` means "live if `stream` is a terminal"."""
 
     def __init__(self, *, stream: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, resume: str | None = None) -> None:
+        """`resume`: the command that continues the run when it stops (default
+        `alignflow resume RUN`; a campaign's is `alignflow campaign tick CONFIG`)."""
         self.stream = stream if stream is not None else sys.stdout
         self.live = self.stream.isatty() if live is None else live
-        self.clock = clock
+        self.clock, self.resume = clock, resume
         self.run_id, self.flow, self.total = "", "", None
         self.started = 0.0
-        self.iteration: int | None = None
-        self.iter_started = 0.0
-        self.iter_ran = False  # did the current iteration run (not replay) any task?
-        self.iter_times: list[float] = []
-        self.current = ""
+        self.first_seen: dict[int, float] = {}  # iteration -> when its first live task began
+        self.replayed: set[int] = set()  # iterations seen only as replayed tasks
+        self.running: dict[str, float] = {}  # task key -> when it started (clock)
+        self.beats: dict[str, dict] = {}  # task key -> its last beat
         self.counts = {"done": 0, "cached": 0, "failed": 0}
+        self.sink: Any = None  # the store's progress log (`flows/progress_log.py`)
+        self._lock = threading.Lock()
         self._live: Any = None
         self._closed = False
 
     # ------------------------------------------------------------------ events
-    def start_run(self, run_id: str, flow: str, total_iterations: int | None = None) -> None:
-        self.run_id, self.flow, self.total = run_id, flow, total_iterations
-        self.started = self.iter_started = self.clock()
-        of = f", {total_iterations} iterations" if total_iterations else ""
+    def start_run(self, run_id: str, flow: str, total_iterations: int | None = None,
+                  sink: Any = None) -> None:
+        self.run_id, self.flow, self.total, self.sink = run_id, flow, total_iterations, sink
+        self.started = self.clock()
         if self.live:
             self._start_live()
-        self._emit(f"start flow {flow}{of}")
+        self._emit(f"start flow {flow}" + (f", {self.total} iterations" if self.total else ""))
+
+    def expect(self, iterations: int) -> None:
+        """The flow's own count of iterations (known once its data is loaded)."""
+        if iterations != self.total:
+            self.total = iterations
+            self._emit(f"{iterations} iterations")
 
     def task_started(self, task_key: str, iteration: int | None = None) -> None:
         """Mark `task_key` as running; `iteration` defaults to the key's `iter-NNNN` part."""
-        self._enter_iteration(iteration_of(task_key) if iteration is None else iteration)
-        self.current = task_key.rsplit("/", 1)[-1]
+        self._seen(iteration_of(task_key) if iteration is None else iteration, live=True)
+        self.running[task_key] = self.clock()
         self._refresh()
 
     def task_finished(self, task_key: str, duration: float, cached: bool = False, *,
                       status: str = "SUCCESSFUL", output: Any = None) -> None:
         """Record a finished task; `cached` means replayed from its manifest, not run.
         `output` (the task's JSON record) may carry its GPU peak memory, shown too."""
-        self._enter_iteration(iteration_of(task_key))
-        self.iter_ran = self.iter_ran or not cached
-        name = task_key.rsplit("/", 1)[-1]
+        self._seen(iteration_of(task_key), live=not cached)
+        self.running.pop(task_key, None)
+        self.beats.pop(task_key, None)
         if cached:
             what, kind = "cached", "cached"
         elif status == "SUCCESSFUL":
@@ -100,8 +125,17 @@ class Progress:
         else:
             what, kind = f"{status.lower()} after {_task_seconds(duration)}", "failed"
         self.counts[kind] += 1
-        self.current = ""
-        self._emit(f"{self._iter_label()}{name} {what} ({self._times()})")
+        self._emit(f"{task_key} {what} ({self._times()})")
+
+    def heartbeat(self, beats: dict[str, dict]) -> None:
+        """Say how long each running task has run and how far it is (its last beat)."""
+        self.beats.update(beats)
+        if self._live is not None:
+            self._refresh()
+            return
+        for key, since in sorted(self.running.items(), key=lambda kv: kv[1]):
+            self._emit(f"{key} running {format_duration(self.clock() - since)}"
+                       f"{beat_note(self.beats.get(key))} ({self._times()})")
 
     def log(self, msg: str) -> None:
         self._emit(msg)
@@ -110,9 +144,6 @@ class Progress:
         """Print the summary line for the run's `status` (SUCCESSFUL, FAILED, RESUMABLE,
         SLEEPING, CANCELED; None: unknown) and stop the live display (safe to call twice).
         Only a SUCCESSFUL run is reported as finished."""
-        if self.iteration is not None:
-            self._end_iteration()
-            self.iteration = None
         if not self._closed:
             self._closed = True
             if self.run_id:  # no summary for a run that never started (e.g. Ray unreachable)
@@ -125,13 +156,16 @@ class Progress:
         c = self.counts
         tasks = c["done"] + c["cached"] + c["failed"]
         took = format_duration(self.clock() - self.started)
-        what = (f"{len(self.iter_times)} timed iterations, {tasks} tasks ({c['cached']} cached, "
-                f"{c['failed']} failed) in {took}")
-        resume = f"; continue with `alignflow resume {self.run_id}`"
+        replayed = self.replayed - set(self.first_seen)
+        seen = len(self.first_seen) + len(replayed)
+        iterations = f"{seen} iterations ({len(replayed)} replayed), " \
+            if seen or self.total else ""
+        what = f"{iterations}{tasks} tasks ({c['cached']} cached, {c['failed']} failed) in {took}"
+        again = self.resume or f"alignflow resume {self.run_id}"
+        resume = f"; continue with `{again}`"
         return {
             "SUCCESSFUL": f"finished flow {self.flow}: {what}",
-            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then "
-                      f"`alignflow resume {self.run_id}`",
+            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then `{again}`",
             "RESUMABLE": f"interrupted flow {self.flow}: {what}{resume}",
             "SLEEPING": f"paused flow {self.flow} (sleeping or waiting for an event): {what}",
             "CANCELED": f"stopped flow {self.flow} (canceled, or another driver took over): "
@@ -145,49 +179,58 @@ class Progress:
         self.close(None if exc_type is not None else "SUCCESSFUL")
 
     # ------------------------------------------------------------------ timing
-    def _enter_iteration(self, iteration: int | None) -> None:
-        if iteration is None or iteration == self.iteration:
+    def _seen(self, iteration: int | None, *, live: bool) -> None:
+        if iteration is None:
             return
-        if self.iteration is not None:
-            self._end_iteration()
-        self.iteration, self.iter_started, self.iter_ran = iteration, self.clock(), False
+        if live:
+            self.first_seen.setdefault(iteration, self.clock())
+        else:
+            self.replayed.add(iteration)
 
-    def _end_iteration(self) -> None:
-        if self.iter_ran:
-            self.iter_times.append(self.clock() - self.iter_started)
+    @property
+    def iteration(self) -> int | None:
+        """The newest iteration a task ran (or replayed) in."""
+        seen = [*self.first_seen, *self.replayed]
+        return max(seen) if seen else None
 
     def eta(self) -> float | None:
-        """Seconds left: mean iteration time × iterations left, minus the current's progress."""
-        if not self.total or not self.iter_times or self.iteration is None:
+        """Seconds left: the mean time between iteration starts × iterations left, minus
+        what the current one has run."""
+        if not self.total or len(self.first_seen) < 2:
             return None
-        mean = sum(self.iter_times) / len(self.iter_times)
-        spent = self.clock() - self.iter_started if self.iter_ran else 0.0
-        return max(0.0, mean * (self.total - self.iteration) - spent)
-
-    def _iter_label(self) -> str:
-        if self.iteration is None:
-            return ""
-        of = f"/{self.total}" if self.total else ""
-        return f"iter {self.iteration + 1}{of} "
+        starts = sorted(self.first_seen.values())
+        mean = (starts[-1] - starts[0]) / (len(starts) - 1)
+        current = max(self.first_seen)
+        spent = self.clock() - self.first_seen[current]
+        return max(0.0, mean * (self.total - current) - spent)
 
     def _times(self) -> str:
-        eta = self.eta()
-        text = f"elapsed {format_duration(self.clock() - self.started)}"
+        eta, it = self.eta(), self.iteration
+        of = f"{it + 1}/{self.total} iterations, " if it is not None and self.total else ""
+        text = f"{of}elapsed {format_duration(self.clock() - self.started)}"
         return text + (f", eta {format_duration(eta)}" if eta is not None else "")
 
     # ------------------------------------------------------------------ output
     def status_line(self) -> str:
-        """What the live panel shows: flow, iteration, current task, elapsed, ETA."""
-        task = f"running {self.current} " if self.current else ""
-        return f"[run {self.run_id}] {self.flow} {self._iter_label()}{task}({self._times()})"
+        """What the live panel shows: flow, the running task (how long, how far), elapsed,
+        ETA."""
+        task = ""
+        if self.running:
+            key, since = min(self.running.items(), key=lambda kv: kv[1])
+            task = (f"{key} running {format_duration(self.clock() - since)}"
+                    f"{beat_note(self.beats.get(key))} ")
+        return f"[run {self.run_id}] {self.flow} {task}({self._times()})"
 
     def _emit(self, msg: str) -> None:
         line = f"[run {self.run_id}] {msg}"
-        if self._live is not None:
-            self._live.console.print(line, markup=False, highlight=False)
-            self._refresh()
-        else:
-            print(line, file=self.stream, flush=True)
+        with self._lock:
+            if self._live is not None:
+                self._live.console.print(line, markup=False, highlight=False)
+                self._refresh()
+            else:
+                print(line, file=self.stream, flush=True)
+            if self.sink is not None:
+                self.sink.write(line)
 
     def _start_live(self) -> None:
         from rich.console import Console

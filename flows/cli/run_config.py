@@ -1,13 +1,12 @@
 """The config of `alignflow run FLOW [--config FILE] [--set KEY=VALUE]... [--flags]`, checked
 whole before anything starts.
 
-A built-in flow's command line is sorted first (OpenRLHF flags without a key: problems or
-notes; `flows/compat/argv.py`), its defaults chosen (OpenRLHF's when OpenRLHF flags are
-given; `flows/compat/profile.py`), the config resolved with every problem collected, and
-then the run's plan made for this machine (`tasks/plan/`: hosts, GPUs, engines, executor)
-and what the config names checked (the plan's models, data, rewards; `preflight.py`). All
-problems are raised together, one line each, before Ray starts or the store is touched. A
-flow whose first
+A built-in flow's command line is sorted first (OpenRLHF flags of any release onto its
+keys, the ones it has no key for as problems or notes: `flows/compat/argv.py`), the config
+resolved once on alignflow's defaults with every problem collected, then the run's plan made
+for this machine (`tasks/plan/`: hosts, GPUs, engines, executor) and what the config names
+checked (the plan's models, data, rewards; `preflight.py`). All problems are raised
+together, one line each, before Ray starts or the store is touched. A flow whose first
 parameter is annotated with a config class gets that class built from the sources; a flow
 taking a plain dict gets the YAML mapping with `--set` values.
 """
@@ -20,11 +19,13 @@ from typing import Any
 
 from alignflow.errors import ConfigError, ConfigProblems
 from alignflow.flows import planning, registry
-from alignflow.flows.compat import argv, notes, profile
+from alignflow.flows.compat import argv, notes
 from alignflow.flows.config import load_plain, resolve_config
 from alignflow.flows.loader import canonical_ref, load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
+
+DEFAULT_SEED = 42  # OpenRLHF's --seed / --train.seed
 
 
 @dataclass
@@ -36,9 +37,8 @@ class CheckedRun:
     cls: type | None = None
     origins: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     env: dict[str, str] = field(default_factory=dict)
-    profile: profile.Profile | None = None
     plan: RunPlan | None = None
 
 
@@ -46,8 +46,8 @@ OnConfig = Callable[[Any, RunPlan | None], None]
 
 
 def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[str], *,
-              seed: int | None = None, defaults: str = "auto", ignore_hardware: bool = False,
-              check: bool = True, on_config: OnConfig = lambda _config, _plan: None,
+              seed: int | None = None, ignore_hardware: bool = False, check: bool = True,
+              on_config: OnConfig = lambda _config, _plan: None,
               cluster: Cluster | None = None) -> CheckedRun:
     """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad.
     `on_config` sees the config and its plan once resolved, before models and data are
@@ -59,13 +59,10 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
                               "config; use --set KEY=VALUE")
         plain = load_plain(config_file, sets)
         on_config(plain, None)
-        return CheckedRun(plain, seed=seed or 0)
+        return CheckedRun(plain, seed=DEFAULT_SEED if seed is None else seed)
     builtin = ref in registry.BUILTIN
-    found = argv.sort_argv(flags, sets, is_key=argv.key_test(cls),
-                           ignore_hardware=ignore_hardware) if builtin else \
-        argv.Sorted(flags=list(flags), sets=list(sets))
-    chosen = profile.choose(ref if builtin else "", flags, defaults)
-    resolved, problems = _resolve_all(cls, chosen, config_file, found)
+    found = argv.sort(cls, flags, sets, builtin, ignore_hardware)
+    resolved, problems = _resolve_all(cls, config_file, found)
     plan = None
     if resolved is not None and not problems:
         plan = plan_here(resolved.config, cluster)
@@ -73,14 +70,14 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
     if resolved is not None and check and builtin:
         from alignflow.flows.cli.preflight import preflight
 
-        problems += preflight(resolved.config, plan)
+        problems += preflight(resolved.config, plan, machine=not ignore_hardware)
     if problems:
         raise problems_error(problems)
-    config = profile.settle(chosen, resolved.config, resolved.origins)
-    return CheckedRun(config, cls, resolved.origins,
-                      found.notes + (notes.notes(chosen, config, plan) if builtin else []),
-                      profile.run_seed(chosen, seed if seed is not None else found.seed),
-                      found.env, chosen, plan)
+    origins = {k: found.spelled.get(o, o) for k, o in resolved.origins.items()}
+    chosen = next(s for s in (seed, found.seed, DEFAULT_SEED) if s is not None)
+    return CheckedRun(resolved.config, cls, origins,
+                      found.notes + (notes.notes(resolved.config, plan) if builtin else []),
+                      chosen, found.env, plan)
 
 
 def plan_here(config: Any, cluster: Cluster | None = None) -> RunPlan | None:
@@ -92,31 +89,18 @@ def plan_here(config: Any, cluster: Cluster | None = None) -> RunPlan | None:
     return config.run_plan(cluster or Cluster.local())
 
 
-def _resolve_all(cls: type, chosen: profile.Profile, config_file: str | None,
+def _resolve_all(cls: type, config_file: str | None,
                  found: argv.Sorted) -> tuple[Any, list[str]]:
     """(the resolved config or None, every problem found on the way)."""
     problems, resolved = list(found.problems), None
     try:
-        resolved = _resolve(cls, chosen, config_file, found)
+        resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
+                                  flags=found.flags)
     except ConfigProblems as exc:
         problems += [str(p) for p in exc.problems]
     except ConfigError as exc:
         problems.append(str(exc))
     return resolved, problems
-
-
-def _resolve(cls: type, chosen: profile.Profile, config_file: str | None,
-             found: argv.Sorted) -> Any:
-    """The config on the chosen defaults; OpenRLHF's split default is dropped again for a
-    dataset that is alignflow's own default, and so are its column names (they describe it)."""
-    base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
-    resolved = resolve_config(cls, config_file=config_file, sets=found.sets,
-                              flags=found.flags, base=base)
-    kept = profile.own_dataset_keys(chosen, base, resolved.origins)
-    if kept == base:
-        return resolved
-    return resolve_config(cls, config_file=config_file, sets=found.sets, flags=found.flags,
-                          base=kept)
 
 
 def problems_error(lines: list[str]) -> ConfigError:

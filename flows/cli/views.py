@@ -7,9 +7,11 @@ import sys
 import time
 from typing import Any
 
+from alignflow.artifacts.layout import require_store
 from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows import api, runs
 from alignflow.flows.cli.clusters import simulated
+from alignflow.flows.cli.follow import running_now
 
 
 def _when(t: float | None) -> str:
@@ -30,6 +32,7 @@ def _table(rows: list[list[str]]) -> str:
 
 def print_runs(store: Any) -> int:
     """`alignflow ls`: one line per run; unreadable files are named on stderr."""
+    require_store(store)  # a typo or a missing bucket is an error, not "no runs"
     problems: list[runs.Problem] = []
     rows = [["RUN_ID", "FLOW", "STATUS", "START", "END", "TASKS"]]
     for m in api.list_runs(store, problems):
@@ -123,6 +126,7 @@ def _current_code(meta: dict) -> dict[str, str]:
 
 def print_status(store: Any, run_id: str | None) -> int:
     """`alignflow status [RUN_ID]`: the run's header and its task table."""
+    require_store(store)
     if run_id is None:
         ids = runs.list_run_ids(store, [])
         if not ids:
@@ -130,8 +134,13 @@ def print_status(store: Any, run_id: str | None) -> int:
         run_id = ids[-1]
     meta = api.get_metadata(run_id, store=store)
     print(f"{run_id}  flow={meta.get('flow')}  status={_state(meta)}  seed={meta.get('seed')}")
-    if meta.get("error"):
+    if meta.get("error") and meta["status"] == runs.RESUMABLE:  # not a failure
+        print(f"stopped, not failed ({meta['error']}); continue with `alignflow resume {run_id}`")
+    elif meta.get("error"):
         print(f"error: {meta['error']}")
+    if meta["status"] == runs.RUNNING:
+        for line in running_now(store, run_id):
+            print(f"now: {line}")
     rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]
     problems: list[runs.Problem] = []
     for r in task_rows(store, run_id, problems):

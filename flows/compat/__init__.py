@@ -1,4 +1,7 @@
-"""OpenRLHF compatibility: its command lines as data (`reference`), the flags alignflow has
-no key for (`gaps`), the one rule for defaults (`profile`), what is said out loud
-(`notes`), sorting a command line (`argv`) and translating a launch script (`translate`).
-The flag -> key aliases themselves are in `flows/aliases.py`."""
+"""OpenRLHF compatibility, a front end only: OpenRLHF's command lines of every release as
+data generated from the reference (`refgen`, `reference`), where each flag goes (`rules`:
+derived from the renames), the release a command line comes from and what it meant then
+(`era`), sorting a command line onto config keys (`argv`, `hardware`), what is said out loud
+(`notes`), reading and translating a launch script (`script`, `translate`) and the flag
+table of docs/openrlhf.md (`table`). The aliases a config class accepts are in
+`flows/aliases.py`; the defaults are the config classes' own (OpenRLHF 0.11's)."""

@@ -1,18 +1,25 @@
-"""Sorting an `alignflow run` command line before the config loader sees it: OpenRLHF flags
-without a config key (`gaps.py`: problems or notes, one line each), the run seed
-(`--train.seed`), and a W&B key, which goes to the environment instead of the run's stored
-config."""
+"""An `alignflow run` command line made of OpenRLHF flags of any release, turned into config
+keys before the config loader sees it.
+
+Each `--flag` is an alignflow key or alias (passed on), or a flag of the flow's OpenRLHF
+CLIs in some release, spelled whole or as an unambiguous prefix (argparse's rule): it goes
+where `rules.py` says. A switch for a value (`--bf16`) becomes that value
+(`--ds.param_dtype=bf16`); a flag whose 0.11 key alignflow lacks is dropped, as a note when
+it asks for nothing alignflow does differently (OpenRLHF's default, or an `INERT` key) and
+as a problem otherwise. The release's own meanings (`era.py`) come last. The run seed
+(`--seed`, `--train.seed`) and a W&B key (into the environment, never into the stored
+config) are taken out here too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from alignflow.flows.compat.gaps import Gap, gap
+from alignflow.flows.compat import era, reference, rules
 from alignflow.flows.config.sources import Keys
-from alignflow.flows.config.values import TRUE_WORDS
+from alignflow.flows.config.values import FALSE_WORDS, TRUE_WORDS
 
-SEED_FLAGS = ("train.seed", "seed")
+SEED_FLAGS = rules.SEED
 WANDB_KEY_FLAGS = ("use_wandb", "logger.wandb.key")
 
 
@@ -24,11 +31,15 @@ class Sorted:
     notes: list[str] = field(default_factory=list)
     seed: int | None = None
     env: dict[str, str] = field(default_factory=dict)
+    spelled: dict[str, str] = field(default_factory=dict)  # "--key" given for "--flag"
 
 
-def _groups(tokens: list[str]) -> list[tuple[str, list[str], bool]]:
+Group = tuple[str, list[str], bool]  # (name, value tokens, given with '=')
+
+
+def groups(tokens: list[str]) -> list[Group]:
     """(name, value tokens, had '=') per `--flag`; stray tokens keep their own group."""
-    out: list[tuple[str, list[str], bool]] = []
+    out: list[Group] = []
     for token in tokens:
         if token.startswith("--") and len(token) > 2:
             name, eq, value = token[2:].partition("=")
@@ -40,62 +51,79 @@ def _groups(tokens: list[str]) -> list[tuple[str, list[str], bool]]:
     return out
 
 
-def key_test(cls: type) -> Callable[[str], bool]:
-    """Whether a flag or key name is one of `cls`'s keys or aliases (then it is no gap)."""
-    keys = Keys.of(cls)
-    return lambda name: all(k in keys.paths for k in keys.canonical(name.replace("-", "_")))
+def is_key(keys: Keys, name: str) -> bool:
+    """Whether `name` is one of the config's keys or aliases."""
+    return all(k in keys.paths for k in keys.canonical(name.replace("-", "_")))
 
 
-def gap_of(name: str, is_key: Callable[[str], bool]) -> Gap | None:
-    return None if is_key(name) else gap(name)
+def sort(cls: type, flags: list[str], sets: list[str], builtin: bool,
+         ignore_hardware: bool) -> Sorted:
+    """A built-in flow's command line with OpenRLHF's flags onto its keys; a user flow's as
+    given. With `ignore_hardware`, what places work on GPUs is left out (`strip`)."""
+    if not builtin:
+        return Sorted(flags=list(flags), sets=list(sets))
+    found = sort_argv(flags, sets, cls, getattr(cls, "OPENRLHF", ()))
+    if ignore_hardware:
+        strip(found, cls)
+    return found
 
 
-def _finding(display: str, value: str, is_key: Callable[[str], bool], ignore_hardware: bool,
-             out: Sorted) -> bool:
-    """Record the gap of `display` (a flag or key) set to `value`; False if it has none.
-    With --ignore-hardware, a hardware flag that is a key by now (GPUs, vLLM, DeepSpeed) is
-    left out too: the run takes this machine's defaults for it."""
-    name = display.lstrip("-")
-    hardware = gap(name)
-    if ignore_hardware and hardware is not None and hardware.kind == "hardware" and \
-            is_key(name) and not hardware.accepts(value):
-        out.notes.append(f"{display} {value}: ignored (--ignore-hardware): this machine's "
-                         "default is used")
-        return True
-    entry = gap_of(name, is_key)
-    if entry is None:
-        return False
-    if entry.accepts(value):
-        if entry.kind == "inert":
-            out.notes.append(f"{display} {value}: accepted, no effect: {entry.reason}")
-        return True
-    line = f"{display} {value}: {entry.reason}"
-    if entry.kind == "inert" or (entry.kind == "hardware" and ignore_hardware):
-        out.notes.append(line + (" (ignored: --ignore-hardware)" if entry.kind == "hardware"
-                                 else ""))
-    else:
-        out.problems.append(line)
-    return True
-
-
-def sort_argv(flags: list[str], sets: list[str], *, is_key: Callable[[str], bool],
-              ignore_hardware: bool = False) -> Sorted:
-    out = Sorted()
-    for name, values, _eq in _groups(flags):
+def sort_argv(flags: list[str], sets: list[str], cls: type, clis: tuple[str, ...]) -> Sorted:
+    """The command line of a built-in flow whose config class is `cls` and whose OpenRLHF
+    counterparts are `clis` (none for alignflow-only flows)."""
+    keys, out = Keys.of(cls), Sorted(sets=list(sets))
+    found = [(g, era.lookup(clis, g[0], prefix=not is_key(keys, g[0]))) for g in groups(flags)]
+    at = era.generation(clis, [flag for _g, flag in found if flag is not None])
+    for (name, values, _eq), flag in found:
         norm = name.replace("-", "_")
-        value = " ".join(values) if values else "true"
         if norm in SEED_FLAGS and values:
             out.seed = _seed(values[0], name, out)
         elif norm in WANDB_KEY_FLAGS and values and values[0].lower() not in TRUE_WORDS:
             out.env["WANDB_API_KEY"] = values[0]  # a secret: never into run.json
             out.flags += [f"--{name}", "true"]
-        elif not name or not _finding(f"--{name}", value, is_key, ignore_hardware, out):
-            out.flags += ([f"--{name}"] if name else []) + values
-    for item in sets:
-        key, _eq, value = item.partition("=")
-        if not _finding(key.strip(), value, is_key, ignore_hardware, out):
-            out.sets.append(item)
+        elif flag is not None and flag.name in era.LENGTHS:
+            continue  # their release's meaning: era.apply
+        elif flag is None or (is_key(keys, name) and not _switch(flag)):
+            out.flags += ([f"--{name}"] if name else []) + values  # the loader's
+        else:
+            _openrlhf(flag, name, values, keys, at, out)
+    era.apply(found, keys, at, out)
     return out
+
+
+def _switch(flag: reference.Flag) -> bool:
+    found = rules.target(flag.cli, flag.name)
+    return found is not None and found.value is not None
+
+
+def _openrlhf(flag: reference.Flag, name: str, values: list[str], keys: Keys,
+              at: reference.Release, out: Sorted) -> None:
+    """One OpenRLHF flag (`name` as typed) with its value tokens."""
+    decision = rules.decide(flag, keys.paths)
+    shown = f"--{name} {' '.join(values)}".rstrip()
+    if decision.kind in ("key", "switch"):
+        for key in decision.keys:
+            value = decision.value
+            out.flags += [f"--{key}", *values] if value is None else [f"--{key}={value}"]
+            out.spelled[f"--{key}"] = f"--{name}"
+    elif decision.kind == "inert":
+        out.notes.append(f"{shown}: accepted, no effect: {decision.reason}")
+    elif _is_default(flag, values, at):
+        out.notes.append(f"{shown}: OpenRLHF's default, nothing to do (alignflow has no "
+                         f"{decision.keys[0]}: {decision.reason})")
+    else:
+        out.problems.append(f"{shown}: {decision.reason or 'alignflow has no ' + decision.keys[0]}")
+
+
+def _is_default(flag: reference.Flag, values: list[str], at: reference.Release) -> bool:
+    """Whether the value given is OpenRLHF's default in the command line's release."""
+    default = reference.value_of(flag.default_at(at))
+    if flag.is_bool:  # a switch given asks for the other value, unless given `false`
+        return bool(values) and values[0].lower() in FALSE_WORDS
+    typed = [reference.value_of(v) for v in values]
+    if isinstance(default, tuple | list):
+        return list(default) == typed
+    return len(typed) == 1 and (typed[0] == default or str(typed[0]) == str(default))
 
 
 def _seed(text: str, name: str, out: Sorted) -> int | None:
@@ -104,3 +132,37 @@ def _seed(text: str, name: str, out: Sorted) -> int | None:
     except ValueError:
         out.problems.append(f"--{name} {text!r}: expected an integer seed")
         return None
+
+
+# `--ignore-hardware`: run a GPU script on this machine. Flags and `--set` items that place
+# work on GPUs, nodes, vLLM engines or DeepSpeed are left out, each with a note, so the run
+# takes this machine's defaults for them (the keys themselves are ordinary config keys).
+ROLES = ("actor", "critic", "ref", "reward", "placement")
+HARDWARE = ("vllm.", "ds.zero_stage", "ds.adam_offload", "ds.overlap_comm", "ds.deepcompile",
+            "ds.zpg", "ds.tensor_parallel_size", "ds.ring_attn_size", "ds.ring_attn_head_stride",
+            "ds.use_universal_ckpt", "ds.enable_sleep", "ds.grad_accum_dtype", "ds.load_in_4bit",
+            "ds.attn_implementation", "ds.trainer",
+            *(f"{role}.num_{n}" for role in ROLES for n in ("nodes", "gpus_per_node", "gpus")))
+
+
+def is_hardware(keys: Keys, name: str) -> bool:
+    found = keys.canonical(name.replace("-", "_"))
+    return bool(found) and all(k.startswith(HARDWARE) for k in found)
+
+
+def strip(out: Sorted, cls: type) -> None:
+    """Leave the hardware flags and `--set` items out of `out`, with a note each."""
+    keys, kept = Keys.of(cls), []
+    for name, values, eq in groups(out.flags):
+        if name and is_hardware(keys, name):
+            shown = out.spelled.get(f"--{name}")  # a switch of an older release: its name
+            shown = shown or f"--{name} {' '.join(values)}".rstrip()
+            out.notes.append(f"{shown}: ignored (--ignore-hardware): this machine's default "
+                             "is used")
+        else:
+            kept += ([f"--{name}={values[0]}"] if eq else [f"--{name}", *values]) if name \
+                else values
+    out.flags = kept
+    sets = [s for s in out.sets if not is_hardware(keys, s.partition("=")[0].strip())]
+    out.notes += [f"--set {s}: ignored (--ignore-hardware)" for s in out.sets if s not in sets]
+    out.sets = sets

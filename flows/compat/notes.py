@@ -5,27 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from alignflow.flows.compat.profile import Profile
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.planning import Plan
 
 
-def notes(profile: Profile, cfg: Any, plan: Plan | None = None) -> list[str]:
+def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
     """One line per difference that concerns `cfg` (a built-in flow's config) and its run
     `plan`."""
-    out = [f"defaults: OpenRLHF {profile.version}'s ({profile.script}), because "
-           f"{profile.reason} (--defaults alignflow keeps alignflow's)"] if profile.script else []
-    data, ds = value_at(cfg, "data"), value_at(cfg, "ds")
-    if profile.script and ds is not None and ds.param_dtype == "fp32":
-        out.append("ds.param_dtype = fp32: alignflow trains in fp32 here (OpenRLHF's default is "
-                   "bf16; --param_dtype bf16 autocasts to bf16)")
-    if profile.script and plan is not None and plan.colocated and len(plan.roles) > 1:
+    out = []
+    data = value_at(cfg, "data")
+    if plan is not None and plan.colocated and len(plan.roles) > 1 and \
+            value_at(cfg, "train.colocate_all"):
         out.append("every role shares one process here (train.colocate_all; OpenRLHF places "
                    "roles on their own GPUs unless colocated): placement only, same results")
     if data is not None and data.apply_chat_template and data.input_template:
-        out.append("data.input_template is applied before the chat template (OpenRLHF ignores "
-                   "it when a chat template is used)")
-    out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(profile, cfg)
+        out.append("data.input_template is not used: a chat template is applied (as in "
+                   "OpenRLHF)")
+    out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(cfg)
     return out
 
 
@@ -52,9 +48,9 @@ def _ckpt_notes(cfg: Any) -> list[str]:
             "alignflow resume); the path only names the run for ckpt.load_enable"]
 
 
-def _offline_notes(profile: Profile, cfg: Any) -> list[str]:
+def _offline_notes(cfg: Any) -> list[str]:
     evaluation = value_at(cfg, "eval")
-    if profile.script and evaluation is not None and evaluation.steps == -1 and (
+    if evaluation is not None and evaluation.steps == -1 and (
             evaluation.dataset or evaluation.ratio):
         return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
     return []

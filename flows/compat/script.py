@@ -1,9 +1,14 @@
-"""Reading an OpenRLHF launch script: the `openrlhf.cli.<script>` call in it, its flags with
-the shell variables filled in (from the environment, else the script's own
-`NAME=${NAME:-default}` lines), and the built-in flow it stands for."""
+"""Reading an OpenRLHF launch script: its `openrlhf.cli.train_*` calls with their flags, the
+shell filled in as far as it can be without running anything — variables from the
+environment, else the script's own assignments (`NAME=${NAME:-default}`, arrays, heredoc
+command strings `read -r -d '' CMD <<EOF`), `$((...))` arithmetic on known numbers, a call
+inside a quoted `bash -c "..."` — and the built-in flow each call stands for. `$(...)` and
+variables the script never sets are left as written, for the shell that runs the result."""
 
 from __future__ import annotations
 
+import ast
+import operator
 import os
 import re
 import shlex
@@ -13,13 +18,19 @@ from alignflow.errors import ConfigError
 
 CALL = re.compile(r"openrlhf\.cli\.(train_\w+)")
 VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
-ASSIGN = re.compile(r"^\s*(?:export\s+)?(\w+)=(.*)$", re.S)  # a value may span lines
-ARRAY = re.compile(r"\$\{(\w+)\[@\]\}")
+ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
+ASSIGN = re.compile(r"^\s*(?:export\s+|readonly\s+|local\s+)?(\w+)=(.*)$", re.S)
+ARRAY = re.compile(r"\"?\$\{(\w+)\[@\]\}\"?")  # "${A[@]}": its words, each one token
 ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+HEREDOC = re.compile(r"^[^\n]*?\bread\b[^\n]*?\s(\w+)\s*<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\s*\2\s*$",
+                     re.S | re.M)
 ESTIMATOR_FLOW = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "dr_grpo", "rloo": "rloo",
                   "reinforce": "reinforce_pp", "reinforce_baseline": "reinforce_pp_baseline"}
 SCRIPT_FLOW = {"train_sft": "sft", "train_dpo": "dpo", "train_rm": "rm", "train_kto": "kto",
-               "train_prm": "prm"}
+               "train_prm": "prm", "train_kd": "distill"}
+RL_SCRIPTS = ("train_ppo_ray", "train_ppo")
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: operator.floordiv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
 @dataclass(frozen=True)
@@ -29,8 +40,8 @@ class Launch:
 
     @property
     def flow(self) -> str:
-        """The built-in flow: by script, and for train_ppo_ray by the advantage estimator."""
-        if self.script != "train_ppo_ray":
+        """The built-in flow: by script, and for the PPO scripts by the advantage estimator."""
+        if self.script not in RL_SCRIPTS:
             if self.script not in SCRIPT_FLOW:
                 raise ConfigError(f"openrlhf.cli.{self.script} has no alignflow flow; expected "
                                   f"train_ppo_ray or one of {sorted(SCRIPT_FLOW)}")
@@ -45,13 +56,36 @@ class Launch:
         return ESTIMATOR_FLOW[estimator]
 
 
+def _arith(text: str, values: dict[str, str]) -> str:
+    """`$((expr))` over integers and known variables; left as written otherwise."""
+    def one(match: re.Match) -> str:
+        expr = re.sub(r"\$?\b([A-Za-z_]\w*)\b", lambda m: values.get(m.group(1), m.group(0)),
+                      match.group(1))
+        try:
+            return str(_evaluate(ast.parse(expr.strip(), mode="eval").body))
+        except (ValueError, SyntaxError, KeyError, ZeroDivisionError):
+            return match.group(0)
+    return ARITH.sub(one, text)
+
+
+def _evaluate(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand)
+    raise ValueError("not integer arithmetic")
+
+
 def _expand(text: str, values: dict[str, str]) -> str:
     def one(match: re.Match) -> str:
         name = match.group(1) or match.group(3)
         if name in values:
             return values[name]
-        return match.group(2) if match.group(2) is not None else ""
-    return VAR.sub(one, ARRAY.sub(lambda m: values.get(m.group(1) + "[@]", ""), text))
+        return match.group(2) if match.group(2) is not None else match.group(0)
+    text = ARRAY.sub(lambda m: values.get(m.group(1) + "[@]", ""), _arith(text, values))
+    return VAR.sub(one, text)
 
 
 def _ansi_c(text: str) -> str:
@@ -62,10 +96,18 @@ def _ansi_c(text: str) -> str:
     return ANSI_C.sub(one, text)
 
 
+def _heredocs(text: str) -> str:
+    """`read -r -d '' NAME <<EOF ... EOF` as the assignment `NAME='...'` (one line)."""
+    def one(match: re.Match) -> str:
+        body = " ".join(re.sub(r"\\\n", " ", match.group(3)).split())
+        return f"{match.group(1)}={shlex.quote(body)}"
+    return HEREDOC.sub(one, text)
+
+
 def _logical_lines(text: str) -> list[str]:
     """Lines with continuations joined, comments dropped and array bodies kept together."""
     lines, buffer = [], ""
-    for raw in re.sub(r"\\\n", " ", text).splitlines():
+    for raw in re.sub(r"\\\n", " ", _heredocs(text)).splitlines():
         line = _ansi_c(raw.strip())  # after the split: a decoded \n is no line break
         if not buffer and (not line or line.startswith("#")):
             continue
@@ -85,30 +127,62 @@ def _quotes_closed(text: str) -> bool:
     return True
 
 
-def _assign(line: str, values: dict[str, str], fixed: set[str]) -> None:
+def _assign(line: str, values: dict[str, str], fixed: set[str]) -> bool:
+    """Record `NAME=value` (an array: `NAME[@]`); False when `line` is no assignment."""
     match = ASSIGN.match(line)
-    if not match or match.group(1) in fixed:
-        return
+    if not match:
+        return False
     name, value = match.group(1), match.group(2).strip()
-    if value.startswith("("):  # an array: NAME=( --flag value ... )
+    if value.startswith("(") and not value.startswith("(("):  # an array: NAME=( ... )
         tokens = shlex.split(_expand(value[1:value.rindex(")")], values), comments=True)
-        values[name + "[@]"] = " ".join(shlex.quote(t) for t in tokens)
-    else:
-        values[name] = _expand(shlex.split(value)[0] if value else "", values)
+        if name not in fixed:
+            values[name + "[@]"] = " ".join(shlex.quote(t) for t in tokens)
+        return True
+    try:
+        parts = shlex.split(value, comments=True)
+    except ValueError:
+        parts = [value]
+    if len(parts) > 1:
+        return False  # `NAME=value command ...`: a command with its environment
+    if name not in fixed:
+        values[name] = _expand(parts[0] if parts else "", values)
+    return True
+
+
+def _calls(tokens: list[str]) -> list[Launch]:
+    """The train_* calls in a command's tokens, also inside a quoted `bash -c "..."` (an
+    `echo` of the command is no call)."""
+    if tokens[:1] in (["echo"], ["printf"]):
+        return []
+    for i, token in enumerate(tokens):
+        found = CALL.search(token)
+        if not found:
+            continue
+        if any(c.isspace() for c in token):
+            return _calls(shlex.split(token, comments=True))
+        return [Launch(found.group(1), tokens[i + 1:])]
+    return []
+
+
+def read_launches(text: str, env: dict[str, str] | None = None) -> list[Launch]:
+    """Every `openrlhf.cli.train_*` call of a launch script, in order."""
+    values = dict(os.environ if env is None else env)
+    fixed, out = set(values), []
+    for line in _logical_lines(text):
+        if _assign(line, values, fixed) or not CALL.search(_expand(line, values)):
+            continue
+        try:
+            tokens = shlex.split(_expand(line, values), comments=True)
+        except ValueError:
+            continue
+        out += _calls(tokens)
+    return out
 
 
 def read_launch(text: str, env: dict[str, str] | None = None) -> Launch:
-    """The OpenRLHF call of a launch script: continuation lines joined, comments dropped,
-    variables and arrays filled in."""
-    values = dict(os.environ if env is None else env)
-    fixed = set(values)
-    for line in _logical_lines(text):
-        found = CALL.search(line)
-        if not found:
-            _assign(line, values, fixed)
-            continue
-        tokens = shlex.split(_expand(line, values), comments=True)
-        start = next(i for i, t in enumerate(tokens) if CALL.search(t)) + 1
-        return Launch(found.group(1), tokens[start:])
-    raise ConfigError("no `openrlhf.cli.train_*` call found in the script; expected a launch "
-                      "command such as `python3 -m openrlhf.cli.train_ppo_ray --pretrain ...`")
+    """The first `openrlhf.cli.train_*` call of a launch script."""
+    found = read_launches(text, env)
+    if not found:
+        raise ConfigError("no `openrlhf.cli.train_*` call found in the script; expected a launch "
+                          "command such as `python3 -m openrlhf.cli.train_ppo_ray --pretrain ...`")
+    return found[0]

@@ -1,10 +1,9 @@
 """`alignflow translate SCRIPT.sh`: the alignflow command (and YAML) an OpenRLHF launch
-script becomes, with one line per flag that changes meaning or is not supported.
+script becomes, with one line per flag that is dropped or said out loud.
 
-The command keeps the script's flags (alignflow reads both OpenRLHF generations) except
-those without a key here (`gaps.py`): each of those is dropped with a comment saying why.
-The YAML spells every key with its resolved value, OpenRLHF's defaults included, so it
-means the same without the rule that picks defaults.
+The command keeps the script's flags (alignflow reads every OpenRLHF release's) except
+those it refuses or that have no effect here: each of those is dropped with a comment
+saying why. The YAML spells every key with its resolved value.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from alignflow.flows.compat import argv, notes, profile
+from alignflow.flows.compat import argv, notes
 from alignflow.flows.compat.script import Launch
 from alignflow.flows.config import dump_yaml, resolve_config
 from alignflow.flows.loader import load_flow
@@ -28,38 +27,27 @@ class Translation:
 
 def translate(launch: Launch) -> Translation:
     _fn, cls = load_flow(launch.flow)
-    is_key = argv.key_test(cls)
-    found = argv.sort_argv(launch.flags, [], is_key=is_key)
-    chosen = profile.choose(launch.flow, launch.flags)
-    kept = _without_gaps(launch.flags, is_key)
-    base = profile.base_overrides(chosen, cls) | profile.legacy_lengths(found.flags)
-    resolved = resolve_config(cls, flags=found.flags, base=base)
-    config = profile.settle(chosen, resolved.config, resolved.origins)
+    found = argv.sort(cls, launch.flags, [], builtin=True, ignore_hardware=False)
+    config = resolve_config(cls, flags=found.flags).config
     lines = [f"dropped {p}" for p in found.problems] + [f"note: {n}" for n in found.notes]
-    lines += [f"note: {n}" for n in notes.notes(chosen, config)]
+    lines += [f"note: {n}" for n in notes.notes(config)]
     if found.env:
         lines.append("note: the W&B key moves to WANDB_API_KEY (never into the run's config)")
-    seed = profile.run_seed(chosen, found.seed)
-    command = ["alignflow", "run", launch.flow, *kept]
-    if "--seed" not in kept and seed:
-        command += ["--seed", str(seed)]
+    command = ["alignflow", "run", launch.flow, *_kept(launch.flags, found)]
     return Translation(launch.flow, command, dump_yaml(config), lines)
 
 
-def _without_gaps(flags: list[str], is_key) -> list[str]:
-    """The flags minus those `gaps.py` has (with their values), and minus a W&B key."""
-    out, skipping = [], False
-    for token in flags:
-        if token.startswith("--"):
-            name = token[2:].split("=", 1)[0]
-            skipping = argv.gap_of(name, is_key) is not None
-            if name in ("use_wandb", "logger.wandb.key"):
-                out.append(token.split("=", 1)[0])
-                out.append("true")
-                skipping = True
-                continue
-        if not skipping:
-            out.append(token)
+def _kept(flags: list[str], found: argv.Sorted) -> list[str]:
+    """The script's flags minus the dropped ones (with their values), and minus a W&B key."""
+    out, dropped = [], {line.split(" ", 1)[0].split(":", 1)[0] for line in
+                        found.problems + found.notes if line.startswith("--")}
+    for name, values, eq in argv.groups(flags):
+        if name in argv.WANDB_KEY_FLAGS:
+            out += [f"--{name}", "true"]
+        elif name and f"--{name}" not in dropped:
+            out += [f"--{name}={values[0]}"] if eq else [f"--{name}", *values]
+        elif not name:
+            out += values
     return out
 
 
@@ -68,11 +56,18 @@ def render(tr: Translation) -> str:
     parts, line = [], []
     for token in tr.command:
         if token.startswith("--") and line:
-            parts.append(" ".join(shlex.quote(t) for t in line))
+            parts.append(" ".join(_quote(t) for t in line))
             line = []
         line.append(token)
-    parts.append(" ".join(shlex.quote(t) for t in line))
+    parts.append(" ".join(_quote(t) for t in line))
     text = " \\\n    ".join(parts)
     comments = "".join(f"# {line}\n" for line in tr.lines)
     return (f"{comments}{text}\n\n# or, as a config file (alignflow run {tr.flow} --config "
-            f"FILE --defaults alignflow):\n{tr.yaml}")
+            f"FILE):\n{tr.yaml}")
+
+
+def _quote(token: str) -> str:
+    """Shell quoting that leaves `$(...)` and `${VAR}` for the shell to fill in."""
+    if "$" in token and not any(c in token for c in "\"`\\"):
+        return f'"{token}"'
+    return shlex.quote(token)

@@ -58,16 +58,23 @@ def _collect(cls: type, base: Any, prefix: str, out: list[ConfigField]) -> None:
 
 @functools.cache
 def _doc_help(cls: type) -> dict[str, str]:
-    """`name: text` lines of the class docstring, or of a base class's (Google-style
-    attributes), by field name."""
+    """`name: text` entries of the class docstring, or of a base class's (Google-style
+    attributes), by field name; an entry goes on over the lines indented below it."""
     names = {f.name for f in dataclasses.fields(cls)}
     found: dict[str, str] = {}
     docs = [k.__doc__ or "" for k in cls.__mro__ if dataclasses.is_dataclass(k)]  # own first
+    entry, indent = None, 0
     for line in "\n".join(docs).splitlines():
+        depth = len(line) - len(line.lstrip())
         name, colon, text = line.strip().partition(":")
         name = name.split(" ")[0]
         if colon and name in names and text.strip() and name not in found:
+            entry, indent = name, depth
             found[name] = text.strip()
+        elif entry is not None and line.strip() and depth > indent:
+            found[entry] += " " + line.strip()
+        else:
+            entry = None
     return found
 
 

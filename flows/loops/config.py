@@ -46,8 +46,10 @@ class LoopConfig(Optimizer):
     num_gpus: GPUs reserved for the loop's host
     """
 
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft", "train_ppo_ray")  # its flags' CLIs
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.loops(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -124,7 +126,9 @@ class RejectionSamplingConfig(LoopConfig):
 class IterativeDPOConfig(LoopConfig):
     """Best-vs-worst pairs per prompt (gap >= `margin`), DPO against the round's start policy."""
 
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.LOOPS | aliases.DPO_MODEL
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_dpo", "train_ppo_ray")
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.loops(*OPENRLHF) | {
+        k: v for k, v in aliases.OFFLINE.items() if k.startswith(("loss.", "dpo."))}
     KIND: ClassVar[str] = "dpo"
 
     model: DPOModelConfig = field(default_factory=DPOModelConfig)

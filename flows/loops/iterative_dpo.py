@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from alignflow.flows.engine import flow
+from alignflow.flows.engine import expect, flow
 from alignflow.flows.loops.config import IterativeDPOConfig
 from alignflow.flows.loops.steps import (
     declare_host,
@@ -38,6 +38,7 @@ def iterative_dpo(cfg: IterativeDPOConfig) -> dict:
         cfg.data, cfg.model.model_name_or_path, cfg.rollout.max_new_tokens)
     declare_host(cfg)
     rewards, pairs_per_round, step = [], [], 0
+    expect(cfg.rounds)
     for r in range(cfg.rounds):
         k = round_key(r)
         rollouts, scores = generate_and_score(cfg, prompts, r)

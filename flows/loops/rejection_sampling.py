@@ -16,7 +16,7 @@ round resumes inside it, at the first uncommitted chunk.
 
 from __future__ import annotations
 
-from alignflow.flows.engine import flow
+from alignflow.flows.engine import expect, flow
 from alignflow.flows.loops.config import RejectionSamplingConfig
 from alignflow.flows.loops.steps import (
     declare_host,
@@ -39,6 +39,7 @@ def rejection_sampling(cfg: RejectionSamplingConfig) -> dict:
         cfg.data, cfg.model.model_name_or_path, cfg.rollout.max_new_tokens)
     declare_host(cfg)
     rewards, selected, step = [], [], 0
+    expect(cfg.rounds)
     for r in range(cfg.rounds):
         k = round_key(r)
         rollouts, scores = generate_and_score(cfg, prompts, r)

@@ -68,8 +68,14 @@ class OfflineConfig(Optimizer):
     """One offline training run; `KIND` names its objective (`tasks/offline/kinds.py`)."""
 
     KIND: ClassVar[str] = "sft"
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft",)  # the CLIs whose flags it takes
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_OFFLINE
+    # keys the first tasks fix for the whole run (a resume cannot change them once
+    # committed: `flows/reconfigure.py`)
+    RESUME_FIXED: ClassVar[dict[str, str]] = {
+        "data.": "prepare", "eval.": "prepare", "train.batch_size": "plan",
+        "train.max_epochs": "plan", "train.max_steps": "plan", "ckpt.save_steps": "plan"}
     LOSS_IN_MODEL: ClassVar[bool] = False  # the model section holds the loss knobs
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -149,13 +155,27 @@ def _data(**kw):
     return lambda: OfflineDataConfig(**kw)
 
 
+def _train(micro_batch_size: int, max_epochs: int = 1):
+    return lambda: OfflineTrainConfig(micro_batch_size=micro_batch_size, max_epochs=max_epochs)
+
+
+def _eval(split: str):
+    return lambda: EvalConfig(split=split)
+
+
+TEMPLATE = "User: {}\nAssistant: "  # OpenRLHF's input_template of SFT, KTO and KD
+
+
 @dataclass(frozen=True, kw_only=True)
 class SFTConfig(OfflineConfig):
     """Supervised fine-tuning (loss on assistant turns; `pretrain_mode_enable`: every token)."""
 
     KIND: ClassVar[str] = "sft"
     model: SFTModelConfig = field(default_factory=SFTModelConfig)
-    data: OfflineDataConfig = field(default_factory=_data(dataset="alignflow:gsm8k-sft"))
+    data: OfflineDataConfig = field(default_factory=_data(dataset="alignflow:gsm8k-sft",
+                                                          input_template=TEMPLATE))
+    eval: EvalConfig = field(default_factory=_eval("train"))
+    train: OfflineTrainConfig = field(default_factory=_train(8, max_epochs=2))
     adam: AdamConfig = field(default_factory=_adam(5e-6))
 
 
@@ -168,13 +188,19 @@ class CSFTConfig(SFTConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class DistillConfig(SFTConfig):
-    """Knowledge distillation: α·CE + (1−α)·KL(teacher‖student); `teacher.model_name_or_path`."""
+    """Knowledge distillation: (1−kd_coef)·CE + kd_coef·KL(teacher‖student) against
+    `teacher.model_name_or_path` (OpenRLHF's train_kd, last in v0.9.5)."""
 
     KIND: ClassVar[str] = "distill"
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.KD_MODEL
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_kd",)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     LOSS_IN_MODEL: ClassVar[bool] = True
     model: DistillModelConfig = field(default_factory=DistillModelConfig)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    data: OfflineDataConfig = field(default_factory=_data(
+        dataset="alignflow:gsm8k-sft", input_template=TEMPLATE, output_key="output"))
+    eval: EvalConfig = field(default_factory=_eval("test"))
+    train: OfflineTrainConfig = field(default_factory=_train(8))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -187,9 +213,18 @@ class PRMConfig(OfflineConfig):
     """Process reward model: CE on the reward tokens at step placeholders."""
 
     KIND: ClassVar[str] = "prm"
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_prm",)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     data: OfflineDataConfig = field(default_factory=_data(
-        dataset="", apply_chat_template=False, label_key="value", reward_tokens=("+", "-")))
+        dataset="", label_key="label", placeholder_token="ки"))
+    eval: EvalConfig = field(default_factory=_eval("test"))
     adam: AdamConfig = field(default_factory=_adam(1e-6))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(bool(self.data.placeholder_token), "data.placeholder_token",
+                "the token that ends each step in the data (--placeholder_token, e.g. ки)",
+                self.data.placeholder_token)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,9 +232,12 @@ class RMConfig(OfflineConfig):
     """Reward model: pairwise loss on the value head's last-token score."""
 
     KIND: ClassVar[str] = "rm"
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.RM_MODEL
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_rm",)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     LOSS_IN_MODEL: ClassVar[bool] = True
     model: RMModelConfig = field(default_factory=RMModelConfig)
+    data: OfflineDataConfig = field(default_factory=_data(max_len=512))
+    eval: EvalConfig = field(default_factory=_eval("train"))
     adam: AdamConfig = field(default_factory=_adam(9e-6))
 
 
@@ -208,10 +246,15 @@ class DPOConfig(OfflineConfig):
     """DPO (β = 0.1), IPO (`--ipo`) or cDPO (`--label_smoothing`) against a cached reference."""
 
     KIND: ClassVar[str] = "dpo"
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.DPO_MODEL
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_dpo",)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     LOSS_IN_MODEL: ClassVar[bool] = True
     model: DPOModelConfig = field(default_factory=DPOModelConfig)
     ref: RefConfig = field(default_factory=RefConfig)
+    data: OfflineDataConfig = field(default_factory=_data(max_len=512))
+    eval: EvalConfig = field(default_factory=_eval("test"))
+    train: OfflineTrainConfig = field(default_factory=_train(8))
+    adam: AdamConfig = field(default_factory=_adam(1e-5))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +262,13 @@ class KTOConfig(OfflineConfig):
     """KTO on chosen (desirable) / rejected (undesirable) responses."""
 
     KIND: ClassVar[str] = "kto"
-    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.OFFLINE | aliases.KTO_MODEL
+    OPENRLHF: ClassVar[tuple[str, ...]] = ("train_kto",)
+    ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     LOSS_IN_MODEL: ClassVar[bool] = True
     model: KTOModelConfig = field(default_factory=KTOModelConfig)
     ref: RefConfig = field(default_factory=RefConfig)
+    data: OfflineDataConfig = field(default_factory=_data(
+        dataset="alignflow:champ-kto", input_template=TEMPLATE, label_key="label"))
+    eval: EvalConfig = field(default_factory=_eval("test"))
+    train: OfflineTrainConfig = field(default_factory=_train(8))
+    adam: AdamConfig = field(default_factory=_adam(1e-5))

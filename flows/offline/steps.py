@@ -13,7 +13,7 @@ import functools
 
 from alignflow.artifacts.scope import current_scope
 from alignflow.flows import planning
-from alignflow.flows.engine import task
+from alignflow.flows.engine import expect, task
 from alignflow.flows.offline.config import OfflineConfig
 from alignflow.flows.workers import worker_group
 from alignflow.tasks.offline import prepare, reference, teacher, train
@@ -50,9 +50,11 @@ def prepare_data(cfg: OfflineConfig) -> OfflineData:
 
 def plan_steps(cfg: OfflineConfig, data: OfflineData) -> Plan:
     cfg.plan(0, data.train_rows)  # a batch larger than the data fails here, in one line
-    return make_plan.options(key="plan")(
+    plan = make_plan.options(key="plan")(
         data.train_rows, cfg.train.batch_size, cfg.train.max_epochs,
         cfg.ckpt.save_steps, True, cfg.train.max_steps)
+    expect(plan.chunks)  # the train-NNNN tasks
+    return plan
 
 
 def reference_of(cfg: OfflineConfig, data: OfflineData) -> ReferenceOutput:

@@ -45,8 +45,8 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
     max_iterations: cap on iterations (alignflow; null: no cap)
     """
 
-    batch_size: int = 32
-    micro_batch_size: int = 4
+    batch_size: int = 128
+    micro_batch_size: int = 1
     num_episodes: int = 1
     max_iterations: int | None = None
 
@@ -62,17 +62,19 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
 class RLConfig:
     """One PPO-family run: roles, data, sampling, rewards, algorithm, batching, checkpoints."""
 
+    OPENRLHF: ClassVar[tuple[str, ...]] = aliases.RL_CLIS  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     ref: RLRefConfig = field(default_factory=RLRefConfig)
     reward: RLRewardConfig = field(default_factory=RLRewardConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(n_samples_per_prompt=8))
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: RLTrainConfig = field(default_factory=RLTrainConfig)
-    ckpt: CkptConfig = field(default_factory=lambda: CkptConfig(save_hf=True))
+    ckpt: CkptConfig = field(default_factory=CkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
@@ -197,6 +199,7 @@ class PPOConfig(RLConfig):
     """PPO with a critic (GAE)."""
 
     algo: AlgoConfig = field(default_factory=_estimator("gae"))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     TRAINED: ClassVar[tuple[str, ...]] = ("actor", "critic")
 
     def __post_init__(self) -> None:
@@ -216,6 +219,7 @@ class RLOOConfig(RLConfig):
 @dataclass(frozen=True, kw_only=True)
 class ReinforceConfig(RLConfig):
     algo: AlgoConfig = field(default_factory=_estimator("reinforce"))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ serves them all; each is registered under its own name with its own default esti
 from __future__ import annotations
 
 from alignflow.flows import planning
-from alignflow.flows.engine import flow, gather
+from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.pipeline import rollouts_for
 from alignflow.flows.rl.steps import (
@@ -35,6 +35,7 @@ def grpo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(
         cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
+    expect(iterations)
     plan = planning.current(cfg)
     host = declare_hosts(cfg, plan, iterations)
     source = rollouts_for(cfg, plan, prompts, host, iterations)

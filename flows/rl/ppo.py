@@ -15,7 +15,7 @@ no critic is loaded, run or trained: nothing would read its values.
 from __future__ import annotations
 
 from alignflow.flows import planning
-from alignflow.flows.engine import flow, gather
+from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.steps import (
     critic_values,
@@ -39,6 +39,7 @@ def ppo(cfg: RLConfig) -> dict:
     prompts = load_prompts.options(key="prompts")(
         cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
     iterations = cfg.iterations(prompts.rows)
+    expect(iterations)
     plan = planning.current(cfg)
     critic = "critic" in plan.roles
     host = declare_hosts(cfg, plan, iterations)

@@ -1,6 +1,8 @@
-"""What a committed manifest adds to the live logs: its `metrics` rows, and for a scored
-batch (`rollout_scores`) the iteration's reward statistics and a sample table of
-(prompt, response, reward) with the SQL that returns all of the iteration's rollouts.
+"""What a committed manifest adds to the live logs: its `metrics` rows (under the one
+namespace of `artifacts/metric_names.py`, each against its axis: the iteration or the
+optimizer step), and for a scored batch (`rollout_scores`) a sample table of (prompt,
+response, reward) with the SQL that returns all of the iteration's rollouts. The reward's
+mean and spread are the score step's own `rollout/reward_*` rows, never a second series.
 
 Everything is read from the committed Parquet files the manifest lists, so tasks log
 nothing themselves and a replayed task (not committed again) is never logged twice.
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from alignflow.artifacts.metric_names import axis, canonical
 from alignflow.artifacts.parquet_io import read_table
 
 
@@ -47,7 +50,9 @@ def points(store: Any, manifest: dict, journal: dict[str, dict], every: int,
     out = Points()
     for ref in _refs(manifest, "metrics"):
         rows = read_table(store, [ref], columns=["step", "key", "value"]).to_pylist()
-        out.scalars += [Scalar(r["key"], int(r["step"]), float(r["value"]), "step")
+        task = manifest.get("task_key", "")
+        out.scalars += [Scalar(canonical(r["key"]), int(r["step"]), float(r["value"]),
+                               axis(canonical(r["key"]), task))
                         for r in rows if r["value"] is not None and int(r["step"]) % every == 0]
     for ref in _refs(manifest, "rollout_scores"):
         _scored(store, manifest, journal, ref, every, sample_rows, out)
@@ -62,20 +67,11 @@ def _scored(store: Any, manifest: dict, journal: dict[str, dict], ref: dict, eve
     it = int(scores.column("iteration")[0].as_py())
     if it % every:
         return
-    rewards = [r for r in scores.column("reward").to_pylist() if r is not None]
-    mean = sum(rewards) / max(len(rewards), 1)
-    std = (sum((r - mean) ** 2 for r in rewards) / max(len(rewards) - 1, 1)) ** 0.5
-    out.scalars += [Scalar("rollout/reward_mean", it, mean, "iteration"),
-                    Scalar("rollout/reward_std", it, std, "iteration")]
     generated = _generated(store, journal, manifest["run_id"], it)
     if generated is None or not sample_rows:
         return
     reward = {(r["prompt_id"], r["sample_idx"]): r["reward"] for r in scores.to_pylist()}
     rows = sorted(generated, key=lambda r: (r["prompt_id"], r["sample_idx"]))[:sample_rows]
-    lengths = [r["response_len"] for r in generated if r["response_len"] is not None]
-    if lengths:
-        out.scalars.append(Scalar("rollout/response_len", it, sum(lengths) / len(lengths),
-                                  "iteration"))
     run = manifest["run_id"].replace("'", "''")
     out.samples.append(Samples(
         "samples", it, ("prompt", "response", "reward"),

@@ -19,7 +19,6 @@ from alignflow.tasks.advantages.estimators import (
     reinforce_baseline,
     rloo,
 )
-from alignflow.tasks.advantages.kl_control import AdaptiveKLController, FixedKLController
 from alignflow.tasks.advantages.normalize import RunningMoments, whiten
 from alignflow.tasks.advantages.shaping import (
     LengthPenalty,
@@ -30,8 +29,8 @@ from alignflow.tasks.advantages.shaping import (
 )
 
 __all__ = [
-    "ESTIMATORS", "GROUP_ESTIMATORS", "AdaptiveKLController", "AdvantageConfig", "Advantages",
-    "Estimator", "FixedKLController", "LengthPenalty", "RolloutBatch", "RunningMoments",
+    "ESTIMATORS", "GROUP_ESTIMATORS", "AdvantageConfig", "Advantages",
+    "Estimator", "LengthPenalty", "RolloutBatch", "RunningMoments",
     "compute_advantages", "compute_token_rewards", "discounted_returns", "dr_grpo", "gae",
     "gae_estimator", "group_mean_baseline", "group_norm", "group_normalize",
     "last_valid_index", "leave_one_out", "overlong_penalty", "reinforce", "reinforce_baseline",

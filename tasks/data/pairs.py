@@ -41,8 +41,6 @@ def _pair_text(row: dict, keys: tuple[str | None, str, str], tokenizer, chat: bo
             raise ConfigError("message-list chosen/rejected need apply_chat_template=True")
         return prompt, row[chosen_key], row[rejected_key]
     prompt_value = row[prompt_key] if prompt_key else _shared_turns(row[chosen_key])
-    if isinstance(prompt_value, str) and input_template:
-        prompt_value = input_template.format(prompt_value)
     prompt_msgs = as_messages(prompt_value) if prompt_value else []
     prompt = render(tokenizer, prompt_msgs, generation_prompt=True) if prompt_msgs else ""
     out = []
@@ -88,14 +86,10 @@ def prepare_preferences(
     return Prepared(rows, dropped)
 
 
-def _sft_messages(row: dict, input_key: str, output_key: str | None,
-                  input_template: str | None) -> list[dict]:
+def _sft_messages(row: dict, input_key: str, output_key: str | None) -> list[dict]:
     if output_key is None:
         return as_messages(row[input_key])
-    value = row[input_key]
-    if isinstance(value, str) and input_template:
-        value = input_template.format(value)
-    return as_messages(value) + as_messages(row[output_key], role="assistant")
+    return as_messages(row[input_key]) + as_messages(row[output_key], role="assistant")
 
 
 def _assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
@@ -112,11 +106,12 @@ def _assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[i
     return render(tokenizer, messages, generation_prompt=False), spans
 
 
-def _plain_spans(tokenizer, row: dict, input_key: str, output_key: str,
+def _plain_spans(tokenizer, row: dict, input_key: str, output_key: str | None,
                  input_template: str | None) -> tuple[str, list[tuple[int, int]]]:
     prompt = format_input(row[input_key], input_template=input_template, tokenizer=None,
                           chat=False)
-    text = prompt + row[output_key] + (tokenizer.eos_token or "")
+    response = row[output_key] if output_key else ""  # OpenRLHF: "continue pretraining"
+    text = prompt + response + (tokenizer.eos_token or "")
     return text, [(len(prompt), len(text))]
 
 
@@ -148,14 +143,13 @@ def prepare_sft(
     max_len: int | None = None,
 ) -> Prepared:
     """Rows `{sample_id, text, input_ids, loss_mask}`; `output_key=None`: `input_key` holds
-    multi-turn messages. Samples over `max_len` tokens are truncated on the right."""
+    multi-turn messages (with the chat template), else the prompt alone, its loss on the end
+    of text (as OpenRLHF). Samples over `max_len` tokens are truncated on the right."""
     require_keys(dataset, input_key, output_key)
-    if not apply_chat_template and output_key is None:
-        raise ConfigError("output_key=None (multi-turn messages) needs apply_chat_template=True")
     texts, spans = [], []
     for row in dataset:
         if apply_chat_template:
-            messages = _sft_messages(row, input_key, output_key, input_template)
+            messages = _sft_messages(row, input_key, output_key)
             text, sp = _assistant_spans(tokenizer, messages)
         else:
             text, sp = _plain_spans(tokenizer, row, input_key, output_key, input_template)

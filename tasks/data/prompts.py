@@ -14,7 +14,7 @@ import datasets
 
 from alignflow.errors import ConfigError
 
-Overlong = Literal["drop", "truncate"]
+Overlong = Literal["drop", "truncate", "truncate_right"]
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ def render(tokenizer, messages: list[dict], *, generation_prompt: bool) -> str:
 
 
 def format_input(value: Any, *, input_template: str | None, tokenizer, chat: bool) -> str:
-    """Prompt text: `input_template.format(text)` on a string input, then the chat template."""
-    if isinstance(value, str) and input_template:
+    """Prompt text: the chat template, else `input_template.format(text)` (as OpenRLHF: the
+    template is for plain-text prompts only)."""
+    if isinstance(value, str) and input_template and not chat:
         value = input_template.format(value)
     if chat:
         return render(tokenizer, as_messages(value), generation_prompt=True)
@@ -68,7 +69,8 @@ def format_input(value: Any, *, input_template: str | None, tokenizer, chat: boo
 
 
 def _fit(text: str, tokenizer, max_len: int | None, overlong: Overlong) -> tuple[str | None, bool]:
-    """(text, truncated) within `max_len` tokens; None when dropped. Keeps the prompt's end."""
+    """(text, truncated) within `max_len` tokens; None when dropped. `truncate` keeps the
+    prompt's end, `truncate_right` its start."""
     if max_len is None:
         return text, False
     if tokenizer is None:
@@ -78,7 +80,8 @@ def _fit(text: str, tokenizer, max_len: int | None, overlong: Overlong) -> tuple
         return text, False
     if overlong == "drop":
         return None, False
-    return tokenizer.decode(ids[-max_len:]), True
+    kept = ids[:max_len] if overlong == "truncate_right" else ids[-max_len:]
+    return tokenizer.decode(kept), True
 
 
 def refuse_empty(dataset: datasets.Dataset, key: str) -> None:

@@ -24,7 +24,7 @@ class DataSource:
 
     input_key: str = "input"
     label_key: str | None = None
-    apply_chat_template: bool = True
+    apply_chat_template: bool = False
     input_template: str | None = None
     max_samples: int | None = None
 

@@ -38,9 +38,7 @@ def _texts(row: dict, tokenizer, input_key: str, output_key: str | None, chat: b
         turns = as_messages(row[input_key])
         prompt_msgs, reply = turns[:-1], turns
     else:
-        value = row[input_key]
-        value = input_template.format(value) if isinstance(value, str) and input_template else value
-        prompt_msgs = as_messages(value)
+        prompt_msgs = as_messages(row[input_key])
         reply = prompt_msgs + as_messages(row[output_key], role="assistant")
     prompt = render(tokenizer, prompt_msgs, generation_prompt=True)
     full = render(tokenizer, reply, generation_prompt=False)

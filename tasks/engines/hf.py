@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from alignflow.artifacts.scope import beat
 from alignflow.artifacts.tensors import pad_left as left_pad
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
@@ -66,6 +67,7 @@ class HFEngine:
         step = self.micro_rollout_batch_size
         for start in range(0, len(rows), step):
             self._decode(rows[start : start + step], params, seed)
+            beat(min(start + step, len(rows)), len(rows), "sequences")  # `flows/heartbeat.py`
         return [self._sample(r) for r in rows]
 
     def _sample(self, row: _Row) -> GeneratedSample:

@@ -34,8 +34,6 @@ from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
 
-STARTUP_TIMEOUT_S = 900.0
-
 
 class EngineHost:
     """The actor body: one `VLLMEngine`, built inside the actor's process."""
@@ -105,7 +103,7 @@ class VLLMEngineActor:
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
         self._groups = [self._reserve(i) for i in range(num_engines)]
         self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
-        self._wait(self._each("version"), STARTUP_TIMEOUT_S, "start")
+        self._wait(self._each("version"), self.config.startup_timeout_s, "start")
 
     @property
     def policy_version(self) -> int:
@@ -121,7 +119,7 @@ class VLLMEngineActor:
                                        tensor_parallel_size=self.config.tensor_parallel_size)
 
     def _reserve(self, index: int):
-        return placement.reserve(self._bundle(), STARTUP_TIMEOUT_S, index)
+        return placement.reserve(self._bundle(), self.config.startup_timeout_s, index)
 
     def _spawn(self, index: int, version: int):
         import ray
@@ -144,7 +142,7 @@ class VLLMEngineActor:
         longer than a generate deadline)."""
         if self._starting:
             starting, self._starting = self._starting, {}
-            self._wait(starting, STARTUP_TIMEOUT_S, "restart")
+            self._wait(starting, self.config.startup_timeout_s, "restart")
 
     def _wait(self, calls: dict[int, object], timeout_s: float, what: str) -> list:
         """Results of one call per engine, in engine order. Engines that miss the deadline
@@ -152,7 +150,9 @@ class VLLMEngineActor:
         import ray
         from ray import exceptions as rex
 
-        ready, _ = ray.wait(list(calls.values()), num_returns=len(calls), timeout=timeout_s)
+        ready = placement.wait_said(list(calls.values()), timeout_s,
+                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
+                                              "answered")
         done = {r.hex() for r in ready}
         failed: dict[int, str] = {}
         results = []

@@ -20,6 +20,8 @@ VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 COLOCATED_GPU_SHARE = 0.4  # an engine inside the trainer's process leaves it the rest
 OWN_GPU_SHARE = 0.95  # an engine on GPUs of its own
 CPU_KV_CACHE_BYTES = 1 << 30  # vLLM's CPU default asks for 92% of RAM up front; 1 GiB suffices
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256)  # vLLM's CPU attention
+MIN_HEAD_SIZE = 32  # below it no vLLM attention backend serves a model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +59,9 @@ class VLLMSection:
     generate_timeout_s: float = field(default=600.0, metadata={
         "help": "a generate or sync call longer than this is a hung engine: it is "
                 "restarted and the call retried (alignflow)"})
+    startup_timeout_s: float = field(default=900.0, metadata={
+        "help": "seconds engines in Ray actors may take to get their CPUs/GPUs and load "
+                "the model; what is waited for is said every 10 s (alignflow)"})
 
     def __post_init__(self) -> None:
         require(self.num_engines >= 0, "num_engines", "an integer >= 0", self.num_engines)
@@ -76,6 +81,8 @@ class VLLMSection:
                     self.max_model_len)
         require(math.isfinite(self.generate_timeout_s) and self.generate_timeout_s > 0,
                 "generate_timeout_s", "a float > 0", self.generate_timeout_s)
+        require(math.isfinite(self.startup_timeout_s) and self.startup_timeout_s > 0,
+                "startup_timeout_s", "a float > 0", self.startup_timeout_s)
 
     @property
     def engines(self) -> int:
@@ -147,6 +154,10 @@ class VLLMEngineConfig:
     @property
     def generate_timeout_s(self) -> float:
         return self.section.generate_timeout_s
+
+    @property
+    def startup_timeout_s(self) -> float:
+        return self.section.startup_timeout_s
 
     def llm_kwargs(self, model_path: str, *, on_gpu: bool, isolated: bool = False) -> dict:
         """Keyword arguments for `vllm.LLM` (the engine adds none of its own beyond these).

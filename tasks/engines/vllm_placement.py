@@ -64,7 +64,9 @@ def reserve(bundle: dict[str, float], timeout_s: float, index: int):
     from ray.util.placement_group import placement_group, remove_placement_group
 
     group = placement_group([bundle], strategy="STRICT_PACK")
-    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    ready = wait_said([group.ready()], timeout_s, lambda _n: (
+        f"vLLM engine {index}: waiting for a node with {bundle} free (free now: "
+        f"{_summary(ray.available_resources())} of {_summary(ray.cluster_resources())})"))
     if not ready:
         remove_placement_group(group)
         have = ray.cluster_resources()
@@ -72,6 +74,28 @@ def reserve(bundle: dict[str, float], timeout_s: float, index: int):
                           f"{timeout_s:g}s (the cluster has {_summary(have)}); expected fewer "
                           "vllm.num_engines or vllm.tensor_parallel_size, or more nodes")
     return group
+
+
+SAY_EVERY_S = 10.0  # a wait longer than this says what it waits for, this often
+
+
+def wait_said(refs: list, timeout_s: float, what) -> list:
+    """`ray.wait` for all `refs` up to `timeout_s`, saying on stderr every `SAY_EVERY_S`
+    what is waited for (`what(number ready)`) and for how long; returns the ready refs."""
+    import sys
+    import time
+
+    import ray
+
+    start, ready = time.monotonic(), []
+    while True:
+        left = timeout_s - (time.monotonic() - start)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, min(SAY_EVERY_S, left)))
+        if len(ready) == len(refs) or left <= SAY_EVERY_S:
+            return ready
+        print(f"alignflow: {what(len(ready))}; {time.monotonic() - start:.0f}s of "
+              f"{timeout_s:g}s (vllm.startup_timeout_s / vllm.generate_timeout_s)",
+              file=sys.stderr, flush=True)
 
 
 def _summary(resources: dict[str, float]) -> str:

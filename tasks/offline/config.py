@@ -37,15 +37,16 @@ class OfflineDataConfig(DataSource):
 
     dataset: str = "alignflow:champ-pairs"
     dataset_probs: str | None = None
-    dataset_split: str | None = None
-    output_key: str | None = "output"
-    prompt_key: str | None = "prompt"
+    dataset_split: str | None = "train"
+    output_key: str | None = None
+    prompt_key: str | None = None
     chosen_key: str = "chosen"
     rejected_key: str = "rejected"
     score_key: str = "score"
     score_template: str = "<rm_score>: {score}"
-    max_len: int = 512
-    placeholder_token: str = "ки"
+    max_len: int = 2048
+    max_samples: int | None = 1_000_000
+    placeholder_token: str | None = None
     reward_tokens: tuple[str, ...] | None = None
     seed: int = 42
 

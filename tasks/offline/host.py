@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from alignflow.artifacts.checkpoints import index_table
+from alignflow.artifacts.ckpt_index import saved_by_run
 from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
@@ -113,6 +114,7 @@ class OfflineHost(Memo, GroupMember):
 
     def restore(self, store, folder: str) -> None:
         self.trainer.restore(store, folder)
+        self.saved = saved_by_run(store, folder.split("/")[1])  # earlier drivers' too
 
 
 class TeacherHost(Memo):

@@ -56,7 +56,7 @@ class DPOModelConfig(ModelConfig):
 class KTOModelConfig(ModelConfig):
     """KTO: β and the weights of desirable (chosen) and undesirable (rejected) examples."""
 
-    beta: float = 0.1
+    beta: float = 0.01
     desirable_loss_weight: float = 1.0
     undesirable_loss_weight: float = 1.0
 
@@ -88,9 +88,11 @@ class RMModelConfig(ModelConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class DistillModelConfig(SFTModelConfig):
-    """The student, and the weight of its CE term: α·CE + (1−α)·KL(teacher‖student)."""
+    """The student, and the weight of the distillation term (OpenRLHF's `--kd_coef`):
+    (1 − kd_coef)·CE + kd_coef·KL(teacher‖student)."""
 
-    kd_alpha: float = field(default=0.5, metadata={"help": "weight of the CE term, in [0, 1]"})
+    kd_coef: float = field(default=0.4, metadata={
+        "help": "weight of the distillation (KL) term, in [0, 1]; the CE term gets the rest"})
 
     def __post_init__(self) -> None:
-        require(0.0 <= self.kd_alpha <= 1.0, "kd_alpha", "a float in [0, 1]", self.kd_alpha)
+        require(0.0 <= self.kd_coef <= 1.0, "kd_coef", "a float in [0, 1]", self.kd_coef)

@@ -84,7 +84,8 @@ def sft_packed(model, idx: list[int], ctx: Context, denom: float) -> Out:
 
 
 def distill(model, idx: list[int], ctx: Context, denom: float) -> Out:
-    """α·CE + (1−α)·KL(teacher‖student) per loss token, teacher logits from the teacher host."""
+    """(1−kd_coef)·CE + kd_coef·KL(teacher‖student) per loss token, teacher logits from the
+    teacher host."""
     input_ids, attention, labels = lm_batch(*_tokens(ctx, idx), ctx.pad_id)
     logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits[:, :-1]
     total, per, n_tok = logits.new_zeros(()), [], []
@@ -94,7 +95,7 @@ def distill(model, idx: list[int], ctx: Context, denom: float) -> Out:
         y = labels[row, 1 : width + 1]
         n = int((y != IGNORE_INDEX).sum())
         row_loss = kd_loss(logits[row, :width][None], teacher[None], y[None],
-                           alpha=ctx.spec.loss.kd_alpha)
+                           alpha=1.0 - ctx.spec.loss.kd_coef)
         total = total + row_loss * n
         per.append(float(row_loss.detach()))
         n_tok.append(n)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.data.loading import mix_datasets
+from alignflow.tasks.data.named import with_own_columns
 from alignflow.tasks.modeling.loading import load_tokenizer
 from alignflow.tasks.offline.config import PrepareSpec
 from alignflow.tasks.offline.kinds import objective
@@ -51,7 +52,7 @@ def prepare(spec: PrepareSpec, kind: str, tokenizer: str,
     scope = current_scope()
     tok = load_tokenizer(resolve_model(tokenizer), padding_side="right")
     build = pretrain_rows if spec.pretrain_mode else objective(kind).rows
-    cfg = spec.data
+    cfg = with_own_columns(spec.data, spec.data.dataset)
     train, evaluation = split_data(spec)
     splits = {"train": build(train, tok, cfg)}
     if evaluation is not None:

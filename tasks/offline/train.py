@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 from safetensors.torch import load as load_tensors
 
-from alignflow.artifacts.scope import current_scope
+from alignflow.artifacts.scope import beat, current_scope
 from alignflow.errors import FlowError
 from alignflow.tasks.distributed import reduce, sharding
 from alignflow.tasks.offline.batches import host_examples
@@ -125,6 +125,7 @@ def train(host: Trained, data: OfflineData, reference: ReferenceOutput | None,
         idx = plan.indices(step, spec.train_batch_size)
         stats, per = run_step(trainer, obj, ctx, idx, spec.micro_train_batch_size)
         done = trainer.global_step
+        beat(steps.index(step) + 1, len(steps), "optimizer steps")
         rows += _example_rows(obj, ctx.examples, idx, per, done)
         metrics.append((done, {f"train/{k}": v for k, v in stats.items() if k != "step"}))
         for k, v in stats.items():

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import ClassVar
 
 import torch
 
@@ -86,6 +87,8 @@ class Gsm8kRule:
     answer and 0 otherwise: correctness dominates, the format term breaks ties early on.
     """
 
+    SCORES: ClassVar[tuple[str, ...]] = ("format", "correct")  # the keys `score` returns
+    LOGS: ClassVar[tuple[str, ...]] = ("answer_found",)
     format_weight: float = 0.1
     correct_weight: float = 1.0
     style: str = "hash"
@@ -105,6 +108,9 @@ class Gsm8kRule:
 class CorrectRule:
     """1.0 when the extracted final number equals the label, else 0."""
 
+    SCORES: ClassVar[tuple[str, ...]] = ("correct",)
+    LOGS: ClassVar[tuple[str, ...]] = ()
+
     def score(self, queries: list[str], prompts: list[str],
               labels: list[str | None]) -> RewardOutput:
         check_batch(queries, prompts, labels)
@@ -117,6 +123,8 @@ class CorrectRule:
 class FormatRule:
     """1.0 when the response has a final-answer marker (`#### N` or `\\boxed{N}`), else 0."""
 
+    SCORES: ClassVar[tuple[str, ...]] = ("format",)
+    LOGS: ClassVar[tuple[str, ...]] = ()
     style: str = "hash"
 
     def score(self, queries: list[str], prompts: list[str],
@@ -133,6 +141,8 @@ class TargetRule:
     A tiny random policy learns it in a few GRPO steps, so tests can see reward go up.
     """
 
+    SCORES: ClassVar[tuple[str, ...]] = ("target", "present")
+    LOGS: ClassVar[tuple[str, ...]] = ()
     target: str
 
     def score(self, queries: list[str], prompts: list[str],
@@ -164,6 +174,15 @@ RULES: dict[str, Callable[[str | None], object]] = {
     "format": _format_rule,
     "target": _target_rule,
 }
+
+
+LABELLED = frozenset({"gsm8k", "correct"})  # rules that compare the answer with the label
+
+
+def compares_label(spec: str) -> bool:
+    """Whether `rule:<name>...` scores by comparing with each prompt's label: without labels
+    such a rule scores every answer 0 for correctness."""
+    return spec.startswith("rule:") and spec.split(":")[1] in LABELLED
 
 
 def rule_source(spec: str):

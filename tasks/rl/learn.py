@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from alignflow.artifacts.parquet_io import read_table
-from alignflow.artifacts.scope import current_scope
+from alignflow.artifacts.scope import beat, current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.distributed import reduce, sharding
@@ -109,6 +109,7 @@ def _train(trainer, plan: Plan, settings: LearnSettings, make_loss, step_extra=N
             batches[0] |= step_extra(trainer.global_step)
         stats = trainer.step(batches, make_loss(mb), weights=[1.0] * len(batches))
         stats = reduce.global_shares(stats)
+        beat(step + 1, plan.total_steps, "optimizer steps")
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + float(v)
     steps = max(plan.total_steps, 1)

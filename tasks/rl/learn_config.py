@@ -32,7 +32,7 @@ class KLConfig:
     use_loss: add β·KL to the policy loss instead of the reward (GRPO)
     """
 
-    init_coef: float = 0.0
+    init_coef: float = 0.01
     target: float | None = None
     horizon: int = 10000
     estimator: KLEstimator = "k1"
@@ -69,7 +69,7 @@ class EstimatorConfig:
 
     estimator: Estimator = "group_norm"
     gamma: float = 1.0
-    lambd: float = 0.95
+    lambd: float = 1.0
     no_std_norm: bool = False
     is_correction_enable: bool = False
     is_correction_type: ISCorrection = "tis"

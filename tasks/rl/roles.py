@@ -24,7 +24,7 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_low_high: asymmetric clip (low, high), e.g. DAPO's 0.2 0.28; wins over eps_clip
     eps_clip_high: upper clip when eps_clip_low_high is not set (null: eps_clip)
     dual_clip: dual-clip bound c > 1 for negative advantages (null: off)
-    entropy_coef: weight of the entropy bonus (0: off)
+    entropy_coef: weight of the entropy bonus (null or 0: off)
     """
 
     model_name_or_path: str = "smollm2-135m"
@@ -33,7 +33,7 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_low_high: tuple[float, float] | None = None
     eps_clip_high: float | None = None
     dual_clip: float | None = None
-    entropy_coef: float = 0.0
+    entropy_coef: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,8 +51,9 @@ class ActorConfig(Workers, Optimizer):
         if self.dual_clip is not None:
             require(math.isfinite(self.dual_clip) and self.dual_clip > 1.0, "dual_clip",
                     "a finite float > 1 or null", self.dual_clip)
-        require(math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, "entropy_coef",
-                "a finite float >= 0", self.entropy_coef)
+        if self.entropy_coef is not None:
+            require(math.isfinite(self.entropy_coef) and self.entropy_coef >= 0,
+                    "entropy_coef", "a finite float >= 0 or null", self.entropy_coef)
 
     @property
     def clip_bounds(self) -> tuple[float, float]:

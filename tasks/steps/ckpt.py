@@ -19,7 +19,7 @@ class CkptConfig:
                 "checkpointed anyway); offline and loops: optimizer steps per checkpointed "
                 "train task. -1: RL exports at the end only; offline trains in one task, a "
                 "loop in one task per round"})
-    max_num: int = field(default=2, metadata={
+    max_num: int = field(default=3, metadata={
         "help": "resume checkpoints kept per trained role (older ones are deleted; >= 2)"})
     save_hf: bool = field(default=False, metadata={
         "help": "also write an HF folder at each save (RL: the save_steps exports; offline: "

@@ -15,8 +15,11 @@ from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.plan.rules import EngineName
 from alignflow.tasks.steps import gpu_memory, rollout_engine
 from alignflow.tasks.steps.host_api import Generator
+from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
+
+METRICS = ("response_len_mean", "truncated_frac", "tokens")  # each generate step's metrics
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,14 +35,14 @@ class RolloutConfig:
     engine: hf, vllm, or auto (vLLM where installed and GPUs are placed or vllm.num_engines > 0)
     """
 
-    batch_size: int = 8
-    n_samples_per_prompt: int = 4
-    max_new_tokens: int | None = 128
+    batch_size: int = 1024
+    n_samples_per_prompt: int = 1
+    max_new_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     stop: tuple[str, ...] = ()
-    micro_batch_size: int = 16
+    micro_batch_size: int = 1
     engine: EngineName = "auto"
 
     def __post_init__(self) -> None:
@@ -130,11 +133,12 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
         table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))
     ref = scope.write(ROLLOUTS, table, partition={"iter": iteration})
     lengths = table.column("response_len").to_pylist()
-    return StepOutput((ref,), table.num_rows, {
-        "response_len_mean": sum(lengths) / len(lengths),
-        "truncated_frac": sum(s.finish_reason == "length" for s in samples) / len(samples),
-        "tokens": float(sum(lengths)),
-    } | gpu_memory.record(scope, host, "actor", iteration))
+    values = (sum(lengths) / len(lengths),
+              sum(s.finish_reason == "length" for s in samples) / len(samples),
+              float(sum(lengths)))
+    metrics = dict(zip(METRICS, values, strict=True)) | gpu_memory.peak_metrics(host, "actor")
+    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
+    return StepOutput((ref,), table.num_rows, metrics)
 
 
 def rollout_table(scope, iteration: int, batch: pa.Table, samples: list[GeneratedSample],

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from alignflow.artifacts.checkpoints import index_table
+from alignflow.artifacts.ckpt_index import INDEX, saved_by_run
 from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
@@ -50,7 +51,7 @@ from alignflow.tasks.trainers.build import load_trainer, trainable_lm
 from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
-HOST_FILE = "host.json"
+HOST_FILE = INDEX
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +250,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
         """Loads each trained role from its newest checkpoint named in `folder/host.json`."""
         meta = store.read_json(f"{folder}/{HOST_FILE}")
         self.latest = dict(meta["latest"])
+        self.saved = {r: saved_by_run(store, folder.split("/")[1], r) for r in self.latest}
         self.policy_version = int(meta["policy_version"])
         for role, rel in self.latest.items():
             if self.has(role):

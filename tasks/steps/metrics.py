@@ -1,8 +1,8 @@
 """The `metrics` table: one row per (step, key), written by every training step.
 
-RL learn steps write one row per key at their iteration; offline and loop training write
-one row per optimizer step and key (`train/*`, `eval/*`). `step` is what the metric is
-plotted against; the task key says which task wrote it.
+RL steps write one row per key at their iteration; offline and loop training write one row
+per optimizer step and key (`train/*`, `eval/*`). `step` is what the metric is plotted
+against (`metric_names.axis`); the task key says which task wrote it.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
+from alignflow.artifacts.metric_names import canonical
 from alignflow.artifacts.parquet_io import ArtifactRef
 from alignflow.artifacts.schemas import METRICS
 
 
 def write_metrics(scope, by_step: Iterable[tuple[int, Mapping[str, float]]], *,
                   prefix: str = "", partition: dict | None = None) -> ArtifactRef | None:
-    """Stage one `metrics` file of `(step, {key: value})` pairs (keys get `prefix`)."""
-    rows = [(int(step), f"{prefix}{k}", float(v))
+    """Stage one `metrics` file of `(step, {key: value})` pairs (keys get `prefix`, then
+    their name in the one namespace: `artifacts/metric_names.py`)."""
+    rows = [(int(step), canonical(f"{prefix}{k}"), float(v))
             for step, values in by_step for k, v in sorted(values.items())]
     if not rows:
         return None

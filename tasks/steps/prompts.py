@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 
@@ -16,6 +17,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError, require
 from alignflow.tasks.data.loading import mix_datasets
+from alignflow.tasks.data.named import with_own_columns
 from alignflow.tasks.data.prompts import prepare_prompts
 from alignflow.tasks.data.source import DataSource
 from alignflow.tasks.modeling.loading import load_tokenizer
@@ -32,17 +34,18 @@ class DataConfig(DataSource):
     prompt_probs: mixing probabilities of the prompt datasets, comma-separated
     prompt_split: the split to read (default: the dataset's only or first split)
     prompt_max_len: without max_len: prompts longer than this many tokens are dropped
-    max_len: tokens of prompt + response (OpenRLHF's): a prompt longer than max_len - rollout.max_new_tokens keeps its last tokens (null: prompt_max_len applies)
+    max_len: tokens of prompt + response (OpenRLHF's): a prompt longer than max_len - rollout.max_new_tokens is cut (null: prompt_max_len applies)
+    truncation_side: which end of an over-long prompt is cut: left keeps its last tokens (OpenRLHF >= v0.9.1), right its first (OpenRLHF <= v0.9.0)
     shuffle: visit prompts in a seeded random order (else in dataset order)
     """
 
     prompt_dataset: str = "alignflow:gsm8k"
     prompt_probs: str | None = None
-    prompt_split: str | None = None
-    input_key: str = "question"
-    label_key: str | None = "label"
+    prompt_split: str | None = "train"
     prompt_max_len: int = 256
-    max_len: int | None = None
+    max_len: int | None = 2048
+    max_samples: int | None = 100_000_000
+    truncation_side: Literal["left", "right"] = "left"
     shuffle: bool = True
 
     def __post_init__(self) -> None:
@@ -58,14 +61,15 @@ class DataConfig(DataSource):
         dropping past prompt_max_len."""
         if self.max_len is None:
             return self.prompt_max_len, "drop"
-        return max(1, self.max_len - (max_new_tokens or 1)), "truncate"
+        return max(1, self.max_len - (max_new_tokens or 1)), (
+            "truncate" if self.truncation_side == "left" else "truncate_right")
 
 
 def load_prompts(cfg: DataConfig, tokenizer: str, max_new_tokens: int | None = None
                  ) -> StepOutput:
     """Prepares, tokenizes and commits the run's prompts in their (seeded) order; prompts
     are fitted to `cfg.prompt_limit(max_new_tokens)`."""
-    scope = current_scope()
+    scope, cfg = current_scope(), with_own_columns(cfg, cfg.prompt_dataset)
     dataset = mix_datasets(cfg.prompt_dataset, cfg.prompt_probs, split=cfg.prompt_split,
                            max_samples=cfg.max_samples, seed=scope.seed)
     tok = load_tokenizer(resolve_model(tokenizer))

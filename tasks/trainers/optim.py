@@ -86,7 +86,7 @@ class TrainConfig:
     max_epochs: passes over the data (RL: over each iteration's samples)
     """
 
-    batch_size: int = 8
+    batch_size: int = 128
     micro_batch_size: int = 1
     max_epochs: int = 1
 

@@ -30,7 +30,10 @@ def campaign_files(tmp_path, tiny_model_dir):
         "config": {
             "actor": {"model_name_or_path": str(tiny_model_dir), "adam": {"lr": 1e-2},
                       "lr_warmup_ratio": 0},
-            "rollout": {"batch_size": 4, "n_samples_per_prompt": 4, "max_new_tokens": 8},
+            "rollout": {"batch_size": 4, "n_samples_per_prompt": 4, "max_new_tokens": 8,
+                        "micro_batch_size": 16},
+            "algo": {"kl": {"init_coef": 0}},
+            "data": {"input_key": "question", "label_key": "label"},
             "reward": {"sources": ["rule:target:e"]},
             "train": {"batch_size": 16, "micro_batch_size": 8, "max_iterations": 2},
             "num_threads": 1,

@@ -22,7 +22,7 @@ RID = "campaign-tiny"
 class Args:
     def __init__(self, action, target, store, sets=()):
         self.action, self.target, self.store = action, target, store
-        self.sets, self.address, self.seed = list(sets), None, 0
+        self.sets, self.address, self.seed, self.dry_run = list(sets), None, 0, False
 
 
 def cli(action, target, store, sets=()):

@@ -34,8 +34,10 @@ def _weights(store, run_id: str, folder: str = "actor") -> dict[str, torch.Tenso
 def _learn_metrics(store, run_id: str) -> dict[str, float]:
     with Catalog(str(store)) as cat:
         rows = cat.sql("SELECT key, value FROM metrics WHERE run_id = ? AND iter = 1 AND key IN "
-                       "('loss', 'clip_frac', 'grad_norm', 'approx_kl')", [run_id]).to_pylist()
-    return {r["key"]: r["value"] for r in rows}
+                       "('train/policy_loss', 'train/clip_frac', 'train/grad_norm', "
+                       "'train/approx_kl')", [run_id]).to_pylist()
+    return {r["key"].removeprefix("train/").replace("policy_loss", "loss"): r["value"]
+            for r in rows}
 
 
 def _grpo(sets, store, run_id, executor="ray"):

@@ -7,8 +7,6 @@ import torch
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.advantages import (
-    AdaptiveKLController,
-    FixedKLController,
     RunningMoments,
     compute_token_rewards,
     discounted_returns,
@@ -16,6 +14,7 @@ from alignflow.tasks.advantages import (
     overlong_penalty,
     whiten,
 )
+from alignflow.tasks.rl.kl_penalty import AdaptiveKLController, FixedKLController
 
 torch.set_num_threads(1)
 

@@ -12,7 +12,8 @@ from alignflow.flows.rl.config import RLConfig
 
 
 def _cfg(sets=(), flags=None) -> RLConfig:
-    return load_config(RLConfig, sets=list(sets), flags=flags)
+    """Async runs need a response length (OpenRLHF's default is none: max_len decides)."""
+    return load_config(RLConfig, sets=["rollout.max_new_tokens=128", *sets], flags=flags)
 
 
 def test_synchronous_by_default():
@@ -100,4 +101,4 @@ def test_ppo_refuses_what_it_does_not_run():
     from alignflow.flows.rl.config import PPOConfig
 
     with pytest.raises(ConfigError, match="ppo runs synchronously"):
-        load_config(PPOConfig, sets=["train.async_enable=true"])
+        load_config(PPOConfig, sets=["train.async_enable=true", "rollout.max_new_tokens=64"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 
 import pytest
@@ -16,13 +17,15 @@ from alignflow.artifacts.commit import commit
 from alignflow.artifacts.parquet_io import write_table
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
+from alignflow.catalog.report.compare import render_comparison
 
 T0 = 1_700_000_000.0
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
 RL_STEPS = ("generate", "score", "reference", "learn", "sync")
 CONFIG = {"__type__": "m:RLConfig", "fields": {"seed_note": None, "algo": {
     "__type__": "m:AlgoConfig", "fields": {"eps_clip": 0.2, "kl": {"init_kl_coef": 0.0}}},
-    "generate": {"n_samples_per_prompt": 4, "stop": ["</s>"]}}}
+    "generate": {"n_samples_per_prompt": 4, "stop": ["</s>"]},
+    "async_": {"__type__": "m:AsyncConfig", "fields": {"max_staleness": 1}}}}
 
 
 def _run_json(store, run_id: str, flow: str, **extra) -> None:
@@ -88,14 +91,23 @@ def report_store(store) -> None:
     _run_json(store, "rl", "grpo")
     for it in range(4):
         _rl_iteration(store, "rl", it, 0.1)
-    _run_json(store, "dpo", "dpo")
+    _run_json(store, "dpo", "dpo", active=60.0)  # drivers ran 60 s of its 125 s
     _offline(store, "dpo", "preferences")
     _run_json(store, "sft", "sft")
     _offline(store, "sft", "sft_samples")
-    _run_json(store, "failed", "grpo", status="FAILED", error=f"loss is NaN {EVIL}")
+    other = json.loads(json.dumps(CONFIG).replace('"eps_clip": 0.2', '"eps_clip": 0.3'))
+    _run_json(store, "failed", "grpo", status="FAILED", error=f"loss is NaN {EVIL}",
+              config=other)
     for it in range(2):
         _rl_iteration(store, "failed", it, 0.0)  # every reward 0: a constant
     _run_json(store, "empty", "ppo", status="RUNNING", ended=None)
+    _run_json(store, "idpo", "iterative_dpo")
+    _offline(store, "idpo", "preferences")
+    pairs = write_table(store, "preferences", {  # a round's selected pairs: no training step
+        "round": [0] * 2, "pair_id": ["a", "b"], "prompt": ["P"] * 2, "chosen": ["y"] * 2,
+        "rejected": ["n"] * 2, "margin": [0.5, 0.7]}, run_id="idpo", task="pairs",
+        task_key="round-0000/pairs")
+    commit(store, "idpo", "round-0000/pairs", {"artifacts": [pairs], "task": "pairs"})
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +117,10 @@ def pages(tmp_path_factory) -> dict[str, str]:
     store = Store.open(str(tmp_path_factory.mktemp("report") / "store"))
     report_store(store)
     with Catalog(store) as cat:
-        return {rid: render_report(cat, rid) for rid in ("rl", "dpo", "sft", "failed", "empty")}
+        pages = {rid: render_report(cat, rid)
+                 for rid in ("rl", "dpo", "sft", "failed", "empty", "idpo")}
+        pages["rl vs failed"] = render_comparison(cat, ["rl", "failed"])
+        return pages
 
 
 def titles(page: str) -> list[str]:
@@ -124,10 +139,11 @@ def test_rl_panels(pages):
                             "Config"]
     # no return curve (it is the group-normalised advantage), the learn step's kl is the
     # same KL, kl_coef is constant, optimizer_steps a counter
-    assert alts(page)[0] == "reward, KL, response length (tokens), entropy, loss"
-    assert alts(page)[3] == "lr"
+    assert alts(page)[0] == "reward, KL, response length (tokens), entropy, policy loss"
+    assert alts(page)[3] == "train/lr"
     metrics = page[page.index("<h2>Other metrics</h2>"):page.index("<h2>Best and worst")]
     assert "kl_coef" not in metrics and "optimizer_steps" not in metrics
+    assert "train/lr" in metrics  # the old run's `lr` row, named in the one namespace
     for step in RL_STEPS:
         assert f"<td>{step}</td>" in page or f'<span class="t">{step}</span>' in page
 
@@ -145,10 +161,15 @@ def test_offline_panels(pages):
     assert alts(pages["sft"])[0] == "loss, tokens per sample"
 
 
+def test_iterative_dpo_pairs_without_a_step_are_left_out_of_per_step_curves(pages):
+    assert titles(pages["idpo"])[:3] == ["Run", "Learning curves", "Margin: first vs last step"]
+
+
 def test_constant_and_empty_panels_are_left_out(pages):
-    # every reward 0: no reward curve, no histogram; samples are still listed
+    # every reward 0: no reward curve, no histogram, but said; samples are still listed
     assert "Reward: first vs last" not in pages["failed"]
     assert not alts(pages["failed"])[0].startswith("reward")
+    assert "reward: constant 0" in pages["failed"]
     assert titles(pages["empty"]) == ["Run", "Config"]
     assert "so far" in pages["empty"]  # a running run shows how long it has run
 
@@ -178,6 +199,32 @@ def test_overview_facts(pages):
     assert "grpo.py · sha256 cdcdcdcdcdcd" in page
     assert "20 successful" in page
     assert "algo.kl.init_kl_coef" in page and "generate.stop" in page
+
+
+def test_time_config_keys_and_axes_read_as_they_are(pages):
+    page = pages["rl"]
+    assert "start-up (run start → first task)" in page  # not only the task bodies
+    assert "async.max_staleness" in page and "async_" not in page  # keys as users spell them
+    assert "1m 00s" in pages["dpo"] and "2m 05s" not in pages["dpo"]  # not while interrupted
+    for page in pages.values():
+        assert len(titles(page)) == len(set(titles(page)))
+
+
+def test_runs_compared_on_the_same_axes_with_their_config_differences(pages):
+    page = pages["rl vs failed"]
+    assert titles(page) == ["Runs", "Curves", "Config differences"]
+    assert alts(page)[0].startswith("reward, ")  # one plot per quantity, a line per run
+    assert "1 of 6 keys differ" in page
+    diff = page[page.index("<h2>Config differences</h2>"):]
+    assert "algo.eps_clip" in diff and "0.3" in diff and "generate.stop" not in diff
+
+
+def test_a_flat_curve_is_drawn_flat():
+    from alignflow.catalog.report.plots import MIN_SPAN, y_limits
+
+    lo, hi = y_limits([0.6931, 0.6929, 0.6927])  # a DPO loss that barely moves
+    assert hi - lo == pytest.approx(MIN_SPAN * 0.6931)
+    assert y_limits([0.0, 0.5, 1.0]) is None and y_limits([0.0, 0.0]) is None
 
 
 def test_failed_run_shows_its_error_first(pages):

@@ -36,12 +36,22 @@ def test_only_committed_rows_are_visible(catalog):
 
 
 def test_union_across_runs_mean_reward_per_iteration(catalog):
-    got = catalog.sql("SELECT run_id, iteration, iter, avg(reward) AS r FROM rollouts "
+    got = catalog.sql("SELECT run_id, iteration, avg(reward) AS r FROM rollouts "
                       "GROUP BY ALL ORDER BY ALL").to_pylist()
-    assert got == [{"run_id": "r1", "iteration": 0, "iter": 0, "r": 2.0},
-                   {"run_id": "r1", "iteration": 1, "iter": 1, "r": 3.0},
-                   {"run_id": "r2", "iteration": 0, "iter": 0, "r": 12.0},
-                   {"run_id": "r2", "iteration": 1, "iter": 1, "r": 13.0}]
+    assert got == [{"run_id": "r1", "iteration": 0, "r": 2.0},
+                   {"run_id": "r1", "iteration": 1, "r": 3.0},
+                   {"run_id": "r2", "iteration": 0, "r": 12.0},
+                   {"run_id": "r2", "iteration": 1, "r": 13.0}]
+
+
+def test_rollouts_have_one_iteration_column_and_describe_shows_every_column(catalog):
+    from alignflow.catalog.output import render_table
+
+    columns = [r["column_name"] for r in catalog.sql("DESCRIBE rollouts").to_pylist()]
+    assert "iteration" in columns and "iter" not in columns  # not the Hive partition key too
+    shown = render_table(catalog.sql("DESCRIBE rollouts"))
+    assert all(f"│ {c} " in shown for c in columns)  # none elided in the middle
+    assert all(c in columns for c in ("reward", "advantages", "kl", "response_len"))
 
 
 def test_params_are_bound(catalog):
@@ -76,8 +86,25 @@ def test_runs_view(catalog):
 def test_metrics_view(catalog):
     rows = catalog.sql("SELECT step, key, value FROM metrics WHERE run_id = 'r1' "
                        "ORDER BY step, key").to_pylist()
+    # rows written with short names (runs from before the namespace) read in the namespace
     assert [(r["step"], r["key"], r["value"]) for r in rows] == [
-        (0, "kl", 0.0), (0, "loss", 1.0), (1, "kl", 0.1), (1, "loss", 0.5)]
+        (0, "train/kl", 0.0), (0, "train/policy_loss", 1.0), (1, "train/kl", 0.1),
+        (1, "train/policy_loss", 0.5)]
+
+
+def test_one_namespace_for_metric_names():
+    from alignflow.artifacts.metric_names import axis, canonical
+
+    assert [canonical(k) for k in ("loss", "reward_mean", "score/gsm8k/correct", "gpu/actor/x",
+                                   "critic/value_loss", "train/loss", "eval/loss", "entropy",
+                                   "learn_seconds")] == [
+        "train/policy_loss", "rollout/reward_mean", "rollout/score/gsm8k/correct",
+        "perf/gpu/actor/x", "train/critic/value_loss", "train/loss", "eval/loss",
+        "train/entropy", "perf/learn_seconds"]
+    assert axis("train/policy_loss", "iter-0003/learn") == "iteration"
+    assert axis("train/loss", "train-0002") == "step"
+    assert axis("rollout/reward_mean", "round-0001/score") == "iteration"
+    assert axis("train/loss", "round-0001/train-0000") == "step"
 
 
 def test_empty_tables_have_schema_columns(catalog):

@@ -15,7 +15,7 @@ def gsm8k():
 
 def test_gsm8k_rows_and_columns(gsm8k):
     assert len(gsm8k) == 1319
-    assert gsm8k.column_names == ["question", "answer", "label"]
+    assert gsm8k.column_names == ["question", "answer", "label", "input"]  # input: OpenRLHF's
     assert gsm8k[0]["question"].startswith("Janet’s ducks lay 16 eggs per day.")
     assert gsm8k[0]["answer"].endswith("#### 18")
 
@@ -61,5 +61,6 @@ def test_champ_pairs():
 def test_unknown_name_and_split():
     with pytest.raises(ConfigError, match=r"unknown dataset alignflow:nope; expected one of"):
         load_dataset_spec("alignflow:nope")
-    with pytest.raises(ConfigError, match=r"has only split 'test', not 'train'"):
-        load_dataset_spec("alignflow:gsm8k", split="train")
+    with pytest.raises(ConfigError, match=r"has only split 'test', not 'validation'"):
+        load_dataset_spec("alignflow:gsm8k", split="validation")
+    assert len(load_dataset_spec("alignflow:gsm8k", split="train")) == 1319  # OpenRLHF's

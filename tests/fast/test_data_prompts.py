@@ -41,8 +41,8 @@ def test_prompts_plain_template():
 def test_prompts_chat_template(tok):
     ds = _ds([{"q": "hi", "y": "1"}])
     out = prepare_prompts(ds, tok, input_key="q", label_key="y", apply_chat_template=True,
-                          input_template="Q: {}")
-    assert out.rows == [{"prompt_id": 0, "prompt": f"{U}Q: hi{E}{A}", "label": "1"}]
+                          input_template="Q: {}")  # as OpenRLHF: unused with a chat template
+    assert out.rows == [{"prompt_id": 0, "prompt": f"{U}hi{E}{A}", "label": "1"}]
 
 
 def test_prompts_message_list_input(tok):
@@ -66,7 +66,7 @@ def test_missing_key_error_names_key_dataset_and_keys():
     with pytest.raises(ConfigError) as exc:
         prepare_prompts(ds, input_key="prompt", label_key="label")
     assert str(exc.value) == ("key 'prompt' not found in dataset 'alignflow:gsm8k'; "
-                              "its keys are ['question', 'answer', 'label']")
+                              "its keys are ['question', 'answer', 'label', 'input']")
     with pytest.raises(ConfigError, match=r"key 'good' not found in dataset 'toy'"):
         prepare_preferences(_ds([{"prompt": "p", "chosen": "c", "rejected": "r"}]),
                             chosen_key="good")

@@ -125,3 +125,44 @@ def test_bad_run_ids_are_refused_before_anything_is_written(capsys, tmp_path, ba
                          str(store), "--executor", "inline")
     assert err.startswith(f"error: run id {bad!r}: expected 1-128 characters")
     assert not store.exists()
+
+
+@pytest.mark.parametrize("argv", [["--debug", "resume", "ghost"], ["resume", "ghost", "--debug"]])
+def test_debug_before_or_after_the_command_shows_the_traceback(env, argv):
+    from alignflow.errors import RunNotFound
+
+    with pytest.raises(RunNotFound):  # raised, not turned into one line
+        main(argv)
+
+
+def test_ls_and_status_of_a_store_that_is_not_there_fail(capsys, tmp_path):
+    err = one_line_error(capsys, "ls", "--store", str(tmp_path / "typo"))
+    assert err == (f"error: no store at {tmp_path / 'typo'}: the path does not exist; expected a "
+                   "store written by alignflow (--store URL or $ALIGNFLOW_STORE)")
+    assert "no store at" in one_line_error(capsys, "status", "r", "--store", str(tmp_path / "x"))
+
+
+def test_status_of_an_interrupted_run_says_how_to_continue(env, capsys, monkeypatch):
+    from alignflow.flows import api, runs
+    from tests import flows_for_tests as F
+
+    def interrupt(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(F.step, "fn", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        api.run(F.steps, {"dir": "/nonexistent", "n": 1}, run_id="r", executor="inline")
+    code, out, _err = cli(capsys, "status", "r")
+    assert code == 0 and f"status={runs.RESUMABLE}" in out
+    assert "stopped, not failed (driver interrupted); continue with `alignflow resume r`" in out
+    assert "error:" not in out
+
+
+def test_a_campaign_says_to_tick_it_again_not_to_resume_its_run():
+    import io
+
+    from alignflow.flows.cli.progress import Progress
+
+    progress = Progress(stream=io.StringIO(), live=False, resume="alignflow campaign tick c.yaml")
+    progress.start_run("campaign-c", "campaign")
+    assert progress.summary("RESUMABLE").endswith("continue with `alignflow campaign tick c.yaml`")

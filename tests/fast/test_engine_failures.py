@@ -53,7 +53,7 @@ def test_progress_of_a_failed_run_never_says_finished(local_store, folder, tmp_p
     (tmp_path / "counts" / "fail-1").write_text("")
     lines = _progress_of(local_store, F.steps, {"dir": folder, "n": 3}, "r")
     assert lines[-2].startswith("[run r] step-1 failed after")
-    assert lines[-1].startswith("[run r] FAILED flow steps: 0 timed iterations, 2 tasks "
+    assert lines[-1].startswith("[run r] FAILED flow steps: 2 tasks "
                                 "(0 cached, 1 failed)")
     assert not any("finished" in line for line in lines)
 
@@ -156,3 +156,25 @@ def test_an_address_is_checked_even_when_this_process_already_runs_ray(local_sto
             api.run(F.steps, {"dir": folder, "n": 1}, store=local_store, run_id="r",
                     address=there)
     assert api.list_runs(local_store) == []
+
+
+def test_a_worker_that_fails_to_start_fails_its_task_with_why(local_store, folder):
+    with pytest.raises(TaskFailed) as info:
+        run(F.unbuildable, {"dir": folder}, local_store, "r")
+    assert str(info.value) == ("task 'add-0' failed: WorkerStartFailed: worker group 'counter' "
+                               "failed to start: ModuleNotFoundError: No module named 'vllm'")
+    assert "preload" in local_store.read_bytes("runs/r/logs/add-0.log").decode()  # traceback
+
+
+def test_a_pool_process_that_fails_to_install_a_group_keeps_the_error(local_store):
+    from alignflow.flows.worker_host import WorkerHost
+
+    host = WorkerHost(None)  # a warm pool actor: becomes the group's host by `install`
+    host.install(F.Unbuildable, "policy")
+    host.restore(local_store, "runs/r/checkpoints/x")  # no AttributeError on a None object
+    call = {"store": local_store, "run_id": "r", "task_key": "iter-0000/generate", "seed": 1,
+            "attempt": 1, "fn": F.add, "args": ("x", 1), "kwargs": {}, "worker": "policy"}
+    error = host.call(call)["error"]
+    assert (error["type"], error["kind"]) == ("WorkerStartFailed", "user")
+    assert error["message"] == ("worker group 'policy' failed to start: "
+                                "ModuleNotFoundError: No module named 'vllm'")

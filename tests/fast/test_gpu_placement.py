@@ -17,6 +17,7 @@ from alignflow.tasks.plan.cluster import Cluster
 
 GPUS = Cluster(gpus_per_node=8, cpus_per_node=64)
 RULES = "reward.sources=rule:target:e"
+BUDGET = "rollout.max_new_tokens=32"  # asynchronous generation needs a fixed budget
 
 
 @pytest.fixture(autouse=True)
@@ -45,11 +46,13 @@ def _plan(*sets: str, cluster: Cluster = GPUS):
 def test_a_rule_reward_host_takes_no_gpu_and_the_actor_host_one(declared):
     cfg, plan = _plan("train.colocate_all=false", RULES)
     steps.declare_hosts(cfg, plan, iterations=2)
-    assert {n: kw["num_gpus"] for n, kw in declared.items()} == {"actor": 1.0, "reward": 0.0}
+    # OpenRLHF's default KL term (0.01) adds a reference model: a host of its own, with a GPU
+    assert {n: kw["num_gpus"] for n, kw in declared.items()} == {"actor": 1.0, "ref": 1.0,
+                                                                 "reward": 0.0}
 
 
 def test_the_generator_worker_gets_a_gpu_for_its_engine(declared):
-    cfg, plan = _plan("async.max_staleness=1", RULES)
+    cfg, plan = _plan("async.max_staleness=1", RULES, BUDGET)
     steps.declare_generator(cfg, plan)
     assert declared["rollout"]["num_gpus"] == 1.0
 
@@ -57,7 +60,7 @@ def test_the_generator_worker_gets_a_gpu_for_its_engine(declared):
 def test_a_generator_that_drives_engine_actors_leaves_them_the_gpus(declared, monkeypatch):
     monkeypatch.setattr(rules, "vllm_installed", lambda: True)
     cfg, plan = _plan("async.max_staleness=1", "rollout.engine=vllm", "vllm.num_engines=2",
-                      "vllm.tensor_parallel_size=2", RULES)
+                      "vllm.tensor_parallel_size=2", RULES, BUDGET)
     steps.declare_generator(cfg, plan)
     assert declared["rollout"]["num_gpus"] == 0.0 and plan.gpus == 1 + 4
 

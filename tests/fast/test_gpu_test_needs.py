@@ -14,7 +14,8 @@ from tests.gpu import test_gpu_flows as gpu
 @pytest.mark.parametrize(("extra", "gpus"), [
     ({"rollout.engine": "hf"}, 1),
     ({"rollout.engine": "vllm", "vllm.enable_sleep": "true"}, 1),
-    ({"rollout.engine": "vllm", "train.colocate_all": "false", "vllm.num_engines": "1"}, 2),
+    # actor, reference (OpenRLHF's default KL term) and the engine, each on its own GPU
+    ({"rollout.engine": "vllm", "train.colocate_all": "false", "vllm.num_engines": "1"}, 3),
 ])
 def test_each_gpu_test_skips_below_its_plans_gpus(monkeypatch, extra, gpus):
     monkeypatch.setattr(rules, "vllm_installed", lambda: True)

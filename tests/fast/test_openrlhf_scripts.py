@@ -9,7 +9,7 @@ import pytest
 
 from alignflow.errors import ConfigError
 from alignflow.flows.cli.run_config import check_run
-from alignflow.flows.compat.gaps import GAPS
+from alignflow.flows.compat import rules
 from alignflow.flows.compat.translate import render, translate
 from tests.openrlhf_launch import all_scripts, load, places, swapped
 
@@ -36,10 +36,8 @@ def test_script_translates(script):
 def test_script_command_line_passes_every_check(script, where):
     launch = load(script)
     try:
-        checked = check_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
-    except ConfigError as exc:  # only features the gaps table refuses, each with its reason
-        reasons = {g.reason for g in GAPS.values() if g.kind == "unsupported"}
+        check_run(launch.flow, None, [], swapped(launch, where), ignore_hardware=True)
+    except ConfigError as exc:  # only features alignflow lacks, each with its reason
         lines = [str(p) for p in getattr(exc, "problems", [exc])]
-        assert all(any(line.endswith(r) for r in reasons) for line in lines), lines
-        return
-    assert checked.profile is not None and checked.profile.script, "OpenRLHF's defaults apply"
+        assert all(any(line.endswith(r) for r in rules.MISSING.values()) for line in lines), \
+            lines

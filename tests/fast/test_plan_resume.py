@@ -12,9 +12,10 @@ import pytest
 
 from alignflow.errors import ConfigError
 from alignflow.flows import api, codec, runs
-from alignflow.flows.config import load_config
+from alignflow.flows.config import from_dict, load_config, to_dict
 from alignflow.flows.loader import load_flow
 from alignflow.flows.rl.config import PPOConfig, RLConfig
+from alignflow.flows.trust.config import decode_config
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.trainers.ds_section import DSConfig
@@ -113,3 +114,40 @@ def test_what_a_checkpoint_follows_is_said():
     notes = _plan(RLConfig, "actor.num_gpus_per_node=2").follow(_plan(RLConfig))
     assert notes == ["actor trains on 2 worker(s), was 1 (every rank loads the full weights "
                      "and optimizer)"]
+
+
+
+def _changed(store, **changes):
+    """The run's stored config with `changes` (dotted keys, `__` for `.`): what a re-run of
+    its command with other flags gives."""
+    _flow, cls = load_flow("sft")
+    data = to_dict(decode_config(_meta(store), cls))
+    for key, value in changes.items():
+        *path, leaf = key.split("__")
+        node = data
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return from_dict(cls, data)
+
+def test_a_resume_with_a_changed_config_follows_what_it_can(sft_run, capsys):
+    new = _changed(sft_run, adam__lr=3e-4, logger__logging_steps=2)
+    api.resume("a", store=str(sft_run), rerun_from="export", executor="inline", config=new)
+    assert "note: run a continues with the config given now: adam.lr 5e-06 → 0.0003, " \
+        "logger.logging_steps 1 → 2" in capsys.readouterr().err
+    stored = _meta(sft_run)["config"]["fields"]
+    assert stored["adam"]["fields"]["lr"] == 3e-4  # recorded: the next resume keeps it
+
+
+def test_a_resume_refuses_each_key_the_run_cannot_follow_and_changes_nothing(sft_run):
+    before = _meta(sft_run)
+    new = _changed(sft_run, train__max_steps=2, ds__zero_stage=2, adam__lr=3e-4)
+    with pytest.raises(ConfigError) as info:
+        api.resume("a", store=str(sft_run), rerun_from="export", executor="inline", config=new)
+    line = str(info.value)
+    assert line.startswith("resume of run 'a' refused: config keys changed that the run cannot "
+                           "follow: ds.zero_stage None → 2 (model trainer torch → deepspeed "
+                           "(its checkpoint was written by the torch trainer)); ")
+    assert "train.max_steps 1 → 2 (task 'plan' used it and is committed)" in line
+    assert "adam.lr" not in line and "\n" not in line
+    assert _meta(sft_run) == before

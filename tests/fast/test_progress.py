@@ -1,4 +1,5 @@
-"""Progress lines for non-terminal output: format, iteration numbering, ETA arithmetic."""
+"""Progress lines for non-terminal output: format, iteration numbering (the task keys'
+own, as in SQL and `--rerun-from`), ETA arithmetic, the heartbeat of running tasks."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _progress(live: bool | None = None) -> tuple[Progress, io.StringIO, Clock]:
 
 
 def _step(p: Progress, clock: Clock, key: str, seconds: float, cached: bool = False) -> None:
-    p.task_started(key)
+    if not cached:  # the driver starts only live tasks; a replayed one is only finished
+        p.task_started(key)
     clock.now += seconds
     p.task_finished(key, seconds, cached)
 
@@ -55,14 +57,15 @@ def test_plain_lines_with_eta_from_mean_iteration_time():
     p.close("SUCCESSFUL")
     assert out.getvalue().splitlines() == [
         "[run abc] start flow grpo, 3 iterations",
-        "[run abc] iter 1/3 generate done in 2.0s (elapsed 2s)",
-        "[run abc] iter 1/3 learn done in 8.0s (elapsed 10s)",
-        # eta = 10.04 * (3 - 1) - 3.0 spent in iteration 1 = 17.08
-        "[run abc] iter 2/3 generate done in 3.0s (elapsed 13s, eta 17s)",
+        "[run abc] iter-0000/generate done in 2.0s (1/3 iterations, elapsed 2s)",
+        "[run abc] iter-0000/learn done in 8.0s (1/3 iterations, elapsed 10s)",
+        # eta = 10.04 (between iteration starts) * (3 - 1) - 3.0 spent in iteration 1 = 17.08
+        "[run abc] iter-0001/generate done in 3.0s (2/3 iterations, elapsed 13s, eta 17s)",
         "[run abc] reward mean 0.25",
         # 65s past the mean: the current iteration's overrun clamps the eta at 0
-        "[run abc] iter 2/3 learn done in 1m05s (elapsed 1m18s, eta 0s)",
-        "[run abc] finished flow grpo: 2 timed iterations, 4 tasks (0 cached, 0 failed) in 1m19s",
+        "[run abc] iter-0001/learn done in 1m05s (2/3 iterations, elapsed 1m18s, eta 0s)",
+        "[run abc] finished flow grpo: 2 iterations (0 replayed), 4 tasks (0 cached, 0 failed) "
+        "in 1m19s",
     ]
 
 
@@ -75,10 +78,35 @@ def test_cached_iterations_do_not_shorten_the_eta():
     _step(p, clock, "iter-0002/learn", 30.0)
     _step(p, clock, "iter-0003/learn", 10.0)
     lines = out.getvalue().splitlines()
-    assert lines[1] == "[run r1] iter 1/4 learn cached (elapsed 0s)"
-    # only iteration 2 is timed (30.0s from its start): eta = 30.0 * (4 - 3) - 10 = 20
-    assert lines[4] == "[run r1] iter 4/4 learn done in 10.0s (elapsed 40s, eta 20s)"
-    assert p.iter_times == [30.0]
+    assert lines[1] == "[run r1] iter-0000/learn cached (1/4 iterations, elapsed 0s)"
+    # only iterations 2 and 3 ran (30.0s apart): eta = 30.0 * (4 - 3) - 10 = 20
+    assert lines[4] == "[run r1] iter-0003/learn done in 10.0s (4/4 iterations, elapsed 40s, eta 20s)"
+    p.close("SUCCESSFUL")
+    assert "4 iterations (2 replayed), 4 tasks (2 cached" in out.getvalue().splitlines()[-1]
+
+
+def test_overlapping_iterations_are_counted_once():
+    """Asynchronous RL starts iteration k+1's generation while k learns: the summary counts
+    each iteration once (it used to count every switch back and forth)."""
+    p, out, clock = _progress()
+    p.start_run("a", "grpo", total_iterations=2)
+    for key in ("iter-0000/generate", "iter-0001/generate", "iter-0000/learn",
+                "iter-0001/learn"):
+        _step(p, clock, key, 1.0)
+    p.close("SUCCESSFUL")
+    assert "2 iterations (0 replayed), 4 tasks" in out.getvalue().splitlines()[-1]
+
+
+def test_a_heartbeat_says_what_runs_and_how_far():
+    p, out, clock = _progress()
+    p.start_run("h", "grpo", total_iterations=10)
+    p.task_started("iter-0003/generate")
+    clock.now += 40
+    p.heartbeat({"iter-0003/generate": {"done": 24, "total": 64, "unit": "sequences"}})
+    assert out.getvalue().splitlines()[-1] == (
+        "[run h] iter-0003/generate running 40s: 24/64 sequences (4/10 iterations, elapsed 40s)")
+    assert p.status_line() == ("[run h] grpo iter-0003/generate running 40s: 24/64 sequences "
+                               "(4/10 iterations, elapsed 40s)")
 
 
 def test_unknown_total_failures_and_tasks_outside_iterations():
@@ -92,8 +120,9 @@ def test_unknown_total_failures_and_tasks_outside_iterations():
     assert out.getvalue().splitlines() == [
         "[run x] start flow sft",
         "[run x] prepare done in 0.5s (elapsed 0s)",
-        "[run x] iter 7 train failed_caught after 1.5s (elapsed 2s)",
-        "[run x] finished flow sft: 1 timed iterations, 2 tasks (0 cached, 1 failed) in 2s",
+        "[run x] train failed_caught after 1.5s (elapsed 2s)",
+        "[run x] finished flow sft: 1 iterations (0 replayed), 2 tasks (0 cached, 1 failed) "
+        "in 2s",
     ]
 
 
@@ -103,16 +132,17 @@ def test_live_panel_shows_the_running_task():
         p.start_run("abc", "grpo", total_iterations=2)
         p.task_started("iter-0000/generate")
         clock.now += 3
-        assert p.status_line() == "[run abc] grpo iter 1/2 running generate (elapsed 3s)"
+        assert p.status_line() == ("[run abc] grpo iter-0000/generate running 3s "
+                                   "(1/2 iterations, elapsed 3s)")
         p.task_finished("iter-0000/generate", 3.0)
-        assert p.status_line() == "[run abc] grpo iter 1/2 (elapsed 3s)"
+        assert p.status_line() == "[run abc] grpo (1/2 iterations, elapsed 3s)"
     text = out.getvalue()
-    assert "[run abc] iter 1/2 generate done in 3.0s (elapsed 3s)" in text
+    assert "[run abc] iter-0000/generate done in 3.0s (1/2 iterations, elapsed 3s)" in text
     assert "finished flow grpo" in text and p._live is None
 
 
 @pytest.mark.parametrize(("status", "start"), [
-    ("FAILED", "[run x] FAILED flow sft: 0 timed iterations, 2 tasks (0 cached, 1 failed)"),
+    ("FAILED", "[run x] FAILED flow sft: 2 tasks (0 cached, 1 failed)"),
     ("RESUMABLE", "[run x] interrupted flow sft: "),
     ("CANCELED", "[run x] stopped flow sft (canceled, or another driver took over)"),
     ("SLEEPING", "[run x] paused flow sft"),
@@ -140,8 +170,8 @@ def test_gpu_peak_memory_of_a_step_is_shown():
     p.task_finished("iter-0000/learn", 2.0, output=record)
     p.task_finished("iter-0000/score", 1.0, output={"metrics": {"reward_mean": 0.5}})
     assert out.getvalue().splitlines()[1:] == [
-        "[run abc] iter 1/2 learn done in 2.0s, gpu 3.1 GiB (elapsed 0s)",
-        "[run abc] iter 1/2 score done in 1.0s (elapsed 0s)"]
+        "[run abc] iter-0000/learn done in 2.0s, gpu 3.1 GiB (1/2 iterations, elapsed 0s)",
+        "[run abc] iter-0000/score done in 1.0s (1/2 iterations, elapsed 0s)"]
 
 
 def test_no_summary_for_a_run_that_never_started():

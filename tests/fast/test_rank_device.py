@@ -52,7 +52,7 @@ def test_a_ray_actor_takes_the_gpu_ray_narrowed_it_to(cuda, monkeypatch):
 
 def test_inline_hosts_take_the_gpus_their_plan_gives_them(cuda, monkeypatch):
     monkeypatch.setattr(rules, "vllm_installed", lambda: False)
-    plan = load_config(PPOConfig, sets=["train.colocate_all=false", "reward.sources=rule:t:e"]
+    plan = load_config(PPOConfig, sets=["train.colocate_all=false", "reward.sources=rule:t:e", "algo.kl.init_coef=0"]
                        ).run_plan(Cluster(gpus_per_node=4, cpus_per_node=8))
     firsts = {h.name: (h.gpus_per_worker, h.first_gpu) for h in plan.hosts}
     assert firsts == {"actor": (1.0, 0), "critic": (1.0, 1), "reward": (0.0, 2)}

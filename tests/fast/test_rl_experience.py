@@ -90,11 +90,13 @@ def test_roles_hold_a_reference_only_when_a_kl_term_uses_it():
 
     def roles(**kl):
         return RLConfig(algo=AlgoConfig(kl=KLConfig(**kl))).roles()
-    assert roles() == ("actor", "reward")
-    assert roles(use_loss=True) == ("actor", "reward")  # β = 0: the loss term is 0
+    assert roles(init_coef=0.0) == ("actor", "reward")
+    assert roles(init_coef=0.0, use_loss=True) == ("actor", "reward")  # β = 0: no loss term
+    assert roles() == ("actor", "ref", "reward")  # OpenRLHF's β = 0.01
     assert roles(init_coef=0.01) == ("actor", "ref", "reward")
     assert roles(target=0.1) == ("actor", "ref", "reward")
-    assert RLConfig().roles(critic=True) == ("actor", "critic", "reward")
+    assert RLConfig(algo=AlgoConfig(kl=KLConfig(init_coef=0.0))).roles(critic=True) == (
+        "actor", "critic", "reward")
 
 
 def test_no_std_norm_stops_the_whitening_std_and_never_group_norms():

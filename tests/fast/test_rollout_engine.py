@@ -122,6 +122,7 @@ def test_the_async_generator_worker_takes_the_flows_engine_choice(monkeypatch):
     monkeypatch.setattr(steps, "worker_group", lambda name, factory, **kw: made.update(
         factory=factory, **kw) or name)
     cfg = load_config(RLConfig, sets=["actor.model_name_or_path=tiny-llama",
+                                      "rollout.max_new_tokens=64",
                                       "rollout.engine=vllm", "vllm.num_engines=2",
                                       "async.generator_worker=true"])
     steps.declare_generator(cfg, cfg.run_plan(Cluster()))

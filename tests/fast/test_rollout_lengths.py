@@ -37,7 +37,9 @@ def test_per_prompt_budgets_and_exact_cuts(tiny_model_dir):
 
 
 def test_prompt_limit_truncates_as_openrlhf_or_drops_as_alignflow():
-    assert DataConfig().prompt_limit(128) == (256, "drop")
+    assert DataConfig(max_len=None).prompt_limit(128) == (256, "drop")
+    assert DataConfig().prompt_limit(128) == (1920, "truncate")  # OpenRLHF's max_len 2048
+    assert DataConfig(truncation_side="right").prompt_limit(128) == (1920, "truncate_right")
     assert DataConfig(max_len=2048).prompt_limit(1024) == (1024, "truncate")
     assert DataConfig(max_len=2048).prompt_limit(None) == (2047, "truncate")
 
@@ -46,7 +48,7 @@ def test_length_keys_are_checked_together():
     load_config(RLConfig, sets=["rollout.max_new_tokens=null", "data.max_len=64"])
     with pytest.raises(ConfigError, match="'data.max_len': expected a total length when "
                                           "rollout.max_new_tokens is null"):
-        load_config(RLConfig, sets=["rollout.max_new_tokens=null"])
+        load_config(RLConfig, sets=["rollout.max_new_tokens=null", "data.max_len=null"])
     with pytest.raises(ConfigError, match="'data.max_len': expected more than "
                                           "rollout.max_new_tokens=128, got 100"):
-        load_config(RLConfig, sets=["data.max_len=100"])
+        load_config(RLConfig, sets=["data.max_len=100", "rollout.max_new_tokens=128"])

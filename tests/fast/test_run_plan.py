@@ -19,7 +19,11 @@ RM = "tests/fixtures"  # any path that is not a rule, a URL or a .py file: a rew
 
 
 def plan(cls=RLConfig, *sets: str, cluster: Cluster = CPU):
-    return load_config(cls, sets=list(sets)).run_plan(cluster)
+    """The plan of `sets` without a KL term (no reference model) and with a response length
+    (asynchronous runs need one): the placement rules, not OpenRLHF's defaults, are tested."""
+    base = ["algo.kl.init_coef=0", "rollout.max_new_tokens=64"] if issubclass(cls, RLConfig) \
+        else []
+    return load_config(cls, sets=[*base, *sets]).run_plan(cluster)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ def _populate(store) -> tuple[set[str], set[str]]:
     kept_ref = write_table(store, "metrics", _METRIC, run_id="r", task="a", partition={"iter": 1})
     lost_ref = write_table(store, "metrics", _METRIC, run_id="r", task="b", partition={"iter": 1})
     for rel in ["runs/r/run.json", "runs/r/lease.json", "runs/r/logs/a.log",
+                "runs/r/logger.json", "runs/r/control.json", "runs/r/progress/0000.log",
                 "runs/r/events/go.json", "runs/r/checkpoints/p1/model.safetensors",
                 "runs/r/checkpoints/p2/model.safetensors", "runs/r/tasks/.a.json.x.tmp",
                 "runs/r/metrics/iter=1/.b-x.parquet.tmp"]:

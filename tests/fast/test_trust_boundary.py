@@ -36,7 +36,7 @@ def probe(monkeypatch):
 
 def _stored(store: Path, sets: list[str], run_id: str = "g", **meta_fields) -> Path:
     """A FAILED grpo run whose run.json holds the config of `sets` (then `meta_fields`)."""
-    cfg = load_config(RLConfig, sets=sets)
+    cfg = load_config(RLConfig, sets=["rollout.max_new_tokens=8", *sets])  # agents need one
     run_dir = store / "runs" / run_id
     run_dir.mkdir(parents=True)
     meta = {"format": 1, "run_id": run_id, "flow": "grpo", "flow_ref": "grpo",

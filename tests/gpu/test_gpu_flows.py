@@ -76,17 +76,17 @@ def _needs_vllm() -> None:
 def test_grpo_hf_engine_on_gpu_bf16_checkpointing_records_peak_memory(tmp_path):
     _run("grpo", _sets(**{"rollout.engine": "hf", "actor.gradient_checkpointing_enable": "true"}),
          tmp_path, "hf")
-    peaks = _metrics(tmp_path, "hf", "gpu/")
-    assert peaks["gpu/actor/peak_allocated_gib"], peaks
+    peaks = _metrics(tmp_path, "hf", "perf/gpu/")
+    assert peaks["perf/gpu/actor/peak_allocated_gib"], peaks
     assert all(0 < v < torch.cuda.get_device_properties(0).total_memory / 2**30
-               for v in peaks["gpu/actor/peak_allocated_gib"])
+               for v in peaks["perf/gpu/actor/peak_allocated_gib"])
 
 
 def test_ppo_critic_with_gradient_checkpointing_on_gpu(tmp_path):
     """The crash this issue names: PPO + gradient checkpointing on the critic."""
     _run("ppo", _sets(**{"rollout.engine": "hf", "actor.gradient_checkpointing_enable": "true"}),
          tmp_path, "ppo")
-    assert _metrics(tmp_path, "ppo", "gpu/")
+    assert _metrics(tmp_path, "ppo", "perf/gpu/")
 
 
 def test_grpo_vllm_colocated_with_sleep(tmp_path):

@@ -102,10 +102,12 @@ def test_rayjob_entrypoint_is_a_command_the_cli_and_the_config_accept():
     assert argv[0] in scripts and argv[1] == "run" and argv[2] in registry.names()
     rest = argv[3:]
     assert rest[rest.index("--address") + 1] == "auto"
-    flags = [t for i, t in enumerate(rest) if t not in ("--address", "--run-id")
-             and rest[i - 1] not in ("--address", "--run-id")]
-    config = build_config(argv[2], None, [], flags)
+    named = ("--address", "--run-id", "--set")
+    flags = [t for i, t in enumerate(rest) if t not in named and rest[i - 1] not in named]
+    sets = [rest[i + 1] for i, t in enumerate(rest) if t == "--set"]
+    config = build_config(argv[2], None, sets, flags)
     assert config.train.max_iterations == 20
+    assert config.reward.specs == ("rule:gsm8k",) and config.data.label_key == "label"
 
 
 def test_cluster_launcher_config_parses_and_runs_the_image():

@@ -53,9 +53,13 @@ def prm_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def base_sets(tiny_model_dir) -> list[str]:
-    """Tiny model, one thread, fast schedule; callers add data and objective settings."""
+    """Tiny model, one thread, fast schedule, the synthetic rows' columns in the chat template
+    (OpenRLHF's defaults are sized for GPUs and name no columns); callers add data and
+    objective settings."""
     return [f"model.model_name_or_path={tiny_model_dir}", "num_threads=1", "lr_warmup_ratio=0",
-            "train.batch_size=8", "train.micro_batch_size=4"]
+            "train.batch_size=8", "train.micro_batch_size=4", "train.max_epochs=1",
+            "data.output_key=output", "data.prompt_key=prompt", "data.input_template=null",
+            "data.apply_chat_template=true"]
 
 
 def run_flow(name: str, sets: list[str], store, *, run_id: str | None = None,

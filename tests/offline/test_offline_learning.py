@@ -135,7 +135,8 @@ def test_sft_loss_falls_on_assistant_tokens(base_sets, pairs_file, tmp_path):
 
 
 def test_kto_moves_log_ratios_the_right_way(base_sets, pairs_file, tmp_path):
-    sets = [*pair_sets(base_sets, pairs_file), "adam.lr=1e-3", "train.max_epochs=2"]
+    sets = [*pair_sets(base_sets, pairs_file), "adam.lr=1e-3", "train.max_epochs=2",
+            "data.label_key=null"]  # pairs, not OpenRLHF's unpaired rows
     run_flow("kto", sets, tmp_path, run_id="kto")
     chosen = _metric(tmp_path, "kto", "eval/chosen_reward")[-1][1]
     rejected = _metric(tmp_path, "kto", "eval/rejected_reward")[-1][1]
@@ -152,6 +153,7 @@ def test_distill_and_prm_losses_fall(base_sets, pairs_file, prm_file, tmp_path):
     losses = _metric(tmp_path, "kd", "train/loss")
     assert len(out["loss"]) == 2 and losses[-1][1] < 0.6 * losses[0][1], losses
     sets = [*base_sets, f"data.dataset={prm_file}", "data.placeholder_token=#",
+            "data.label_key=value", "data.reward_tokens=+,-", "data.apply_chat_template=false",
             "adam.lr=3e-3", "train.max_epochs=6"]
     run_flow("prm", sets, tmp_path, run_id="prm")
     losses = _metric(tmp_path, "prm", "train/loss")

@@ -19,7 +19,7 @@ def test_distill_on_ray_with_a_teacher_worker(ray_local, base_sets, pairs_file, 
                                "adam.lr=1e-2"], tmp_path, run_id="teacher")
     sets = [*base_sets, f"data.dataset={pairs_file}", "adam.lr=1e-2",
             f"teacher.model_name_or_path={tmp_path / teacher['model']}", "ckpt.save_steps=4",
-            "train.max_steps=8", "model.kd_alpha=0.2"]
+            "train.max_steps=8", "model.kd_coef=0.8"]
     out = run_flow("distill", sets, tmp_path, run_id="kd-ray", executor="ray")
     assert out["steps"] == 8 and len(out["loss"]) == 2 and out["loss"][1] < out["loss"][0]
     tasks = tmp_path / "runs/kd-ray/tasks"

@@ -12,7 +12,7 @@ import torch
 from alignflow.artifacts.scope import TaskScope, use_scope
 from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
-from alignflow.flows.offline.config import DistillConfig, DPOConfig, SFTConfig
+from alignflow.flows.offline.config import DistillConfig, DPOConfig, OfflineTrainConfig, SFTConfig
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.offline.batches import load_examples
 from alignflow.tasks.offline.config import EvalConfig, OfflineDataConfig, PrepareSpec, TrainSpec
@@ -22,6 +22,7 @@ from alignflow.tasks.offline.objectives import Context, dpo, kto, sft, step_deno
 from alignflow.tasks.offline.prepare import prepare
 from alignflow.tasks.offline.reference import _split_logps
 from alignflow.tasks.trainers.plan import Plan
+from tests.tolerance import network_bound
 
 
 def test_order_is_a_function_of_seed_epoch_and_step():
@@ -35,6 +36,12 @@ def test_order_is_a_function_of_seed_epoch_and_step():
     assert other.indices(0, 4) != plan.indices(0, 4)
 
 
+def _data(**kw) -> OfflineDataConfig:
+    """The synthetic rows' columns in the chat template (OpenRLHF's defaults name none)."""
+    return OfflineDataConfig(**{"output_key": "output", "prompt_key": "prompt",
+                                "apply_chat_template": True, **kw})
+
+
 def test_openrlhf_flags_map_onto_the_config():
     cfg = load_config(DPOConfig, flags=["--pretrain", "m", "--beta", "0.2", "--ipo",
                                         "--train_batch_size", "16", "--save_steps", "5"])
@@ -42,7 +49,7 @@ def test_openrlhf_flags_map_onto_the_config():
     assert cfg.train.batch_size == 16 and cfg.ckpt.save_steps == 5
     cdpo = load_config(DPOConfig, flags=["--label_smoothing", "0.1"])
     assert cdpo.model.dpo_variant == "cdpo"
-    plan = SFTConfig().plan(0, 100)
+    plan = SFTConfig(train=OfflineTrainConfig(batch_size=8, max_epochs=1)).plan(0, 100)
     assert (plan.steps_per_epoch, plan.total_steps) == (12, 12) and plan.save_steps == 12
     with pytest.raises(ConfigError, match="teacher.model_name_or_path"):
         DistillConfig()
@@ -59,18 +66,18 @@ def _prepare(store, cfg: OfflineDataConfig, kind: str, tiny: str, **spec):
 def test_prepare_pretrain_truncation_csft_and_prm(memory_store, tiny_model_dir, pairs_file,
                                                   prm_file):
     tiny = str(tiny_model_dir)
-    cfg = OfflineDataConfig(dataset=str(pairs_file), input_key="output", max_len=8,
+    cfg = _data(dataset=str(pairs_file), input_key="output", max_len=8,
                             max_samples=10)
     data, ex = _prepare(memory_store, cfg, "sft", tiny, pretrain_mode=True)
     train = ex["train"]
     assert data.train_rows == 10 and data.metrics["data/truncated"] == 10.0
     assert all(len(ids) == 8 and m == [1] * 8 for ids, m in zip(train["input_ids"],
                                                                  train["loss_mask"], strict=True))
-    csft = OfflineDataConfig(dataset=str(pairs_file), max_samples=4)
+    csft = _data(dataset=str(pairs_file), max_samples=4)
     data, ex = _prepare(memory_store, csft, "csft", tiny, eval=EvalConfig(ratio=0.25))
     assert (data.train_rows, data.eval_rows) == (3, 1)
     assert all("\n<rm_score>: " in p for p in ex["train"]["prompt"])
-    prm = OfflineDataConfig(dataset=str(prm_file), apply_chat_template=False, label_key="value",
+    prm = _data(dataset=str(prm_file), apply_chat_template=False, label_key="value",
                             placeholder_token="#", max_samples=2)
     _, ex = _prepare(memory_store, prm, "prm", tiny)
     tok = load_tokenizer(tiny)
@@ -86,7 +93,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
     torch.manual_seed(0)
     tiny = str(tiny_model_dir)
     model = load_causal_lm(tiny)
-    sft_cfg = OfflineDataConfig(dataset=str(pairs_file), max_samples=8)
+    sft_cfg = _data(dataset=str(pairs_file), max_samples=8)
     _, ex = _prepare(memory_store, sft_cfg, "sft", tiny)
     ctx = Context(ex["train"], 3, spec=None)
     idx = list(range(8))
@@ -97,7 +104,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
     assert whole.item() == pytest.approx(parts.item(), rel=1e-5)
     assert denom == sum(sum(m[1:]) for m in ex["train"]["loss_mask"])
 
-    pairs = OfflineDataConfig(dataset=str(pairs_file), apply_chat_template=False, max_samples=8)
+    pairs = _data(dataset=str(pairs_file), apply_chat_template=False, max_samples=8)
     _, ex = _prepare(memory_store, pairs, "dpo", tiny)
     ref = {k: torch.tensor(v, dtype=torch.float64)
            for k, v in _split_logps(model, ex["train"], 3, 4, with_kl=False).items() if k != "kl"}
@@ -112,7 +119,7 @@ def test_micro_batches_sum_to_one_batch_and_dpo_starts_at_log2(memory_store, tin
 def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
     tiny = str(tiny_model_dir)
     model = load_causal_lm(tiny)
-    _, ex = _prepare(memory_store, OfflineDataConfig(dataset=str(pairs_file), max_samples=6),
+    _, ex = _prepare(memory_store, _data(dataset=str(pairs_file), max_samples=6),
                      "sft", tiny)
     spec = TrainSpec(kind="sft", loss=None, train_batch_size=6,
                      micro_train_batch_size=6, save_steps=1, eval_steps=1, packing=True)
@@ -121,8 +128,9 @@ def test_packed_sft_equals_padded(memory_store, tiny_model_dir, pairs_file):
     denom = step_denominator(objective("sft").token_level, padded_ctx, idx)
     with torch.no_grad():
         padded, packed = sft(model, idx, padded_ctx, denom), sft(model, idx, packed_ctx, denom)
-    assert packed.loss.item() == pytest.approx(padded.loss.item(), abs=1e-5)
-    assert packed.per_example["loss"] == pytest.approx(padded.per_example["loss"], abs=1e-5)
+    tol = network_bound(model.config, padded.loss.item())  # tests/tolerance.py
+    assert packed.loss.item() == pytest.approx(padded.loss.item(), abs=tol)
+    assert packed.per_example["loss"] == pytest.approx(padded.per_example["loss"], abs=tol)
     assert packed.per_example["n_tokens"] == padded.per_example["n_tokens"]
 
 
@@ -131,7 +139,7 @@ def test_multi_turn_sft_masks_assistant_turns_only(memory_store, tiny_model_dir,
     turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
              {"role": "user", "content": "and?"}, {"role": "assistant", "content": "ok"}]
     path.write_text(json.dumps({"messages": turns}) + "\n")
-    cfg = OfflineDataConfig(dataset=str(path), input_key="messages", output_key=None)
+    cfg = _data(dataset=str(path), input_key="messages", output_key=None)
     _, ex = _prepare(memory_store, cfg, "sft", str(tiny_model_dir))
     tok = load_tokenizer(str(tiny_model_dir))
     ids, mask = ex["train"]["input_ids"][0], ex["train"]["loss_mask"][0]
@@ -164,7 +172,7 @@ def test_kto_reads_openrlhf_unpaired_rows_and_starts_at_one_half(memory_store, t
     rows = [{"input": f"Q{i}", "output": f"A{i}", "label": i % 2} for i in range(4)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tiny = str(tiny_model_dir)
-    cfg = OfflineDataConfig(dataset=str(path), apply_chat_template=False, label_key="label",
+    cfg = _data(dataset=str(path), apply_chat_template=False, label_key="label",
                             output_key="output", input_template="User: {}\nAssistant: ")
     _, ex = _prepare(memory_store, cfg, "kto", tiny)
     train = ex["train"]
@@ -183,5 +191,5 @@ def test_kto_reads_openrlhf_unpaired_rows_and_starts_at_one_half(memory_store, t
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"input": "q", "output": "a", "label": "good"}) + "\n")
     with pytest.raises(ConfigError, match="row 0: label='good'; expected 1/true"):
-        _prepare(memory_store, OfflineDataConfig(dataset=str(bad), apply_chat_template=False,
+        _prepare(memory_store, _data(dataset=str(bad), apply_chat_template=False,
                                                  label_key="label"), "kto", tiny)

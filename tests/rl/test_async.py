@@ -112,8 +112,9 @@ def test_batches_beyond_the_bound_are_regenerated_or_dropped(action, rl_sets, tm
     out = _run([*sets, "async.max_staleness=1", f"async.on_stale={action}",
                 "async.replay_schedule=loose"], tmp_path, "tight")
     cat = Catalog(str(tmp_path))
-    counted = cat.sql("SELECT step, key FROM metrics WHERE run_id = 'tight' AND key IN "
-                      "('regenerated_batches', 'dropped_batches') ORDER BY step").to_pylist()
+    counted = cat.sql("SELECT step, replace(key, 'rollout/', '') AS key FROM metrics WHERE "
+                      "run_id = 'tight' AND key IN ('rollout/regenerated_batches', "
+                      "'rollout/dropped_batches') ORDER BY step").to_pylist()
     batches = {(b["iteration"], b["task_key"].rsplit("/", 1)[1].split("-")[0]): b
                for b in consumption(cat, "tight")}  # (iteration, generate | regenerate)
     assert batches[(2, "generate")]["consumed"] == 0

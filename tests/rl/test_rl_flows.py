@@ -70,8 +70,8 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
     assert expected <= keys
     metrics = cat.sql("SELECT DISTINCT key FROM metrics WHERE run_id = ?",
                       [f"{name}-test"]).column("key").to_pylist()
-    assert {"policy_loss" if "policy_loss" in metrics else "clip_frac"} <= set(metrics)
-    assert ("kl" in metrics) == with_ref
+    assert {"train/policy_loss", "train/clip_frac", "rollout/reward_mean"} <= set(metrics)
+    assert ("train/kl" in metrics) == with_ref
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
     ckpts = cat.sql("SELECT kind, count(*) AS n, min(bytes) AS b FROM checkpoints "
                     "WHERE run_id = ? GROUP BY kind ORDER BY kind", [f"{name}-test"]).to_pylist()
@@ -90,14 +90,14 @@ def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
     points = export_tensorboard(cat, "tb", tmp_path / "tb")
     events = EventAccumulator(str(tmp_path / "tb" / "tb"))
     events.Reload()
-    kl = events.Scalars("kl")
-    expected = cat.sql("SELECT step, value FROM metrics WHERE run_id = 'tb' AND key = 'kl' "
-                       "ORDER BY step").to_pylist()
+    kl = events.Scalars("train/kl")
+    expected = cat.sql("SELECT step, value FROM metrics WHERE run_id = 'tb' AND key = "
+                       "'train/kl' ORDER BY step").to_pylist()
     assert [e.step for e in kl] == [r["step"] for r in expected] == [0, 1]
     assert [e.value for e in kl] == pytest.approx([r["value"] for r in expected], abs=1e-6)
-    assert [e.step for e in events.Scalars("rollouts/reward_mean")] == [0, 1]
+    assert [e.step for e in events.Scalars("rollout/reward_mean")] == [0, 1]
     assert points == cat.sql("SELECT count(*) AS n FROM metrics WHERE run_id = 'tb'"
-                             ).to_pylist()[0]["n"] + 2
+                             ).to_pylist()[0]["n"]  # one series per name: none twice
 
 
 def test_ppo_without_gae_loads_no_critic(rl_sets, tmp_path):

@@ -92,7 +92,7 @@ def test_tensorboard_and_wandb_log_each_step_once(rl_sets, tmp_path, fake_wandb,
     points = tb_points(tb / "live")
     assert max(points.values()) == 1  # nothing twice
     assert {s for (tag, s) in points if tag == "rollout/reward_mean"} == {0, 1, 2}
-    assert {s for (tag, s) in points if tag == "loss"} == {0, 1, 2}
+    assert {s for (tag, s) in points if tag == "train/policy_loss"} == {0, 1, 2}
     with Catalog(str(store)) as cat:
         metric_keys = set(cat.sql("SELECT DISTINCT key FROM metrics").column(0).to_pylist())
         reward = cat.sql("SELECT avg(reward) FROM rollouts WHERE iteration = 1").to_pylist()
@@ -108,7 +108,9 @@ def test_tensorboard_and_wandb_log_each_step_once(rl_sets, tmp_path, fake_wandb,
     rewards = [(v["iteration"], v["rollout/reward_mean"]) for v in logs if "rollout/reward_mean" in v]
     assert [i for i, _ in rewards] == [0, 1, 2]
     assert rewards[1][1] == pytest.approx(reward[0]["avg(reward)"], abs=1e-5)
-    assert [v["global_step"] for v in logs if "loss" in v] == [0, 1, 2]
+    # an RL run has one axis, the iteration: its learn metrics are plotted against it too
+    assert [v["iteration"] for v in logs if "train/policy_loss" in v] == [0, 1, 2]
+    assert not any("global_step" in v for v in logs)
 
 
 def test_logging_steps_thins_the_steps(rl_sets, tmp_path):
@@ -146,7 +148,7 @@ def test_a_killed_and_resumed_run_continues_both_logs(rl_sets, tmp_path):
     assert runs.read_run(api.open_store(str(store)), "k")["status"] == runs.SUCCESSFUL
     points = tb_points(tb / "k")
     assert max(points.values()) == 1
-    for tag in ("rollout/reward_mean", "loss", "samples"):
+    for tag in ("rollout/reward_mean", "train/policy_loss", "samples"):
         assert {s for (t, s) in points if t == tag} == {0, 1, 2, 3}, tag
     wandb_id = json.loads((store / "runs" / "k" / "logger.json").read_text())["wandb_id"]
     attempts = sorted(p.name for p in (wdir / "wandb").glob("offline-run-*"))

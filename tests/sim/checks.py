@@ -2,14 +2,16 @@
 result against the single-process run.
 
 Tolerance where reductions reorder (`reorder_atol`). A data-parallel step sums each
-gradient element over the minibatch in two halves (one per rank), then adds them; the
-single process sums it in one pass. Two float32 sums of the same n terms differ by at most
-γ_n·Σ|tᵢ| (γ_n = n·u/(1 − n·u), u = 2⁻²⁴), i.e. by a relative γ_n·κ of the gradient, κ =
-Σ|tᵢ|/|Σtᵢ| its cancellation factor. AdamW moves a weight by lr·m̂/(√v̂ + ε), at most lr, and
-a relative change δ of the gradients moves m̂ and √v̂ alike, so the step by at most lr·2δ.
-Over S steps the weights differ by at most S·lr·2·γ_n·κ. n is the terms of one sum (tokens
-of a minibatch); κ is not known per element: KAPPA covers all but near-cancelling sums.
-A run with one worker per role reorders nothing: it must be bitwise equal.
+gradient element over the minibatch in parts (one per rank), then adds them; the single
+process adds the same n terms in another order. Two float32 sums of the same n terms lie
+within 2·γ_n·Σ|tᵢ| of each other (γ_n = n·u/(1 − n·u), u = 2⁻²⁴: `tests/tolerance.py`),
+a relative δ = 2·γ_n·κ of the gradient, κ = Σ|tᵢ|/|Σtᵢ| its cancellation factor. AdamW
+moves a weight by lr·m̂/(√v̂ + ε), at most lr, and a relative change δ of the gradients
+moves m̂ and √v̂ alike, so the step by at most lr·2δ: over S steps the weights lie within
+S·lr·4·γ_n·κ. n is the terms of one sum (the tokens of a minibatch); κ is not known per
+element: KAPPA covers all but near-cancelling sums, whose Adam step is ±lr either way.
+(Measured: 0, since each rank's share is one micro-batch, which the single process adds in
+the same order.) A run with one worker per role reorders nothing: it must be bitwise equal.
 """
 
 from __future__ import annotations
@@ -24,16 +26,15 @@ from alignflow.flows.loader import load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.simulate.cluster import default_cpus
+from tests.tolerance import gamma
 
-U = 2.0 ** -24  # float32's unit roundoff
 KAPPA = 30.0
 
 
 def reorder_atol(*, steps: int, lr: float, terms: int) -> float:
     """The bound above on |Δw| after `steps` AdamW steps of `lr` whose gradient sums of
-    `terms` terms were split over ranks."""
-    gamma = terms * U / (1 - terms * U)
-    return steps * lr * 2 * gamma * KAPPA
+    `terms` terms were split over ranks (γ_n: `tests/tolerance.py`)."""
+    return steps * lr * 4 * gamma(terms) * KAPPA
 
 
 LR, STEPS = 1e-2, 2 * 2  # iterations × minibatches of 16 of the 32 samples, 1 epoch

@@ -1,6 +1,8 @@
 """The HTML report in a real headless browser (Chromium from Debian's packages).
 
-Skipped, saying so, where Chromium is not installed (`apt-get install chromium`). Checks:
+Skipped, saying so, where Chromium is not installed (`apt-get install chromium`), except
+under CI (`.ci/run` installs it and sets ALIGNFLOW_REQUIRE_CHROMIUM=1: a missing Chromium
+fails there). Checks:
 the page renders with every panel, every image loads, no console error, and a full-page
 screenshot is not blank.
 """
@@ -8,6 +10,7 @@ screenshot is not blank.
 from __future__ import annotations
 
 import io
+import os
 import re
 
 import pytest
@@ -15,11 +18,12 @@ import pytest
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
+from alignflow.catalog.report.compare import render_comparison
 from tests.fast.test_catalog_report import report_store
 from tests.slow.chromium import find_chromium, load
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    find_chromium() is None,
+    find_chromium() is None and os.environ.get("ALIGNFLOW_REQUIRE_CHROMIUM") != "1",
     reason="chromium not installed (Debian: apt-get install chromium): the browser check "
            "of the HTML report did not run")]
 
@@ -48,7 +52,7 @@ def _check(path, html: str) -> None:
     _not_blank(page.screenshot, 1300, page.height)
 
 
-RUNS = ("rl", "dpo", "sft", "failed")
+RUNS = ("rl", "dpo", "sft", "failed", "rl,failed")  # the last: two runs compared
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,8 @@ def reports(tmp_path_factory) -> dict[str, tuple]:
     out = {}
     with Catalog(store) as cat:
         for run_id in RUNS:
-            html = render_report(cat, run_id)
+            ids = run_id.split(",")
+            html = render_report(cat, run_id) if len(ids) == 1 else render_comparison(cat, ids)
             (folder / f"{run_id}.html").write_text(html, encoding="utf-8")
             out[run_id] = (folder / f"{run_id}.html", html)
     return out

@@ -30,7 +30,8 @@ def test_s3_views_show_committed_rows_only(s3_catalog):
                    {"run_id": "r2", "iteration": 0, "r": 12.0, "n": 3},
                    {"run_id": "r2", "iteration": 1, "r": 13.0, "n": 3}]
     assert cat.sql("SELECT count(*) AS n FROM tasks").to_pylist() == [{"n": 8}]
-    assert cat.sql("SELECT sum(value) AS s FROM metrics WHERE key = 'loss'").to_pylist() == [
+    assert cat.sql("SELECT sum(value) AS s FROM metrics WHERE key = 'train/policy_loss'"
+                   ).to_pylist() == [
         {"s": 3.0}]
 
 

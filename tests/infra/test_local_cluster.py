@@ -1,0 +1,35 @@
+"""`infra/local_cluster.sh stop` ends every process of its cluster: the nodes and the Ray
+Client server, which names only the cluster's address (it used to stay up, listening)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.infra.test_two_nodes import _free_ports, _script
+
+pytestmark = pytest.mark.slow
+
+
+def test_stop_leaves_no_process_and_no_port_of_the_cluster():
+    cluster_dir, port = f"/tmp/afcl-{uuid.uuid4().hex[:8]}", _free_ports()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(CLUSTER_DIR=cluster_dir, RAY_PORT=str(port), HEAD_CPUS="1", WORKER_CPUS="1",
+               RAY=str(Path(sys.executable).parent / "ray"))
+    try:
+        address = _script(env, "start").splitlines()[-1]
+    finally:
+        _script(env, "stop")
+        subprocess.run(["rm", "-rf", cluster_dir], check=False)
+    left = [p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"])
+            if any(address in a or cluster_dir in a for a in p.info["cmdline"] or [])]
+    assert left == []
+    listening = [c.laddr.port for c in psutil.net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and port <= c.laddr.port < port + 4]
+    assert listening == []  # the GCS, the Ray Client server, the agents
