@@ -132,12 +132,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         cluster=known.planned_cluster)
     planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
     if known.dry_run:
-        print(format_dry_run(known.flow, checked, known.executor))
-        why = getattr(known, "executor_why", "")
-        print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
-        if checked.plan is not None:
-            checked.plan.check_fits()  # a plan that does not fit: refused in one line
-        return 0
+        return _dry_run(known, checked)
     for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
     os.environ.update(checked.env)
@@ -152,6 +147,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         output = start_or_resume(known, checked, _progress())
     _print_output(output)
+    return 0
+
+
+def _dry_run(known: argparse.Namespace, checked: Any) -> int:
+    """The report, then a plan the cluster cannot hold refused in one line (exit 2)."""
+    print(format_dry_run(known.flow, checked, known.executor))
+    why = getattr(known, "executor_why", "")
+    print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
+    if checked.plan is not None:
+        checked.plan.check_fits()
     return 0
 
 

@@ -24,6 +24,7 @@ HYBRID = ROOT / "tests/fixtures/openrlhf_hybrid"
 # features of the current scripts alignflow refuses (compat's gaps table), not placement:
 # dropped so the rest of each script is planned as written
 UNSUPPORTED = {"--train.dynamic_batch_enable": 0, "--train.max_tokens_per_gpu": 1,
+               "--eval.temperature": 1,
                "--rollout.max_tokens_per_gpu": 1, "--eval.dataset": 1, "--eval.steps": 1,
                "--reward.stop_properly_penalty_coef": 1, "--ds.ring_attn_size": 1,
                "--ds.ring_attn_head_stride": 1}
@@ -99,14 +100,15 @@ def test_an_openrlhf_script_on_two_nodes_fits_two_nodes_only(where):
 
 def _run(tiny_model_dir, *args: str) -> list[str]:
     sets = [f"actor.model_name_or_path={tiny_model_dir}", "data.max_samples=8",
-            "rollout.batch_size=8", "train.batch_size=8", "reward.sources=rule:target:e"]
+            "rollout.batch_size=8", "train.batch_size=8", "reward.sources=rule:target:e",
+            "rollout.engine=hf"]  # (vLLM serves no head size as small as the tiny model's)
     return ["run", "grpo", *[a for s in sets for a in ("--set", s)], *args]  # args win
 
 
 def test_the_dry_run_prints_the_plan_for_the_cluster(capsys, tiny_model_dir, monkeypatch):
     monkeypatch.setenv(SHARED_ENV, "1")  # the store: a path every node of the cluster shares
     assert main(_run(tiny_model_dir, "--dry-run", "--cluster", "2x8", "--set",
-                     "actor.num_gpus_per_node=4", "--set", "rollout.engine=hf")) == 0
+                     "actor.num_gpus_per_node=4")) == 0
     out = capsys.readouterr().out.splitlines()
     assert "plan: 2 node(s) × 8 GPU(s), CPUs not counted; the run takes 4 GPU(s)" in out
     assert "fits: 2 node(s) × 8 GPU(s), CPUs not counted: the run takes 4 of 16 GPU(s)" in out
@@ -126,10 +128,9 @@ def test_an_oversized_config_is_refused_in_one_line(capsys, tiny_model_dir):
                      "actor.num_nodes=2", "--set", "actor.num_gpus_per_node=8", "--set",
                      "train.batch_size=16", "--set", "rollout.batch_size=16")) == 2
     captured = capsys.readouterr()
-    assert "plan: 1 node(s) × 8 GPU(s)" in captured.out  # the plan is shown, then refused
     errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "asks for 16 GPU(s); this cluster has 8 (models 2×8 × 1)" \
-        in errors[0], captured.err
+    assert len(captured.err.splitlines()) == len(errors) == 1, captured.err
+    assert "asks for 16 GPU(s); this cluster has 8 (models 2×8 × 1)" in errors[0]
 
 
 def test_cluster_flags_are_checked(capsys, tiny_model_dir):
