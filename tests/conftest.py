@@ -17,4 +17,5 @@ pytest_plugins = [
     "tests.fixtures.models",
     "tests.fixtures.ray",
     "tests.fixtures.code",
+    "tests.fixtures.sources",
 ]

@@ -19,7 +19,7 @@ from alignflow.artifacts.sources.progress import Progress
 from alignflow.errors import AlignflowError, ConfigError, Kind
 
 __all__ = ["Fetched", "SourceChanged", "check_source", "fetch", "identify", "local_path",
-           "read_member"]
+           "pin_value", "read_member"]
 
 
 class SourceChanged(AlignflowError, ValueError):
@@ -36,13 +36,23 @@ def changed(spec: str, recorded: str, now: str, key: str | None = None) -> Sourc
         f"(alignflow resume RUN --trust {redact(spec)}, or the run's command again)")
 
 
+def pin_value(spec: str, sha256: str, fingerprint: str) -> str:
+    """What a run's workers are told of a source (`usercode.Allowances.sources`): its
+    content hash, and for a Hub id the commit that holds it (`<sha256>@<commit>`)."""
+    return sha256 if is_url(normal(spec)) else f"{sha256}@{fingerprint}"
+
+
 def fetch(spec: str, expected: str | None = None) -> Fetched:
-    """`spec` (a URL or a Hub id) on this node; `SourceChanged` when `expected` is given
-    and the bytes hash otherwise."""
+    """`spec` (a URL or a Hub id) on this node; with `expected` (a `pin_value`), those
+    bytes or `SourceChanged`."""
     spec = normal(spec)
-    got = _url(spec, expected) if is_url(spec) else hub.fetch_hub(spec, expected)
-    if expected and got.sha256 != expected:
-        raise changed(spec, expected, got.sha256)
+    sha, _, revision = (expected or "").partition("@")
+    if is_url(spec):
+        got = _url(spec, sha or None)
+    else:
+        got = hub.fetch_hub(spec, sha or None, revision or None)
+    if sha and got.sha256 != sha:
+        raise changed(spec, sha, got.sha256)
     return got
 
 
@@ -72,10 +82,10 @@ def _url(url: str, expected: str | None) -> Fetched:
 def identify(spec: str, recorded: dict | None = None) -> tuple[str, str]:
     """(content sha256, fingerprint) of `spec` as the driver sees it now: when its listing
     is the one the run recorded, the recorded hash without a download; else fetched and
-    hashed here (a Hub id: at the commit this node saw with the recorded hash, if any)."""
+    hashed here (a Hub id: at the recorded commit, if any)."""
     spec, recorded = normal(spec), recorded or {}
     if not is_url(spec):
-        got = hub.fetch_hub(spec, recorded.get("sha256"))
+        got = hub.fetch_hub(spec, recorded.get("sha256"), recorded.get("fingerprint"))
         return got.sha256, got.fingerprint
     if recorded.get("fingerprint") and recorded.get("sha256"):
         found = remote.listing(spec)

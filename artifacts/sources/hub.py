@@ -4,7 +4,8 @@ online. The token is `huggingface_hub`'s own (`HF_TOKEN` from the environment): 
 never passes, stores or logs it (`artifacts/redact.py` masks it wherever text is written).
 
 A snapshot folder is named by its commit, which never changes its files, so its content
-hash is computed once per node and kept in the sources index (`cache.py`).
+hash is computed once per node and kept in the sources index (`cache.py`); a run pins the
+commit with the hash, so every node loads that commit even after the branch moved.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ def snapshot(repo: str, revision: str | None = None) -> Path:
         raise ConfigError(f"model {repo!r} is {where} ({_why(exc)})") from None
 
 
-def fetch_hub(repo: str, expected: str | None) -> Fetched:
-    """`repo`'s snapshot on this node and its content hash; with `expected`, the commit
-    this node last saw with that content, so a moved branch does not change what loads."""
-    known = read_index(f"hub:{repo}#{expected}") if expected else None
-    folder = snapshot(repo, known["fingerprint"] if known else None)
+def fetch_hub(repo: str, expected: str | None = None, revision: str | None = None) -> Fetched:
+    """`repo`'s snapshot on this node and its content hash: at `revision` (the commit a run
+    pinned), else at the commit this node last saw with content `expected`, else the
+    branch's head. A pinned commit keeps its bytes however the branch moves."""
+    if revision is None and expected:
+        known = read_index(f"hub:{repo}#{expected}")
+        revision = known["fingerprint"] if known else None
+    folder = snapshot(repo, revision)
     commit = folder.name
     found = read_index(f"hub:{repo}@{commit}")
     sha = found["sha256"] if found else content_hash(inventory(folder))

@@ -4,10 +4,11 @@ When a run starts, the driver identifies every source its config names (`s3://` 
 ids: `artifacts/sources/`), fetching each once into this node's cache, and records its key,
 URL (credentials masked) and content hash in run.json (`sources`). The hashes travel to
 every worker with the run's allowances (`usercode.Allowances.sources`): a node whose fetch
-gives other bytes refuses to load them. On resume every source is identified again (no
-download while its listing is the recorded one); one whose bytes changed is refused, one
-line each naming the key, the URL and both hashes, unless this command names it again
-(`--trust URL`, or the run's command given again), which records the new hash.
+gives other bytes refuses to load them (a Hub id's workers load the pinned commit, however
+its branch moved). On resume every source is identified again (no download while its
+listing is the recorded one); one whose bytes changed is refused, one line each naming the
+key, the URL and both hashes, unless this command names it again (`--trust URL`, or the
+run's command given again: a Hub id then follows its branch), which records the new hash.
 
 Reading a model or data set from a URL the store names is a fetch, not a send: it needs no
 say-so of its own (the identity check already holds a resume to the sources it started
@@ -18,13 +19,13 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.artifacts.sources import identify, is_url, model_source
-from alignflow.artifacts.sources.fetch import changed
+from alignflow.artifacts.sources.fetch import changed, pin_value
 from alignflow.artifacts.sources.kinds import normal
 from alignflow.artifacts.usercode import Allowances
 from alignflow.flows import runs
@@ -86,8 +87,8 @@ def pin(config: Any, recorded: dict | None = None, named: Iterable[str] = (),
     for key, spec in source_specs(config):
         before = (recorded or {}).get(key)
         before = before if isinstance(before, dict) else None
-        if spec not in hashes:
-            hashes[spec] = identify(spec, before)
+        if spec not in hashes:  # named again: as the source is now (a Hub id: its branch)
+            hashes[spec] = identify(spec, None if spec in given else before)
         sha, fingerprint = hashes[spec]
         old = before.get("sha256") if before else None
         if old and old != sha:
@@ -100,7 +101,8 @@ def pin(config: Any, recorded: dict | None = None, named: Iterable[str] = (),
         record[key] = {"url": redact(spec), "sha256": sha, "fingerprint": fingerprint}
     if refusals:
         raise untrusted(run_id, refusals)
-    return Pins(record, Allowances(sources={s: h for s, (h, _) in hashes.items()}), tuple(notes))
+    allowed = Allowances(sources={s: pin_value(s, h, f) for s, (h, f) in hashes.items()})
+    return Pins(record, allowed, tuple(notes))
 
 
 def pin_resume(store: Any, meta: dict, config: Any, named: Iterable[str],
@@ -115,8 +117,3 @@ def pin_resume(store: Any, meta: dict, config: Any, named: Iterable[str],
     if pins.record and pins.record != meta.get("sources"):
         runs.update_run(store, meta["run_id"], sources=pins.record)
     return pins.allowed
-
-
-def sources_named(items: Iterable[str]) -> Iterator[str]:
-    """The items of a command line that can name a source (URLs and Hub ids as given)."""
-    return (normal(i) for i in items if is_url(i) or model_source(i) == "hub")
