@@ -85,3 +85,13 @@ def flags_and_sets(argv: list[str]) -> tuple[list[str], list[str]]:
     rest, named = argv[3:], ("--address", "--run-id", "--set")
     flags = [t for i, t in enumerate(rest) if t not in named and rest[i - 1] not in named]
     return flags, [rest[i + 1] for i, t in enumerate(rest) if t == "--set"]
+
+
+def upload_manifest_sources(endpoint: str, model_dir: Path) -> None:
+    """The tiny model and GSM8K prompts put where the manifests' commands name them."""
+    from tests.fixtures.sources import upload_sources
+
+    for name in MANIFESTS:
+        argv = run_pod(name)[1]
+        upload_sources(endpoint, model_dir, argv[argv.index("--pretrain") + 1],
+                       argv[argv.index("--prompt_data") + 1])

@@ -28,8 +28,7 @@ import pytest
 
 from alignflow.artifacts.store import Store
 from alignflow.flows import api, runs
-from tests.fixtures.sources import upload_sources
-from tests.infra.manifests import cluster_spec, container_env, run_pod
+from tests.infra.manifests import cluster_spec, container_env, run_pod, upload_manifest_sources
 from tests.infra.test_two_nodes import _free_ports, _script
 
 pytestmark = pytest.mark.slow
@@ -57,10 +56,7 @@ def _pod_env(name: str, s3: str, cache: Path) -> dict[str, str]:
 def cluster(s3_server, tiny_model_dir, tmp_path_factory):
     """(address, client env): the two-node cluster, its nodes started with the pods'
     environment; the model and data uploaded where the manifests name them."""
-    for name in ("rayjob.yaml", "raycluster.yaml"):
-        argv = run_pod(name)[1]
-        upload_sources(s3_server, tiny_model_dir, _value(argv, "--pretrain"),
-                       _value(argv, "--prompt_data"))
+    upload_manifest_sources(s3_server, tiny_model_dir)
     here = tmp_path_factory.mktemp("manifests")
     pods = _pod_env("rayjob.yaml", s3_server, here / "cache")
     store = _store(pods)
