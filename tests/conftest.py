@@ -18,4 +18,5 @@ pytest_plugins = [
     "tests.fixtures.ray",
     "tests.fixtures.code",
     "tests.fixtures.simulated",
+    "tests.fixtures.sources",
 ]

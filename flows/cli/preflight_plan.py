@@ -6,8 +6,6 @@ timeout). One line each, naming the key to change."""
 from __future__ import annotations
 
 import importlib.util
-import json
-from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError
@@ -45,15 +43,11 @@ def check_vllm(plan: RunPlan, model: str | None) -> None:
 
 
 def _head_size(model: str | None) -> int | None:
-    from alignflow.tasks.zoo.registry import known_models, resolve_model
+    from alignflow.tasks.zoo.registry import model_config
 
-    if not model or model in known_models() and not Path(resolve_model(model, prepare=False),
-                                                          "config.json").is_file():
+    cfg = model_config(model) if model else None
+    if not cfg:
         return None
-    path = Path(resolve_model(model, prepare=False)).expanduser() / "config.json"
-    if not path.is_file():
-        return None
-    cfg = json.loads(path.read_text())
     if cfg.get("head_dim"):
         return int(cfg["head_dim"])
     heads = cfg.get("num_attention_heads")
