@@ -50,8 +50,10 @@ def _wait(queue: CommitQueue, fut: Any, handle: Any) -> dict:
         queue.items.clear()
         exc = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
         line = (str(exc).strip().splitlines() or [""])[0]
-        raise TaskFailed(fut.key, f"its checkpoint was not written ({type(exc).__name__}: "
-                                  f"{line}); resume to run it again", kind="system") from None
+        failed = TaskFailed(fut.key, f"its checkpoint was not written ({type(exc).__name__}: "
+                                     f"{line}); resume to run it again", kind="system")
+        failed.fault = type(exc).__name__  # a dead process or node: recovered (flows/recovery.py)
+        raise failed from None
 
 
 def _settled(fields: dict, done: dict) -> dict:

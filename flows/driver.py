@@ -79,6 +79,8 @@ class Driver(Timers):
         self.outcome: str | None = None  # the run's status when this attempt ended
         self.listeners: list[Any] = []  # called with each manifest this driver commits
         self.plan: Any = None  # the run's plan, settled before the flow runs (flows/planning.py)
+        self.budget: Any = None  # recoveries by role (`flows/recovery.py`), set by the runner
+        self.workers_of: dict[str, str | None] = {}  # live task key -> its worker group
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------
@@ -168,7 +170,13 @@ class Driver(Timers):
             raise FlowError(f"task {key!r} runs on worker {name!r}, but the flow declared no "
                             f"worker_group({name!r}, factory) before it")
         if name not in self.restored and name in self.latest_ckpt:
-            self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
+            try:
+                self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
+            except Exception as exc:  # its process died since (a recovered run): replace it
+                if not is_transient(exc):
+                    raise
+                self._charge(fault_record(exc, name), name, key)
+                self._restart_worker(name)
         self.restored.add(name)
 
     def _restart_worker(self, name: str) -> None:
@@ -187,6 +195,7 @@ class Driver(Timers):
         if self.progress is not None and fut.attempt == 1:
             self.progress.task_started(fut.key)
         fut.queued = time.time()
+        self.workers_of[fut.key] = fut.task.opts.worker
         return self.executor.submit(call, vars(fut.task.opts))
 
     def resolve(self, fut: LiveFuture) -> Any:
@@ -207,7 +216,18 @@ class Driver(Timers):
                 continue
             return self._fail(fut, res, err)
 
+    def _charge(self, err: dict, worker: str | None, key: str) -> None:
+        """A role replaced (its process died, or its engines were restarted): counted
+        against its budget, which raises once it is spent."""
+        if self.budget is not None:
+            from alignflow.flows.recovery import role_of
+
+            self.budget.charge(role_of(worker, err["type"]), key,
+                               redact(f"{err['type']}: {err['message']}"))
+
     def _retry(self, fut: LiveFuture, err: dict, restart: bool) -> None:
+        if restart or err["type"] == "EngineError":
+            self._charge(err, fut.task.opts.worker, fut.key)
         wait = backoff(fut.attempt)
         if self.progress is not None:
             self.progress.log(f"{fut.key} attempt {fut.attempt} failed ({err['type']}: "
@@ -227,7 +247,9 @@ class Driver(Timers):
         if not fut.task.opts.catch_exceptions:
             if self.progress is not None:
                 self.progress.task_finished(fut.key, now - started, status="FAILED")
-            raise TaskFailed(fut.key, message, kind=err["kind"])
+            failed = TaskFailed(fut.key, message, kind=err["kind"])
+            failed.fault = err["type"]  # type: ignore[attr-defined]  # flows/recovery.py
+            raise failed
         error = TaskError(fut.key, err["type"], redact(err["message"]), err["kind"])
         self.commit(fut.task, fut.key, fut.input_hash, {
             "status": "FAILED_CAUGHT", "output": codec.encode(error), "attempts": fut.attempt,

@@ -17,11 +17,12 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError, FlowError, TaskFailed
 from alignflow.flows import codec, planning, reconfigure, rerun, runs
-from alignflow.flows.driver import Driver, Stopped
+from alignflow.flows.driver import Driver, Stopped, backoff
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
 from alignflow.flows.heartbeat import Heartbeat
 from alignflow.flows.lease import Lease
+from alignflow.flows.recovery import Budget, recoverable, role_of
 from alignflow.flows.timers import Suspended
 
 
@@ -74,12 +75,19 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         if rerun_from is not None:
             discard_from(store, run_id, rerun_from)
         _started(store, run_id, meta, executor, address)
-        driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
-                        lease=lease)
-        driver.plan = plan
+        budget = Budget(store, run_id)
         beat = _watch(store, run_id, meta.get("flow") or flow.name, progress)
-        sink = _live_log(store, run_id, config, driver)
-        return _run_body(store, run_id, flow, config, driver)
+        while True:  # a recovery re-forms the run from its journal, in this process
+            driver = Driver(store, run_id, meta["seed"], runner, block=block,
+                            progress=progress, lease=lease)
+            driver.plan, driver.budget = plan, budget
+            if sink is not None:
+                sink.close()
+            sink = _live_log(store, run_id, config, driver)
+            try:
+                return _run_body(store, run_id, flow, config, driver)
+            except Recover as rec:
+                _replace(driver, rec.worker)
     finally:
         if sink is not None:
             sink.close()
@@ -140,9 +148,10 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
         _record(store, driver, outcome=runs.CANCELED)  # status stays (CANCELED or the new driver's)
         raise FlowError(f"run {run_id!r} stopped: canceled or taken over by another driver") from None
     except TaskFailed as exc:
+        exc = _recover_or(driver, exc)  # raises Recover when the run can go on
         _record(store, driver, status=runs.FAILED, error=str(exc), error_task=exc.task_key,
                 ended=time.time())
-        raise
+        raise exc from None
     except (KeyboardInterrupt, SystemExit) as exc:
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"exited ({exc.code!r})"
         _record(store, driver, status=runs.RESUMABLE, error=f"driver {why}")
@@ -156,6 +165,45 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
         _DRIVER.reset(token)
     _record(store, driver, status=runs.SUCCESSFUL, output=codec.encode(output), ended=time.time())
     return output
+
+
+class Recover(Exception):
+    """A fault outside user code outlived its task's retries (or took a checkpoint with
+    it): the run is re-formed from its journal and newest checkpoints, `worker` replaced."""
+
+    def __init__(self, worker: str | None) -> None:
+        super().__init__(worker)
+        self.worker = worker
+
+
+def _recover_or(driver: Driver, exc: TaskFailed) -> TaskFailed:
+    """Raise `Recover` for a system fault while its role's budget lasts; else the error
+    the run fails with (the fault itself, or the spent budget's line)."""
+    if not recoverable(exc) or driver.budget is None:
+        return exc
+    worker = driver.workers_of.get(exc.task_key)
+    role = role_of(worker, getattr(exc, "fault", ""))
+    try:
+        count = driver.budget.charge(role, exc.task_key, exc.error)
+    except TaskFailed as spent:
+        return spent
+    if driver.progress is not None:
+        driver.progress.log(f"recovering: {role} is replaced and the run re-formed from its "
+                            f"newest checkpoints ({count} of {driver.budget.limit}) after "
+                            f"{redact(str(exc))}")
+    time.sleep(backoff(count))
+    raise Recover(worker) from exc
+
+
+def _replace(driver: Driver, worker: str | None) -> None:
+    """Replace the failed worker group (its process or node may be gone); the others stay,
+    and each restores its newest checkpoint before its next task. A group with no committed
+    checkpoint that ran tasks since has nothing to go back to: it is replaced too."""
+    driver.queue.items.clear()
+    ran = set(driver.workers_of.values())
+    for name, (factory, options) in driver.groups.items():
+        if name == worker or (name in ran and name not in driver.latest_ckpt):
+            driver.executor.restart_worker(name, factory, options, driver.run_id)
 
 
 def _record(store: Any, driver: Driver, outcome: str | None = None, **fields: Any) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alignflow.artifacts.journal import journal_record
+from alignflow.errors import EngineError
 from alignflow.flows.engine import flow, gather, sleep, task, wait_for
 from alignflow.flows.workers import worker_group
 
@@ -99,7 +100,8 @@ def self_canceling(cfg: dict) -> str:
 def flaky(folder: str, fail_times: int, exc: str) -> int:
     n = bump(folder, "flaky")
     if n <= fail_times:
-        raise {"timeout": TimeoutError, "value": ValueError}[exc](f"attempt {n} failed")
+        raise {"timeout": TimeoutError, "value": ValueError,
+               "engine": EngineError}[exc](f"attempt {n} failed")
     return n
 
 

@@ -1,0 +1,122 @@
+"""Recovery without a person, bounded per role (`flows/recovery.py`): a role replaced
+within its budget lets the run finish; one replaced too often stops the run with one line;
+a checkpoint lost with its process no longer fails the run (inline executor; no Ray)."""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from alignflow.artifacts.scope import current_scope
+from alignflow.errors import TaskFailed
+from alignflow.flows import api, recovery, runs
+from alignflow.flows.cli.progress import Progress
+from alignflow.flows.engine import flow, task
+from alignflow.flows.workers import worker_group
+from tests import flows_for_tests as F
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    monkeypatch.setenv("ALIGNFLOW_RETRY_BASE", "0.001")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    path = tmp_path / "counts"
+    path.mkdir()
+    return str(path)
+
+
+def _run(store, cfg, run_id, out=None):
+    progress = Progress(stream=out, live=False) if out is not None else None
+    return api.run(F.retrying, cfg, store=store, run_id=run_id, executor="inline",
+                   progress=progress)
+
+
+def test_engines_restarted_within_their_budget_let_the_run_finish(local_store, folder):
+    assert _run(local_store, {"dir": folder, "fail_times": 2, "exc": "engine"}, "r") == 3
+    assert runs.read_run(local_store, "r")["recoveries"] == {"generation engines": 2}
+
+
+def test_a_spent_budget_stops_the_run_with_one_line(local_store, folder, monkeypatch):
+    monkeypatch.setenv(recovery.ENV, "2")
+    cfg = {"dir": folder, "fail_times": 9, "exc": "engine", "max_retries": 5}
+    with pytest.raises(TaskFailed) as info:
+        _run(local_store, cfg, "r")
+    assert str(info.value) == (
+        "task 'flaky-0' failed: generation engines needed recovery 3 times, over its budget "
+        "of 2 (--max-restarts, $ALIGNFLOW_MAX_RESTARTS); last fault: EngineError: attempt 3 "
+        "failed; the run stops here: fix the cause, then `alignflow resume r`")
+    assert F.count(folder, "flaky") == 3
+    meta = runs.read_run(local_store, "r")
+    assert (meta["status"], meta["recoveries"]) == (runs.FAILED, {"generation engines": 3})
+
+
+def test_a_task_out_of_retries_is_recovered_by_re_forming_the_run(local_store, folder):
+    out = io.StringIO()
+    cfg = {"dir": folder, "fail_times": 1, "exc": "engine", "max_retries": 0}
+    assert _run(local_store, cfg, "r", out) == 2
+    assert "[run r] recovering: generation engines is replaced and the run re-formed from " \
+           "its newest checkpoints (1 of 10) after task 'flaky-0' failed: EngineError: " \
+           "attempt 1 failed" in out.getvalue()
+    assert api.get_status("r", store=local_store) == runs.SUCCESSFUL
+
+
+def test_user_errors_and_other_system_faults_are_not_recovered(local_store, folder):
+    with pytest.raises(TaskFailed, match="ValueError"):
+        _run(local_store, {"dir": folder, "fail_times": 1, "exc": "value"}, "a")
+    with pytest.raises(TaskFailed, match="TimeoutError"):  # retried, then the run fails
+        _run(local_store, {"dir": folder, "fail_times": 9, "exc": "timeout",
+                           "max_retries": 1}, "b")
+    assert "recoveries" not in runs.read_run(local_store, "b")
+
+
+class Saver:
+    """A worker whose checkpoint write loses its process the first time (a node lost while
+    a learn checkpoint is on its way)."""
+
+    def __init__(self) -> None:
+        self.pool, self.total = ThreadPoolExecutor(max_workers=1), 0
+
+    def restore(self, store, checkpoint: str) -> None:
+        self.total = int(store.read_json(checkpoint)["total"])
+
+
+@task(worker="saver")
+def learn(obj: Saver, folder: str, x: int) -> dict:
+    scope = current_scope()
+    obj.total += x
+    path = f"runs/{scope.run_id}/checkpoints/{scope.task_key}.json"
+    first = F.bump(folder, f"write-{x}") == 1
+
+    def write() -> list:
+        if first and x == 2:
+            raise ConnectionError("the actor's node died while writing")
+        scope.store.write_json(path, {"total": obj.total})
+        return []
+    scope.defer(obj.pool.submit(write))
+    return {"total": obj.total, "checkpoint": path}
+
+
+@flow
+def learning(cfg: dict) -> list:
+    worker_group("saver", Saver, num_cpus=0)
+    return [learn(cfg["dir"], x)["total"] for x in (1, 2, 3)]
+
+
+def test_a_checkpoint_lost_with_its_node_does_not_fail_the_run(local_store, folder):
+    out = api.run(learning, {"dir": folder}, store=local_store, run_id="c", executor="inline")
+    assert out == [1, 3, 6]  # the replaced worker restored learn-0's total, not its own
+    assert runs.read_run(local_store, "c")["recoveries"] == {"worker group 'saver'": 1}
+    assert sorted(Path(folder).glob("write-*.count")) != []
+
+
+def test_a_driver_started_by_a_person_counts_from_zero(local_store, folder, monkeypatch):
+    _run(local_store, {"dir": folder, "fail_times": 1, "exc": "engine"}, "r")
+    assert recovery.Budget(local_store, "r", keep=True).counts == {"generation engines": 1}
+    assert recovery.Budget(local_store, "r").counts == {}  # a person's driver
+    assert runs.read_run(local_store, "r")["recoveries"] == {}
