@@ -13,7 +13,7 @@ from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api, planning
-from alignflow.flows.cli import clusters
+from alignflow.flows.cli import clusters, supervise
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
@@ -42,6 +42,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-hardware", action="store_true",
                         help="run on this machine: GPU / vLLM / DeepSpeed flags become notes")
     clusters.add_options(parser)
+    supervise.add_options(parser)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +67,7 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--flow", metavar="FILE.py:FUNCTION",
                             help="the flow the run was started with (runs of user flows: "
                                  "alignflow never imports a flow a store names)")
+        supervise.add_options(parser)
     elif name in ("status", "cancel", "delete"):
         parser.add_argument("run_id", nargs="?" if name == "status" else None, metavar="RUN_ID")
     elif name == "logs":
@@ -119,6 +121,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _common(parser)
     parser.add_argument("--address")
     known, flags = parser.parse_known_args(args.rest, namespace=args)
+    supervise.set_budget(known)
     if known.help_config:
         return _help_config(known.flow)
     if getattr(args, "from_shell", False) and _plausible(known.flow):
@@ -136,6 +139,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
     os.environ.update(checked.env)
+    if known.supervise and not known.detach:  # drivers come and go; a simulated cluster stays
+        def drivers() -> int:
+            return supervise.supervise_run(known, flags, checked)
+        return clusters.run_simulated(known, checked, drivers) if known.simulate_cluster \
+            else drivers()
     if known.detach:
         from alignflow.flows.cli.detach import detach
 
@@ -183,7 +191,7 @@ def _choose_executor(known: argparse.Namespace, config: Any, plan: Any) -> None:
 
 
 def _maybe_start_ray_early(known: argparse.Namespace) -> None:
-    local = not (known.address or known.simulate_cluster or known.dry_run)
+    local = not (known.address or known.simulate_cluster or known.dry_run or known.supervise)
     if local and getattr(known, "from_shell", False):
         _start_ray_early(known.flow)
 
@@ -211,6 +219,9 @@ def _help_config(ref: str) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
+    supervise.set_budget(args)
+    if args.supervise and args.run_id and not args.all:
+        return supervise.supervise_resume(args)
     if args.all:
         def report(run_id: str, result: Any) -> None:
             failed = isinstance(result, str) and result.startswith("error: ")

@@ -53,7 +53,8 @@ def detach(args: Any, flags: list[str], config: Any, store: Any) -> str:
     log = log_dir() / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(child_command(args, flags, run_id), stdin=subprocess.DEVNULL,
+        cmd = child_command(args, flags, run_id) + (["--supervise"] if args.supervise else [])
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + START_TIMEOUT_S
     while not store.exists(runs.run_json(run_id)):
