@@ -79,11 +79,15 @@ def container_env(container: dict, secrets: dict[str, str]) -> dict[str, str]:
     return env
 
 
+ALIGNFLOW_SWITCHES = ("--supervise",)  # alignflow's own, not the config's
+
+
 def flags_and_sets(argv: list[str]) -> tuple[list[str], list[str]]:
     """`alignflow run FLOW ...`'s flags (without --address/--run-id/--set and their
     values) and its `--set` values, as the config loader takes them."""
     rest, named = argv[3:], ("--address", "--run-id", "--set")
-    flags = [t for i, t in enumerate(rest) if t not in named and rest[i - 1] not in named]
+    flags = [t for i, t in enumerate(rest) if t not in named and rest[i - 1] not in named
+             and t not in ALIGNFLOW_SWITCHES]
     return flags, [rest[i + 1] for i, t in enumerate(rest) if t == "--set"]
 
 
