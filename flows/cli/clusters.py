@@ -1,6 +1,6 @@
 """`alignflow run FLOW ... --cluster NxG` (with `--dry-run`: the plan for a cluster this
-machine is not), `--dry-run --address ADDR` (the plan for a running cluster's real
-resources) and `--simulate-cluster NxG` (the whole run here, on a local Ray cluster of N
+machine is not), `--address ADDR` (the plan for a running cluster's real resources, checked
+before the run starts, also when this machine has no GPU) and `--simulate-cluster NxG` (the whole run here, on a local Ray cluster of N
 nodes advertising G fake GPUs each: `tasks/simulate/`).
 
 A simulated run is marked in run.json: `simulated.cluster` from its plan (`flows/planning.py`)
@@ -51,7 +51,7 @@ def target(known: argparse.Namespace) -> Cluster | None:
         found = Cluster.parse(known.simulate_cluster, simulated=True)
         return Cluster(nodes=found.nodes, gpus_per_node=found.gpus_per_node, simulated=True,
                        cpus_per_node=found.cpus_per_node or default_cpus(found.gpus_per_node))
-    if known.address and known.dry_run:
+    if known.address:  # the run's plan is checked against the cluster it will run on
         from alignflow.flows.ray_connect import ensure_ray
 
         ensure_ray(known.address, quiet=True)

@@ -58,7 +58,14 @@ class Supervisor:
 
     def loop(self) -> int:
         """Drive the run to an end a restart cannot change; returns the exit code."""
-        self._forward_signals()
+        before = self._forward_signals()
+        try:
+            return self._drivers()
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def _drivers(self) -> int:
         cmd, env, streak = self.first, dict(os.environ), 0
         while True:
             started = time.time()
@@ -99,14 +106,15 @@ class Supervisor:
             time.sleep(backoff(streak - 1))
         return True
 
-    def _forward_signals(self) -> None:
+    def _forward_signals(self) -> dict:
+        """SIGINT/SIGTERM to the driver (which marks the run RESUMABLE), and no restart;
+        returns the handlers they had."""
         def forward(signum: int, _frame: Any) -> None:
             self.stopping = True
             if self.child is not None and self.child.poll() is None:
                 self.child.send_signal(signum)
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, forward)
+        return {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
 def add_options(parser: Any) -> None:

@@ -1,0 +1,198 @@
+"""Chaos benchmark (issue 26 §4): a GRPO and a DPO run on a simulated multi-node cluster
+while a seeded injector kills, at a set rate, worker actors, generation engines, worker
+nodes and the driver (`chaos_inject.py`), against the same run undisturbed.
+
+    .venv/bin/python bench/chaos.py [--flows grpo,dpo] [--rates 10,5] [--seed 0]
+
+Every run is `alignflow run FLOW … --address <cluster> --supervise` (the command a user
+types, the cluster started here and left up while drivers come and go). A rate R means one
+fault per R% of the undisturbed run's wall time. Measured per run:
+- finished: the supervisor exited 0 and the run is SUCCESSFUL, no person involved;
+- ETTR: undisturbed wall time / disturbed wall time;
+- rollouts lost / consumed twice (GRPO): SQL over the store's `rollouts` (committed rows
+  only): every (iteration, prompt, sample) exactly once, each iteration from one task;
+- weights: sha256 of the final export's safetensors against the undisturbed run's.
+Prints one JSON line per run and a Markdown table (bench/RESULTS.md keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from chaos_inject import Injector  # noqa: E402
+
+CLUSTER = (2, 4)  # nodes × fake GPUs
+GRPO = {"iterations": 24, "prompts": 16, "samples": 4}
+
+
+def grpo_sets(model: Path) -> list[str]:
+    """The actor spread over both nodes (a lost node takes a rank), two engine actors."""
+    return [f"actor.model_name_or_path={model}", "data.max_samples=512",
+            f"rollout.batch_size={GRPO['prompts']}",
+            f"rollout.n_samples_per_prompt={GRPO['samples']}", "rollout.max_new_tokens=24",
+            "reward.sources=rule:target:e", "train.batch_size=32", "train.micro_batch_size=16",
+            "actor.adam.lr=1e-3", "actor.lr_warmup_ratio=0", "num_threads=1",
+            f"train.max_iterations={GRPO['iterations']}", "algo.kl.init_coef=0.01",
+            "placement.num_cpus=0.5", "actor.num_nodes=2", "actor.num_gpus_per_node=1",
+            "rollout.engine=vllm", "vllm.num_engines=2", "vllm.max_num_seqs=16",
+            "train.colocate_all=false"]
+
+
+def dpo_sets(model: Path, data: Path) -> list[str]:
+    """Two ranks, one per node."""
+    return [f"model.model_name_or_path={model}", "num_threads=1", "lr_warmup_ratio=0",
+            "train.batch_size=8", "train.micro_batch_size=4", "train.max_epochs=3",
+            "data.output_key=output", "data.prompt_key=prompt", "data.input_template=null",
+            "data.apply_chat_template=true", f"data.dataset={data}", "adam.lr=1e-3",
+            "placement.num_gpus=1", "placement.num_nodes=2", "placement.num_gpus_per_node=1",
+            "placement.num_cpus=0.5"]
+
+
+def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
+             rate: float | None, undisturbed: float, seed: int, sim) -> dict:
+    """One supervised run; with `rate`, under the injector."""
+    cmd = [sys.executable, "-m", "alignflow.cli", "run", flow, "--address", address,
+           "--run-id", run_id, "--seed", "1", "--store", store, "--supervise",
+           *[a for s in sets for a in ("--set", s)]]
+    log = Path(store) / f"{run_id}.log"
+    env = dict(os.environ, ALIGNFLOW_PLACEMENT_TIMEOUT="120", ALIGNFLOW_RETRY_BASE="0.2")
+    start = time.time()
+    with log.open("w") as out:
+        sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    injector = Injector(sim, run_id, psutil.Process(sup.pid), undisturbed * (rate or 0) / 100,
+                        seed, kinds=KINDS[flow])
+    if rate:
+        injector.start()
+    try:
+        code = injector.wait(sup, timeout=max(1200, 10 * undisturbed))
+    finally:
+        faults = injector.stop() if rate else []
+        _end(sup)
+    return {"flow": flow, "run_id": run_id, "rate": rate, "exit": code,
+            "wall_s": round(time.time() - start, 1), "faults": [vars(f) for f in faults],
+            "log": str(log)}
+
+
+def _end(sup: subprocess.Popen) -> None:
+    """A supervisor still running (the bench stopped): its driver and itself, by pid."""
+    if sup.poll() is None:
+        for child in psutil.Process(sup.pid).children():
+            child.kill()
+        sup.kill()
+        sup.wait()
+
+
+KINDS = {"grpo": ("actor", "engine", "node", "driver"), "dpo": ("actor", "node", "driver")}
+
+
+def weights_sha(store, run_id: str) -> str:
+    from alignflow.flows import api
+
+    folder = api.get_output(run_id, store=store)["model"]
+    digest = hashlib.sha256()
+    for path in sorted(p for p in store.list(folder) if p.endswith(".safetensors")):
+        digest.update(store.read_bytes(path))
+    return digest.hexdigest()
+
+
+def rollout_counts(store, run_id: str) -> dict:
+    """Lost and doubled rollouts of a GRPO run, by SQL over the committed rows."""
+    from alignflow.catalog.catalog import Catalog
+
+    with Catalog(store) as cat:
+        row = cat.sql("SELECT count(*) AS n, count(DISTINCT (iteration, prompt_id, sample_idx)) "
+                      "AS uniq, count(DISTINCT (iteration, task_key)) AS keyed, "
+                      "count(DISTINCT iteration) AS iters FROM rollouts WHERE run_id = ?",
+                      [run_id]).to_pylist()[0]
+    expected = GRPO["iterations"] * GRPO["prompts"] * GRPO["samples"]
+    return {"rollouts": row["n"], "lost": expected - row["uniq"],
+            "twice": row["n"] - row["uniq"] + row["keyed"] - row["iters"]}
+
+
+def judge(res: dict, store, base: dict | None) -> dict:
+    from alignflow.flows import api, runs
+
+    status = api.get_status(res["run_id"], store=store)
+    res["finished"] = res["exit"] == 0 and status == runs.SUCCESSFUL
+    res["status"] = status
+    meta = runs.read_run(store, res["run_id"])
+    res["drivers"], res["recoveries"] = meta.get("drivers"), meta.get("recoveries") or {}
+    if res["finished"]:
+        res["weights"] = weights_sha(store, res["run_id"])
+        if res["flow"] == "grpo":
+            res.update(rollout_counts(store, res["run_id"]))
+    if base is not None:
+        res["ettr"] = round(base["wall_s"] / res["wall_s"], 3)
+        res["bitwise"] = res.get("weights") == base.get("weights")
+    return res
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flows", default="grpo,dpo")
+    parser.add_argument("--rates", default="10,5", help="percent of undisturbed time per fault")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", default=None)
+    args = parser.parse_args()
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from alignflow.artifacts.store import Store
+    from alignflow.tasks.simulate.cluster import SimulatedCluster
+    from alignflow.tasks.zoo.registry import models_dir
+    from alignflow.tasks.zoo.tiny import build_tiny_model
+    from tests.offline.conftest import _write_jsonl, addition_rows
+
+    where = args.store or tempfile.mkdtemp(prefix="chaos-")
+    store = Store.open(where)
+    model = build_tiny_model(models_dir() / "tiny-llama")
+    data = _write_jsonl(Path(where) / "pairs.jsonl", addition_rows(96, seed=0))
+    sets = {"grpo": grpo_sets(model), "dpo": dpo_sets(model, data)}
+    results = []
+    with SimulatedCluster(*CLUSTER) as sim:
+        sim.connect()
+        for flow in args.flows.split(","):
+            base = run_once(flow, sets[flow], where, f"{flow}-base", sim.address, None, 0,
+                            args.seed, sim)
+            base = judge(base, store, None)
+            results.append(base)
+            print(json.dumps(base), flush=True)
+            for rate in (float(r) for r in args.rates.split(",")):
+                res = run_once(flow, sets[flow], where, f"{flow}-r{rate:g}", sim.address,
+                               rate, base["wall_s"], args.seed, sim)
+                results.append(judge(res, store, base))
+                print(json.dumps(results[-1]), flush=True)
+    print(table(results))
+
+
+def table(results: list[dict]) -> str:
+    head = ("| flow | fault rate | faults (kinds) | finished unattended | wall s | ETTR | "
+            "rollouts lost / twice | weights = undisturbed |\n|---|---|---|---|---|---|---|---|")
+    rows = []
+    for r in results:
+        kinds: dict[str, int] = {}
+        for f in r["faults"]:
+            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+        rate = f"1 per {r['rate']:g}%" if r["rate"] else "none"
+        lost = f"{r['lost']} / {r['twice']}" if "lost" in r else "n/a"
+        rows.append(f"| {r['flow']} | {rate} | {len(r['faults'])} "
+                    f"({', '.join(f'{v} {k}' for k, v in sorted(kinds.items())) or '-'}) | "
+                    f"{'yes' if r['finished'] else 'no'} | {r['wall_s']} | "
+                    f"{r.get('ettr', 1.0)} | {lost} | "
+                    f"{'yes' if r.get('bitwise', True) else 'no'} |")
+    return "\n".join([head, *rows])
+
+
+if __name__ == "__main__":
+    main()
