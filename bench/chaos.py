@@ -189,8 +189,8 @@ def table(results: list[dict]) -> str:
         rows.append(f"| {r['flow']} | {rate} | {len(r['faults'])} "
                     f"({', '.join(f'{v} {k}' for k, v in sorted(kinds.items())) or '-'}) | "
                     f"{'yes' if r['finished'] else 'no'} | {r['wall_s']} | "
-                    f"{r.get('ettr', 1.0)} | {lost} | "
-                    f"{'yes' if r.get('bitwise', True) else 'no'} |")
+                    f"{r.get('ettr', 1.0) if r['finished'] else '-'} | {lost} | "
+                    f"{('yes' if r.get('bitwise', True) else 'no') if r['finished'] else '-'} |")
     return "\n".join([head, *rows])
 
 

@@ -8,7 +8,6 @@ Only the driver writes manifests, so a task is committed iff its manifest exists
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from typing import Any
@@ -21,37 +20,12 @@ from alignflow.flows.commit_queue import CommitQueue
 from alignflow.flows.engine import Done, Task, TaskError
 from alignflow.flows.executors import fault_record, is_transient
 from alignflow.flows.identity import cache_key, task_seed
+from alignflow.flows.live import LiveFuture, backoff
 from alignflow.flows.timers import Timers
 
 
 class Stopped(BaseException):
     """The run was canceled, or another driver took the lease: stop at a task boundary."""
-
-
-def backoff(attempt: int) -> float:
-    base = float(os.environ.get("ALIGNFLOW_RETRY_BASE", "0.5"))
-    return min(30.0, base * 2 ** (attempt - 1))
-
-
-class LiveFuture:
-    """A task running now; `.result()` waits, retries and commits."""
-
-    def __init__(self, driver: Driver, task: Task, key: str, args: tuple, kwargs: dict,
-                 input_hash: str | None) -> None:
-        self.driver, self.task, self.key = driver, task, key
-        self.args, self.kwargs, self.input_hash = args, kwargs, input_hash
-        self.attempt, self._value, self._done = 1, None, False
-        self.queued = 0.0  # when the current attempt was handed to the executor
-        self.handle = driver.launch(self)
-
-    def result(self) -> Any:
-        if not self._done:
-            self._value, self._done = self.driver.resolve(self), True
-        return self._value
-
-    def done(self) -> bool:
-        """Whether `result()` would return without waiting for the attempt (never blocks)."""
-        return self._done or self.handle.ready()
 
 
 class Driver(Timers):
@@ -217,13 +191,9 @@ class Driver(Timers):
             return self._fail(fut, res, err)
 
     def _charge(self, err: dict, worker: str | None, key: str) -> None:
-        """A role replaced (its process died, or its engines were restarted): counted
-        against its budget, which raises once it is spent."""
+        """A role replaced: counted against its budget (`flows/recovery.py`)."""
         if self.budget is not None:
-            from alignflow.flows.recovery import role_of
-
-            self.budget.charge(role_of(worker, err["type"]), key,
-                               redact(f"{err['type']}: {err['message']}"))
+            self.budget.charge_fault(err, worker, key)
 
     def _retry(self, fut: LiveFuture, err: dict, restart: bool) -> None:
         if restart or err["type"] == "EngineError":

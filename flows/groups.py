@@ -70,18 +70,22 @@ class RayWorkerGroup:
         import ray
 
         self.pg = self._placement_group()
-        for attempt in range(3):
-            self.actors = self._actors()
-            try:
-                addr, port = ray.get(self.actors[0].rendezvous.remote())
-                ray.get([a.join.remote(r, self.size, addr, port)
-                         for r, a in enumerate(self.actors)])
-                return self
-            except ray.exceptions.RayTaskError as exc:
-                # the free port rank 0 picked was taken before it listened: pick again
-                if "EADDRINUSE" not in str(exc) or attempt == 2:
-                    raise
-                self._kill_actors()
+        try:
+            for attempt in range(3):
+                self.actors = self._actors()
+                try:
+                    addr, port = ray.get(self.actors[0].rendezvous.remote())
+                    ray.get([a.join.remote(r, self.size, addr, port)
+                             for r, a in enumerate(self.actors)])
+                    return self
+                except ray.exceptions.RayTaskError as exc:
+                    # the free port rank 0 picked was taken before it listened: pick again
+                    if "EADDRINUSE" not in str(exc) or attempt == 2:
+                        raise
+                    self._kill_actors()
+        except BaseException:
+            self.kill()  # a rank or its node lost while starting: nothing left behind
+            raise
         return self
 
     def _kill_actors(self) -> None:

@@ -27,7 +27,8 @@ DEFAULT = 10
 # replaced. Other system faults (a full disk, a store outage) fail the run resumable.
 RECOVERABLE = frozenset({"RayActorError", "ActorDiedError", "ActorUnavailableError",
                          "WorkerCrashedError", "NodeDiedError", "ObjectLostError",
-                         "OwnerDiedError", "ConnectionError", "EngineError"})
+                         "OwnerDiedError", "ObjectFetchTimedOutError", "ConnectionError",
+                         "EngineError"})
 
 
 def limit() -> int:
@@ -75,3 +76,11 @@ class Budget:
         if count > self.limit:
             raise TaskFailed(task_key, spent_line(role, count, self.limit, fault, self.run_id))
         return count
+
+    def charge_fault(self, err: dict, worker: str | None, task_key: str) -> int:
+        """A role replaced (its process died, or its engines were restarted) after the
+        error record `err` of one of its tasks."""
+        from alignflow.artifacts.redact import redact
+
+        return self.charge(role_of(worker, err["type"]), task_key,
+                           redact(f"{err['type']}: {err['message']}"))

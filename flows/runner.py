@@ -19,7 +19,7 @@ from alignflow.errors import ConfigError, FlowError, TaskFailed
 from alignflow.flows import codec, planning, reconfigure, rerun, runs
 from alignflow.flows.driver import Driver, Stopped, backoff
 from alignflow.flows.engine import _DRIVER, Flow
-from alignflow.flows.executors import make_executor
+from alignflow.flows.executors import is_transient, make_executor
 from alignflow.flows.heartbeat import Heartbeat
 from alignflow.flows.lease import Lease
 from alignflow.flows.recovery import Budget, recoverable, role_of
@@ -158,6 +158,10 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
         raise
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
+        if is_transient(exc):  # a worker group lost while it started or was rebuilt
+            spent = _recover_or(driver, _fault("worker-start", exc, line))
+            _record(store, driver, status=runs.FAILED, error=str(spent), ended=time.time())
+            raise spent from exc
         _record(store, driver, status=runs.FAILED, error=f"{type(exc).__name__}: {line}",
                 ended=time.time())
         raise
@@ -174,6 +178,13 @@ class Recover(Exception):
     def __init__(self, worker: str | None) -> None:
         super().__init__(worker)
         self.worker = worker
+
+
+def _fault(key: str, exc: BaseException, line: str) -> TaskFailed:
+    """A Ray fault outside any task, as the failure `_recover_or` judges."""
+    failed = TaskFailed(key, f"{type(exc).__name__}: {line}", kind="system")
+    failed.fault = type(exc).__name__  # type: ignore[attr-defined]
+    return failed
 
 
 def _recover_or(driver: Driver, exc: TaskFailed) -> TaskFailed:

@@ -1,0 +1,33 @@
+"""A task attempt in flight, and the retry backoff: the driver's small parts (`driver.py`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retrying after failed attempt `attempt` (doubling, ≤ 30 s)."""
+    base = float(os.environ.get("ALIGNFLOW_RETRY_BASE", "0.5"))
+    return min(30.0, base * 2 ** (attempt - 1))
+
+
+class LiveFuture:
+    """A task running now; `.result()` waits, retries and commits."""
+
+    def __init__(self, driver: Any, task: Any, key: str, args: tuple, kwargs: dict,
+                 input_hash: str | None) -> None:
+        self.driver, self.task, self.key = driver, task, key
+        self.args, self.kwargs, self.input_hash = args, kwargs, input_hash
+        self.attempt, self._value, self._done = 1, None, False
+        self.queued = 0.0  # when the current attempt was handed to the executor
+        self.handle = driver.launch(self)
+
+    def result(self) -> Any:
+        if not self._done:
+            self._value, self._done = self.driver.resolve(self), True
+        return self._value
+
+    def done(self) -> bool:
+        """Whether `result()` would return without waiting for the attempt (never blocks)."""
+        return self._done or self.handle.ready()
