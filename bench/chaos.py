@@ -21,11 +21,13 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -51,18 +53,26 @@ def grpo_sets(model: Path) -> list[str]:
             "train.colocate_all=false"]
 
 
-def dpo_sets(model: Path, data: Path) -> list[str]:
+def dpo_sets(model: Path, data: Path, epochs: int) -> list[str]:
     """Two ranks, one per node."""
     return [f"model.model_name_or_path={model}", "num_threads=1", "lr_warmup_ratio=0",
-            "train.batch_size=8", "train.micro_batch_size=4", "train.max_epochs=3",
+            "train.batch_size=8", "train.micro_batch_size=4", f"train.max_epochs={epochs}",
             "data.output_key=output", "data.prompt_key=prompt", "data.input_template=null",
             "data.apply_chat_template=true", f"data.dataset={data}", "adam.lr=1e-3",
             "placement.num_gpus=1", "placement.num_nodes=2", "placement.num_gpus_per_node=1",
             "placement.num_cpus=0.5"]
 
 
+def trained(store: str, run_id: str) -> Any:
+    """Whether the run's first training step committed (its first checkpoint exists)."""
+    tasks = Path(store, "runs", run_id, "tasks")
+    return lambda: (tasks / "iter-0000/learn.json").exists() or \
+        (tasks / "train-0000.json").exists()
+
+
 def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
-             rate: float | None, undisturbed: float, seed: int, sim) -> dict:
+             rate: float | None, undisturbed: float, seed: int, sim,
+             from_start: bool = False) -> dict:
     """One supervised run; with `rate`, under the injector."""
     cmd = [sys.executable, "-m", "alignflow.cli", "run", flow, "--address", address,
            "--run-id", run_id, "--seed", "1", "--store", store, "--supervise",
@@ -73,7 +83,8 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
     with log.open("w") as out:
         sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     injector = Injector(sim, run_id, psutil.Process(sup.pid), undisturbed * (rate or 0) / 100,
-                        seed, kinds=KINDS[flow])
+                        seed, kinds=KINDS[flow],
+                        armed=None if from_start else trained(store, run_id))
     if rate:
         injector.start()
     try:
@@ -83,6 +94,7 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
         _end(sup)
     return {"flow": flow, "run_id": run_id, "rate": rate, "exit": code,
             "wall_s": round(time.time() - start, 1), "faults": [vars(f) for f in faults],
+            "faults_from_s": injector.armed_at if rate else None,
             "log": str(log)}
 
 
@@ -146,7 +158,13 @@ def main() -> None:
     parser.add_argument("--rates", default="10,5", help="percent of undisturbed time per fault")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default=None)
+    parser.add_argument("--iterations", type=int, default=GRPO["iterations"])
+    parser.add_argument("--epochs", type=int, default=3, help="DPO epochs")
+    parser.add_argument("--from-start", action="store_true",
+                        help="inject from the driver's start (default: from the first "
+                             "committed training step, when the run's workers are up)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (finally) when stopped
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from alignflow.artifacts.store import Store
     from alignflow.tasks.simulate.cluster import SimulatedCluster
@@ -158,7 +176,8 @@ def main() -> None:
     store = Store.open(where)
     model = build_tiny_model(models_dir() / "tiny-llama")
     data = _write_jsonl(Path(where) / "pairs.jsonl", addition_rows(96, seed=0))
-    sets = {"grpo": grpo_sets(model), "dpo": dpo_sets(model, data)}
+    GRPO["iterations"] = args.iterations
+    sets = {"grpo": grpo_sets(model), "dpo": dpo_sets(model, data, args.epochs)}
     results = []
     with SimulatedCluster(*CLUSTER) as sim:
         sim.connect()
@@ -170,7 +189,7 @@ def main() -> None:
             print(json.dumps(base), flush=True)
             for rate in (float(r) for r in args.rates.split(",")):
                 res = run_once(flow, sets[flow], where, f"{flow}-r{rate:g}", sim.address,
-                               rate, base["wall_s"], args.seed, sim)
+                               rate, base["wall_s"], args.seed, sim, args.from_start)
                 results.append(judge(res, store, base))
                 print(json.dumps(results[-1]), flush=True)
     print(table(results))

@@ -40,6 +40,7 @@ class Injector:
     interval: float
     seed: int
     kinds: tuple[str, ...] = KINDS
+    armed: Any = None  # faults start once armed() is true (default: at once)
     faults: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -48,6 +49,7 @@ class Injector:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started = time.time()
+        self.armed_at: float | None = None
 
     def start(self) -> Injector:
         self.started = time.time()
@@ -60,6 +62,10 @@ class Injector:
         return self.faults
 
     def _loop(self) -> None:
+        while self.armed is not None and not self.armed():
+            if self._stop.wait(0.2):
+                return
+        self.armed_at = round(time.time() - self.started, 1)
         while not self._stop.wait(self.interval * self.rng.uniform(0.5, 1.5)):
             options = {k: t for k in self.kinds if (t := self._targets(k))}
             if not options:

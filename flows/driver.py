@@ -134,7 +134,9 @@ class Driver(Timers):
     def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
         factory = usercode.carrying(factory)  # the group's process may run what this one may
         self.groups[name] = (factory, options)
-        self.executor.start_worker(name, factory, options, self.run_id)
+        trained = any(m.get("worker") == name and m.get("checkpoint")
+                      for m in self.manifests.values())  # restored before use: adoptable
+        self.executor.start_worker(name, factory, options, self.run_id, adopt=trained)
         if self.progress is not None and options.get("label") and name not in self.announced:
             self.progress.log(f"host {name}: {options['label']}")
             self.announced.add(name)

@@ -14,6 +14,7 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
+from alignflow.flows import adopt as adoption
 from alignflow.flows import wrapper
 from alignflow.flows.groups import RayWorkerGroup, group_size
 from alignflow.flows.ray_connect import ensure_ray
@@ -46,7 +47,8 @@ class InlineExecutor:
     def __init__(self) -> None:
         self.workers: dict[str, Any] = {}
 
-    def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
+    def start_worker(self, name: str, factory: Any, options: dict, run_id: str,
+                     adopt: bool = False) -> None:
         if group_size(options) > 1:
             from alignflow.errors import FlowError
 
@@ -128,8 +130,11 @@ class RayExecutor:
             ray_pool.create(warm)
             self.pool = ray_pool
 
-    def start_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
-        if name in self.workers:
+    def start_worker(self, name: str, factory: Any, options: dict, run_id: str,
+                     adopt: bool = False) -> None:
+        """`adopt`: the group has a committed checkpoint, so live actors a dead driver of a
+        supervised run left may be taken over (`flows/adopt.py`)."""
+        if name in self.workers or (adopt and self._adopt(name, factory, options, run_id)):
             return
         plain = not options.get("num_gpus") and group_size(options) == 1
         actor = self.pool.take() if self.pool and plain else None
@@ -151,8 +156,23 @@ class RayExecutor:
             self.workers[name] = RayWorkerGroup(name, factory, options, run_id).start()
             return
         actor_name = f"alignflow:{run_id}:{name}"
+        if adoption.supervised():
+            adoption.discard([actor_name])  # a dead driver's, not adopted: its name free
         self.workers[name] = self._actor_cls.options(
-            name=actor_name, get_if_exists=True, **_remote_options(options)).remote(factory, name)
+            name=actor_name, get_if_exists=True, **_remote_options(options),
+            **adoption.actor_options()).remote(factory, name)
+
+    def _adopt(self, name: str, factory: Any, options: dict, run_id: str) -> bool:
+        """Take over the live actors a dead driver of this run left (supervised runs)."""
+        if group_size(options) > 1:
+            group = RayWorkerGroup(name, factory, options, run_id).adopt()
+            if group is not None:
+                self.workers[name] = group
+            return group is not None
+        actor = adoption.adopt_actor(f"alignflow:{run_id}:{name}")
+        if actor is not None:
+            self.workers[name] = actor
+        return actor is not None
 
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         import ray

@@ -21,6 +21,7 @@ import socket
 from typing import Any
 
 from alignflow.errors import FlowError
+from alignflow.flows import adopt
 from alignflow.flows.worker_host import WorkerHost
 
 
@@ -66,9 +67,23 @@ class RayWorkerGroup:
         self.actors: list[Any] = []
         self.pg: Any = None
 
+    def names(self) -> list[str]:
+        return [f"alignflow:{self.run_id}:{self.name}:{rank}" for rank in range(self.size)]
+
+    def adopt(self) -> RayWorkerGroup | None:
+        """This group as a dead driver left it, when every rank answers (`flows/adopt.py`)."""
+        found = adopt.adopt_ranks(self.names(), f"alignflow:{self.run_id}:{self.name}")
+        if found is None:
+            return None
+        self.actors, self.pg = found
+        return self
+
     def start(self) -> RayWorkerGroup:
         import ray
 
+        if adopt.supervised():  # a dead driver's ranks and bundles, not adopted: gone first
+            adopt.discard(self.names())
+            adopt.remove_pg(f"alignflow:{self.run_id}:{self.name}")
         self.pg = self._placement_group()
         try:
             for attempt in range(3):
@@ -100,7 +115,8 @@ class RayWorkerGroup:
         for rank in range(self.size):
             while time.time() < deadline:
                 try:
-                    ray.get_actor(f"alignflow:{self.run_id}:{self.name}:{rank}")
+                    ray.get_actor(f"alignflow:{self.run_id}:{self.name}:{rank}",
+                                  namespace=adopt.NAMESPACE if adopt.supervised() else None)
                 except ValueError:
                     break
                 time.sleep(0.1)
@@ -119,7 +135,8 @@ class RayWorkerGroup:
             name=f"alignflow:{self.run_id}:{self.name}:{rank}",
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=self.pg, placement_group_bundle_index=rank // per_node),
-            **self._per_worker()).remote(self.factory) for rank in range(self.size)]
+            **self._per_worker(), **adopt.actor_options()).remote(self.factory)
+            for rank in range(self.size)]
 
     def _per_worker(self) -> dict:
         out = {"num_cpus": self.options.get("num_cpus", 1),
@@ -137,8 +154,10 @@ class RayWorkerGroup:
         bundle = {"CPU": res["num_cpus"] * per_node}
         if res["num_gpus"]:
             bundle["GPU"] = res["num_gpus"] * per_node
+        named = {"name": f"alignflow:{self.run_id}:{self.name}", **adopt.pg_options()} \
+            if adopt.supervised() else {}
         pg = placement_group([dict(bundle) for _ in range(nodes)],
-                             strategy="STRICT_SPREAD" if nodes > 1 else "PACK")
+                             strategy="STRICT_SPREAD" if nodes > 1 else "PACK", **named)
         timeout = float(os.environ.get("ALIGNFLOW_PLACEMENT_TIMEOUT", "300"))
         if not pg.wait(timeout_seconds=timeout):
             from ray.util.placement_group import remove_placement_group

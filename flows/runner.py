@@ -193,14 +193,15 @@ def _recover_or(driver: Driver, exc: TaskFailed) -> TaskFailed:
     if not recoverable(exc) or driver.budget is None:
         return exc
     worker = driver.workers_of.get(exc.task_key)
-    role = role_of(worker, getattr(exc, "fault", ""))
+    role = role_of(worker, getattr(exc, "fault", "")) if exc.task_key != "worker-start" \
+        else "worker group start-up"
     try:
         count = driver.budget.charge(role, exc.task_key, exc.error)
     except TaskFailed as spent:
         return spent
     if driver.progress is not None:
-        driver.progress.log(f"recovering: {role} is replaced and the run re-formed from its "
-                            f"newest checkpoints ({count} of {driver.budget.limit}) after "
+        driver.progress.log(f"recovering ({role}, {count} of {driver.budget.limit}): the "
+                            "run is re-formed from its newest checkpoints after "
                             f"{redact(str(exc))}")
     time.sleep(backoff(count))
     raise Recover(worker) from exc

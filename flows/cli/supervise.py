@@ -66,7 +66,9 @@ class Supervisor:
                 signal.signal(sig, handler)
 
     def _drivers(self) -> int:
-        cmd, env, streak = self.first, dict(os.environ), 0
+        from alignflow.flows.adopt import SUPERVISED_ENV
+
+        cmd, env, streak = self.first, dict(os.environ, **{SUPERVISED_ENV: "1"}), 0
         while True:
             started = time.time()
             self.child = subprocess.Popen(cmd, env=env, start_new_session=True)
@@ -79,7 +81,7 @@ class Supervisor:
             streak = streak + 1 if time.time() - started < QUICK_S else 1
             if not self._restart(code, streak):
                 return 1
-            cmd, env = nxt, dict(os.environ, **{recovery.KEEP_ENV: "1"})
+            cmd, env = nxt, dict(env, **{recovery.KEEP_ENV: "1"})
 
     def _next(self, code: int, cmd: list[str]) -> list[str] | None:
         """The command that continues the run, or None when it must not be restarted."""

@@ -60,9 +60,9 @@ def test_a_task_out_of_retries_is_recovered_by_re_forming_the_run(local_store, f
     out = io.StringIO()
     cfg = {"dir": folder, "fail_times": 1, "exc": "engine", "max_retries": 0}
     assert _run(local_store, cfg, "r", out) == 2
-    assert "[run r] recovering: generation engines is replaced and the run re-formed from " \
-           "its newest checkpoints (1 of 10) after task 'flaky-0' failed: EngineError: " \
-           "attempt 1 failed" in out.getvalue()
+    assert "[run r] recovering (generation engines, 1 of 10): the run is re-formed from its " \
+           "newest checkpoints after task 'flaky-0' failed: EngineError: attempt 1 failed" \
+        in out.getvalue()
     assert api.get_status("r", store=local_store) == runs.SUCCESSFUL
 
 
