@@ -136,7 +136,10 @@ class Driver(Timers):
         self.groups[name] = (factory, options)
         trained = any(m.get("worker") == name and m.get("checkpoint")
                       for m in self.manifests.values())  # restored before use: adoptable
-        self.executor.start_worker(name, factory, options, self.run_id, adopt=trained)
+        if self.executor.start_worker(name, factory, options, self.run_id, adopt=trained) \
+                and self.progress is not None:
+            self.progress.log(f"host {name}: taken over from the dead driver (restored from its "
+                              "newest checkpoint before its next task)")
         if self.progress is not None and options.get("label") and name not in self.announced:
             self.progress.log(f"host {name}: {options['label']}")
             self.announced.add(name)
@@ -146,14 +149,24 @@ class Driver(Timers):
             raise FlowError(f"task {key!r} runs on worker {name!r}, but the flow declared no "
                             f"worker_group({name!r}, factory) before it")
         if name not in self.restored and name in self.latest_ckpt:
-            try:
-                self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
-            except Exception as exc:  # its process died since (a recovered run): replace it
-                if not is_transient(exc):
-                    raise
-                self._charge(fault_record(exc, name), name, key)
-                self._restart_worker(name)
+            self._restore(name, key)
         self.restored.add(name)
+
+    def _restore(self, name: str, key: str, tries: int = 3) -> None:
+        """Restore `name` from its newest checkpoint. Engines found dead on the way were
+        restarted by the host: restore again; a worker whose process died: replace it."""
+        for attempt in range(1, tries + 1):
+            try:
+                return self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
+            except Exception as exc:
+                cause = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
+                engines = type(cause).__name__ == "EngineError"
+                if attempt == tries or not (engines or is_transient(exc)):
+                    raise
+                self._charge(fault_record(cause, name) if engines else
+                             fault_record(exc, name), name, key)
+                if not engines:
+                    return self._restart_worker(name)
 
     def _restart_worker(self, name: str) -> None:
         self.flush()  # the new worker restores the newest checkpoint: commit what is done

@@ -131,18 +131,21 @@ class RayExecutor:
             self.pool = ray_pool
 
     def start_worker(self, name: str, factory: Any, options: dict, run_id: str,
-                     adopt: bool = False) -> None:
+                     adopt: bool = False) -> bool:
         """`adopt`: the group has a committed checkpoint, so live actors a dead driver of a
-        supervised run left may be taken over (`flows/adopt.py`)."""
-        if name in self.workers or (adopt and self._adopt(name, factory, options, run_id)):
-            return
+        supervised run left may be taken over (`flows/adopt.py`); returns whether they were."""
+        if name in self.workers:
+            return False
+        if adopt and self._adopt(name, factory, options, run_id):
+            return True
         plain = not options.get("num_gpus") and group_size(options) == 1
         actor = self.pool.take() if self.pool and plain else None
         if actor is None:
             self.restart_worker(name, factory, options, run_id)
-            return
+            return False
         self.pool.track(actor, actor.install.remote(factory, name))
         self.workers[name] = actor
+        return False
 
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
         import ray

@@ -158,8 +158,11 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
         raise
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
-        if is_transient(exc):  # a worker group lost while it started or was rebuilt
-            spent = _recover_or(driver, _fault("worker-start", exc, line))
+        cause = getattr(exc, "cause", None)  # a Ray error wraps the real one
+        if is_transient(exc) or type(cause).__name__ == "EngineError":
+            # a worker group or its engines lost while it started, restored or was rebuilt
+            why = (str(cause or exc).strip().splitlines() or [""])[0]
+            spent = _recover_or(driver, _fault("worker-start", cause or exc, why))
             _record(store, driver, status=runs.FAILED, error=str(spent), ended=time.time())
             raise spent from exc
         _record(store, driver, status=runs.FAILED, error=f"{type(exc).__name__}: {line}",
