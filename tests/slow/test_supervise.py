@@ -116,3 +116,26 @@ def test_sigterm_stops_driver_and_supervisor_without_a_restart(tiny_model_dir, t
     assert sup.wait(timeout=60) == 130, log.read_text()
     assert "restarting" not in log.read_text()
     assert api.get_status("t", store=str(store)) == runs.RESUMABLE
+
+
+def test_on_a_cluster_the_next_driver_takes_over_the_live_workers(tiny_model_dir, tmp_path):
+    """`--simulate-cluster`: the supervisor holds the cluster, the drivers join it; the
+    workers of a driver killed after a learn commit outlive it and the next driver adopts
+    them (restored from the newest checkpoint): the weights are those of the same run on
+    the same simulated cluster never killed, bitwise (~90 s: two simulated runs)."""
+    store = tmp_path / "store"
+    sim = ["--simulate-cluster", "1x2", "--set", "placement.num_cpus=0.5", "--set",
+           "train.max_iterations=3"]
+    runs_of = {run_id: [a if a != "inline" else "auto" for a in _grpo(tiny_model_dir, run_id)]
+               for run_id in ("c", "ref")}
+    log = tmp_path / "sup.log"
+    sup = _cli([*runs_of["c"], *sim, "--supervise"], store, log)
+    _await("the driver's start", lambda: _driver_pid(log) is not None, sup, log, 180)
+    learned = store / "runs/c/tasks/iter-0000/learn.json"
+    _await("iteration 0's learn commit", learned.exists, sup, log, 180)
+    os.kill(_driver_pid(log), signal.SIGKILL)
+    assert sup.wait(timeout=240) == 0, log.read_text()
+    assert "host models: taken over from the dead driver" in log.read_text(), log.read_text()
+    ref = _cli([*runs_of["ref"], *sim], store, tmp_path / "ref.log")
+    assert ref.wait(timeout=240) == 0, (tmp_path / "ref.log").read_text()
+    assert _weights(store, "c") == _weights(store, "ref")
