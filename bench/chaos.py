@@ -6,7 +6,9 @@ nodes and the driver (`chaos_inject.py`), against the same run undisturbed.
 
 Every run is `alignflow run FLOW … --address <cluster> --supervise` (the command a user
 types, the cluster started here and left up while drivers come and go). A rate R means one
-fault per R% of the undisturbed run's wall time. Measured per run:
+fault per R% of the undisturbed run's wall time (seeded jitter ±50%), from the first
+committed training step on (`--from-start`: from the driver's start), until the run ends.
+Measured per run:
 - finished: the supervisor exited 0 and the run is SUCCESSFUL, no person involved;
 - ETTR: undisturbed wall time / disturbed wall time;
 - rollouts lost / consumed twice (GRPO): SQL over the store's `rollouts` (committed rows
@@ -65,7 +67,7 @@ def dpo_sets(model: Path, data: Path, epochs: int) -> list[str]:
             "data.output_key=output", "data.prompt_key=prompt", "data.input_template=null",
             "data.apply_chat_template=true", f"data.dataset={data}", "adam.lr=1e-3",
             "placement.num_gpus=1", "placement.num_nodes=2", "placement.num_gpus_per_node=1",
-            "placement.num_cpus=0.5"]
+            "placement.num_cpus=0.5", "ckpt.save_steps=4"]
 
 
 def trained(store: str, run_id: str) -> Any:

@@ -1,7 +1,8 @@
 """The chaos benchmark's fault injector: at a set rate, a seeded choice of one fault —
 SIGKILL of a worker actor, of a generation engine, or of the driver, or a worker node lost
 (its raylet and every process on it ended) and a fresh node joining in its place, as an
-autoscaler or KubeRay would start one.
+autoscaler or KubeRay would start one (a node is not hit again before its replacement has
+joined).
 
 Targets are found from Ray's own state (the GCS: the simulated cluster runs no dashboard)
 and the supervisor's child processes; only processes of the run under test are touched."""
@@ -46,6 +47,7 @@ class Injector:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.main: queue.Queue = queue.Queue()  # what must run on the main thread (Ray's)
+        self.replacing = threading.Event()  # a lost node's replacement is starting
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started = time.time()
@@ -80,9 +82,11 @@ class Injector:
         if kind == "driver":
             return {f"driver pid {p.pid}": _killer(p.pid) for p in _drivers(self.supervisor)}
         if kind == "node":
+            if self.replacing.is_set():  # the last one lost is not back yet: nothing to hit
+                return {}
             nodes = list(self.sim._ray.worker_nodes)
-            return {f"worker node {i + 1}": (lambda n=n: self.main.put(
-                lambda: self._replace_node(n))) for i, n in enumerate(nodes)}
+            return {f"worker node {i + 1}": (lambda n=n: self._lose(n))
+                    for i, n in enumerate(nodes)}
         return {f"{a['name'] or a['cls']} pid {a['pid']}": _killer(a["pid"])
                 for a in _actors(self.run_id) if (a["cls"] == "EngineHost") == (kind == "engine")}
 
@@ -97,12 +101,19 @@ class Injector:
                 self.main.get(timeout=0.2)()
         return proc.returncode
 
+    def _lose(self, node: Any) -> None:
+        self.replacing.set()
+        self.main.put(lambda: self._replace_node(node))
+
     def _replace_node(self, node: Any) -> None:
         """The node lost, and a fresh one (same resources) joining in its place."""
         ray_cluster = self.sim._ray
         index = 1 + list(ray_cluster.worker_nodes).index(node)
-        ray_cluster.remove_node(node, allow_graceful=False)
-        ray_cluster.add_node(**self.sim._node_args(index))
+        try:
+            ray_cluster.remove_node(node, allow_graceful=False)
+            ray_cluster.add_node(**self.sim._node_args(index))
+        finally:
+            self.replacing.clear()
 
 
 def _killer(pid: int) -> Any:
