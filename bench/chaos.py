@@ -16,7 +16,9 @@ Measured per run:
 - weights: sha256 of the final export's safetensors against the undisturbed run's.
 Each role may be recovered BUDGET times (the crash-loop stop is not what is measured); a
 disturbed run still going after LIMIT × the undisturbed time is stopped (not finished).
-Prints one JSON line per run and a Markdown table (bench/RESULTS.md keeps it).
+Prints one JSON line per run and a Markdown table (bench/RESULTS.md keeps it). Stop it with
+Ctrl-C (SIGINT: a node start installs Ray's own SIGTERM handler in this process); the run
+under test, its supervisor and the cluster are stopped with it.
 """
 
 from __future__ import annotations
