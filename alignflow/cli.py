@@ -88,7 +88,7 @@ def _quick_exit(code: int) -> None:
     (seconds, for nothing: every result is committed and every file closed by now)."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    ray_local, ray = sys.modules.get("alignflow.flows.ray_local"), sys.modules.get("ray")
+    ray_local, ray = sys.modules.get("alignflow.flows.ray.local"), sys.modules.get("ray")
     if ray_local is not None:
         ray_local.stop()  # waits for an early start still under way
     elif ray is not None and getattr(ray, "is_initialized", lambda: False)():

@@ -88,7 +88,7 @@ class TreeSampler(threading.Thread):
 
 def one_run(flow: str, model: str, executor: str, store: Path, run_id: str) -> dict:
     from alignflow.artifacts.store import Store
-    from alignflow.flows import runs
+    from alignflow.flows.journal import runs
     from alignflow.tasks.zoo.registry import resolve_model
 
     cmd = [CLI, "run", flow, "--store", str(store), "--run-id", run_id, "--executor", executor,

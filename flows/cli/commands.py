@@ -12,14 +12,14 @@ import sys
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api, planning
 from alignflow.flows.cli import clusters
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
-from alignflow.flows.planning import CHOICES, resolve
+from alignflow.flows.control import api, planning
+from alignflow.flows.control.planning import CHOICES, resolve
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -163,7 +163,7 @@ def _dry_run(known: argparse.Namespace, checked: Any) -> int:
 def _plausible(ref: str) -> bool:
     """A built-in name, an existing flow file or a module reference (checked cheaply: the
     first line comes before any heavy import; errors stay one line)."""
-    from alignflow.flows.registry import BUILTIN
+    from alignflow.flows.control.registry import BUILTIN
 
     path, sep, _ = ref.rpartition(":")
     return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
@@ -189,8 +189,9 @@ def _maybe_start_ray_early(known: argparse.Namespace) -> None:
 
 
 def _start_ray_early(ref: str) -> None:
-    from alignflow.flows import ray_local, ray_pool
-    from alignflow.flows.registry import BUILTIN
+    from alignflow.flows.control.registry import BUILTIN
+    from alignflow.flows.ray import local as ray_local
+    from alignflow.flows.ray import pool as ray_pool
 
     target = BUILTIN.get(ref, (ref if ".py:" not in ref else "",))[0]
     module = target.partition(":")[0]
@@ -200,7 +201,7 @@ def _start_ray_early(ref: str) -> None:
 
 def _help_config(ref: str) -> int:
     from alignflow.flows.config import format_config_help
-    from alignflow.flows.loader import canonical_ref, load_flow
+    from alignflow.flows.control.loader import canonical_ref, load_flow
 
     _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:
@@ -240,7 +241,7 @@ def _progress() -> Any:
 
 
 def _print_output(output: Any) -> None:
-    from alignflow.flows import codec
+    from alignflow.flows.journal import codec
 
     if output is not None:
         print(codec.dumps(output))

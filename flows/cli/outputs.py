@@ -11,9 +11,10 @@ import re
 import sys
 from typing import Any
 
-from alignflow.flows import api, reconfigure, runs
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.refs import references
+from alignflow.flows.control import api, reconfigure
+from alignflow.flows.journal import runs
 from alignflow.flows.trust.config import decode_config
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from alignflow.flows.config.lookup import value_at
-from alignflow.flows.planning import Plan
+from alignflow.flows.control.planning import Plan
 
 
 def notes(cfg: Any, plan: Plan | None = None) -> list[str]:

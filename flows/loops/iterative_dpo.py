@@ -26,7 +26,7 @@ from alignflow.flows.loops.steps import (
     select_pairs,
     train_round,
 )
-from alignflow.flows.shared_steps import (
+from alignflow.flows.rl.shared_steps import (
     export_model,
     load_prompts,
 )

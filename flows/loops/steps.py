@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import task
 from alignflow.flows.loops.config import LoopConfig
 from alignflow.flows.offline.steps import make_plan, train_steps
-from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
+from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.tasks.loops import examples, select
 from alignflow.tasks.offline import reference
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput

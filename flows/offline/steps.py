@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 
 from alignflow.artifacts.scope import current_scope
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
 from alignflow.flows.offline.config import OfflineConfig
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
 from alignflow.tasks.offline import prepare, reference, teacher, train
 from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint

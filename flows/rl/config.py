@@ -3,7 +3,7 @@ OpenRLHF 0.11's names (`actor.*`, `critic.*`, `ref.*`, `reward.*`, `rollout.*`, 
 `algo.*`, `data.*`, `ckpt.*`, `ds.*`), with alignflow-only keys beside them.
 
 OpenRLHF 0.9's flags (`--advantage_estimator group_norm`, `--n_samples_per_prompt 4`,
-`--init_kl_coef 0.01`, ...) map onto these keys (`flows/aliases.py`).
+`--init_kl_coef 0.01`, ...) map onto these keys (`flows/compat/aliases.py`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from alignflow.errors import ConfigError, require
-from alignflow.flows import aliases
+from alignflow.flows.compat import aliases
 from alignflow.flows.rl import async_config
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
@@ -33,7 +33,7 @@ from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import TrainConfig
 
 
@@ -64,7 +64,7 @@ class RLConfig:
 
     OPENRLHF: ClassVar[tuple[str, ...]] = aliases.RL_CLIS  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
-    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/control/reconfigure.py`
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

@@ -17,17 +17,17 @@ serves them all; each is registered under its own name with its own default esti
 
 from __future__ import annotations
 
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.pipeline import rollouts_for
+from alignflow.flows.rl.shared_steps import export_model, load_prompts
 from alignflow.flows.rl.steps import (
     declare_hosts,
     learn_actor,
     on,
     reference_step,
 )
-from alignflow.flows.shared_steps import export_model, load_prompts
 
 
 @flow(name="grpo")

@@ -14,9 +14,16 @@ no critic is loaded, run or trained: nothing would read its values.
 
 from __future__ import annotations
 
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import (
+    export_model,
+    generate_rollouts,
+    load_prompts,
+    score_rollouts,
+    sync_weights,
+)
 from alignflow.flows.rl.steps import (
     critic_values,
     declare_hosts,
@@ -24,13 +31,6 @@ from alignflow.flows.rl.steps import (
     learn_critic,
     on,
     reference_step,
-)
-from alignflow.flows.shared_steps import (
-    export_model,
-    generate_rollouts,
-    load_prompts,
-    score_rollouts,
-    sync_weights,
 )
 
 

@@ -19,8 +19,8 @@ import time
 
 from alignflow.flows.engine import Done, task, wait_durable
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.flows.rl.steps import on
-from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.tasks.plan.build import GENERATOR
 from alignflow.tasks.rl import async_generate, episodes
 from alignflow.tasks.rl.async_records import PolicyRef

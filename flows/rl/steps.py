@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 
 from alignflow.flows.engine import Done, task
+from alignflow.flows.ray.workers import worker_group
 from alignflow.flows.rl.config import RLConfig
-from alignflow.flows.workers import worker_group
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan

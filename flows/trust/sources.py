@@ -28,7 +28,7 @@ from alignflow.artifacts.sources import identify, is_url, model_source
 from alignflow.artifacts.sources.fetch import changed, pin_value
 from alignflow.artifacts.sources.kinds import normal
 from alignflow.artifacts.usercode import Allowances
-from alignflow.flows import runs
+from alignflow.flows.journal import runs
 from alignflow.flows.trust.check import untrusted
 from alignflow.flows.trust.config import identity
 

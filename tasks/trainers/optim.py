@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from alignflow.errors import require
 from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 
 @dataclass(frozen=True, kw_only=True)

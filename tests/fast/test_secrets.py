@@ -15,8 +15,8 @@ import pytest
 from alignflow.artifacts import redact as redact_mod
 from alignflow.artifacts.redact import expand, redact
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api
 from alignflow.flows.config import load_config
+from alignflow.flows.control import api
 from alignflow.flows.rl.config import RLConfig
 
 

@@ -9,8 +9,8 @@ import pytest
 from alignflow.artifacts import shared
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
-from alignflow.flows import planning
 from alignflow.flows.config import load_config
+from alignflow.flows.control import planning
 from alignflow.flows.rl.config import RLConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster

@@ -14,8 +14,9 @@ import pytest
 
 from alignflow.artifacts import usercode
 from alignflow.errors import FlowError
-from alignflow.flows import api, codec
 from alignflow.flows.config import load_config
+from alignflow.flows.control import api
+from alignflow.flows.journal import codec
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.trust.config import identity
 

@@ -11,9 +11,10 @@ import pytest
 
 from alignflow.catalog.catalog import Catalog
 from alignflow.errors import TaskFailed
-from alignflow.flows import api, runs
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
 import json, os, sys, psutil
-from alignflow.flows import api, ray_local, ray_pool
+from alignflow.flows.control import api
+from alignflow.flows.ray import local as ray_local, pool as ray_pool
 from tests import pool_flows as F
 ray_local.start_early(lambda: ray_pool.create(("tests.pool_flows",)))
 out = api.run(F.pids, {}, store=sys.argv[1], run_id="p")
