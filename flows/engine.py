@@ -52,7 +52,9 @@ class TaskOptions:
 
 
 class Done:
-    """An already-resolved future (replayed tasks, calls outside a flow)."""
+    """An already-resolved future: a replayed task, a call outside a flow, an attempt the
+    inline executor ran. It answers both a flow's questions (`result`, `done`) and the
+    driver's of an attempt (`wait`, `ready`)."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -62,6 +64,8 @@ class Done:
 
     def done(self) -> bool:
         return True
+
+    wait, ready = result, done
 
 
 class Task:

@@ -6,7 +6,6 @@ Everything takes `store=` (a `Store`, a URL, or None for `$ALIGNFLOW_STORE` /
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -18,7 +17,7 @@ from alignflow.artifacts.store import open_store
 from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import trust as trust_mod
 from alignflow.flows.config.refs import Reference, references
-from alignflow.flows.control import planning, registry
+from alignflow.flows.control import life, planning, registry
 from alignflow.flows.control.loader import (
     builtin_name,
     canonical_ref,
@@ -26,20 +25,15 @@ from alignflow.flows.control.loader import (
     ref_of,
 )
 from alignflow.flows.control.removal import delete_run
-from alignflow.flows.control.runner import check_executor, drive
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.identity import check_run_id, code_version, new_run_id
 from alignflow.flows.journal.timers import send_event
 from alignflow.flows.ray.connect import connect
-from alignflow.flows.trust.config import (
-    check_identity,
-    decode_config,
-    identity,
-    restore_masked,
-    stored_form,
-)
-from alignflow.flows.trust.sources import pin, pin_resume
+from alignflow.flows.ray.executors import check_executor
+from alignflow.flows.trust.admit import Given, context
+from alignflow.flows.trust.config import identity, stored_form
+from alignflow.flows.trust.sources import pin
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
@@ -65,7 +59,7 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     refs = _references(ref, config)
     sayso = outer or trust_mod.local_sayso(trust, store_url=store.url, address=address,
                                            named=[r.value for r in refs])
-    allowed = trust_mod.check(refs, sayso, _context(store, run_id, {}))
+    allowed = trust_mod.check(refs, sayso, context(store, run_id, {}))
     executor = planning.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
@@ -78,9 +72,9 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     except FileExistsError:
         raise FlowError(f"run {run_id!r} already exists in {store.url}; resume it "
                         "(`alignflow resume`) or pick another --run-id") from None
+    how = life.Attempt(executor, address, block=block, progress=progress)
     with usercode.allowing(allowed | pins.allowed), trust_mod.in_force(sayso):
-        return drive(store, run_id, flow, config, executor=executor, address=address,
-                     block=block, progress=progress)
+        return life.start(store, meta, flow, config, how)
 
 
 def _new_meta(run_id: str, flow: Flow, ref: str, config: Any, refs: list[Reference], *,
@@ -104,15 +98,11 @@ def _references(ref: str, config: Any) -> list[Reference]:
     return [Reference("flow_ref", "flow", ref), *references(config)]
 
 
-def _context(store: Any, run_id: str, recorded: dict[str, str]) -> trust_mod.Context:
-    root = store.path("") if getattr(store, "protocol", None) in ("file", "local") else None
-    return trust_mod.Context(run_id, recorded, os.path.realpath(root) if root else None)
-
-
 def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
            block: bool = True, progress: Any = None, flow: Flow | str | None = None,
-           trust: Iterable[str] = (), trust_store: bool = False, config: Any = None) -> Any:
+           trust: Iterable[str] = (), trust_store: bool = False, config: Any = None,
+           finished_output: bool = False) -> Any:
     """Re-run the flow with the current code, replaying committed tasks; returns its output.
 
     Nothing the store names acts without this machine's say-so (`flows/trust/`): the flow
@@ -120,54 +110,12 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
     or from a confirmed file; the code, URLs and folders its config names must be confirmed
     by `trust` items, trusted directories, the trust file or `trust_store`. `config`: the
     config as given now (a re-run of the run's command): followed where the run can.
+    `finished_output`: a finished run gives its output (`ckpt.load_enable`), not an error.
     """
     store = open_store(store)
-    meta = _resumable(store, run_id, rerun_from)
-    given = [flow.rpartition(":")[0]] if isinstance(flow, str) else []
-    sayso = trust_mod.active() or trust_mod.local_sayso(
-        trust, store_url=store.url, address=address, trust_store=trust_store, named=given)
-    ctx = _context(store, run_id, trust_mod.recorded_hashes(meta))
-    found, cls, flow_code = trust_mod.stored_flow(meta, flow, sayso, ctx)
-    meta = restore_masked(meta, sayso.named)
-    stored = decode_config(meta, cls)
-    redact_mod.mask_referenced(meta.get("config"))
-    check_identity(meta, stored)
-    given, config = config is not None, stored if config is None else config
-    refs = references(config)  # the flow itself was checked as it loaded
-    allowed = trust_mod.check(refs, sayso, ctx) | flow_code
-    allowed |= pin_resume(store, meta, config, [*trust, *sayso.named], given)
-    _record_code(store, meta, refs, allowed)
-    with usercode.allowing(allowed), trust_mod.in_force(sayso):
-        return drive(store, run_id, found, config,
-                     executor=executor or meta.get("executor", "ray"), address=address,
-                     force=force, block=block, rerun_from=rerun_from, progress=progress,
-                     previous=stored if config is not stored else None)
-
-
-def _resumable(store: Any, run_id: str, rerun_from: str | None) -> dict:
-    """The run.json of a run `resume` may continue; `FlowError` saying why not."""
-    meta = runs.read_run(store, run_id)
-    if store.exists(runs.tombstone_path(run_id)):
-        raise FlowError(f"run {run_id!r} is being deleted; finish with `alignflow delete "
-                        f"{run_id}`")
-    status = runs.effective_status(store, meta)
-    if status == runs.SUCCESSFUL and rerun_from is None:
-        raise FlowError(f"run {run_id!r} is already SUCCESSFUL; nothing to resume "
-                        "(--rerun-from TASK_KEY re-runs from a task)")
-    if status == runs.CANCELED:
-        raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
-    return meta
-
-
-def _record_code(store: Any, meta: dict, refs: list[Reference],
-                 allowed: usercode.Allowances) -> None:
-    """A changed file the user named is the user's fix: record its hash from now on."""
-    code = dict(meta.get("code") or {})
-    now = trust_mod.record_of(refs)
-    if now != code.get("refs") and all(r["sha256"] == allowed.files.get(r["path"], r["sha256"])
-                                       for r in now):
-        code["refs"] = now
-        runs.update_run(store, meta["run_id"], code=code)
+    given = Given(flow, config, tuple(trust), trust_store, address)
+    how = life.Attempt(executor, address, force, block, rerun_from, progress, finished_output)
+    return life.resume(store, run_id, given, how)
 
 
 def resume_all(store: Any = None, *, executor: str | None = None,

@@ -59,11 +59,13 @@ class Driver(Timers):
 
     check_interval = 1.0
 
-    def __init__(self, store: Any, run_id: str, seed: int, executor: Any, *,
-                 block: bool = True, progress: Any = None, lease: Any = None) -> None:
-        self.store, self.run_id, self.seed, self.executor = store, run_id, seed, executor
+    def __init__(self, state: Any, executor: Any, *, block: bool = True,
+                 progress: Any = None, lease: Any = None) -> None:
+        """`state`: the run as its life read it (`flows/journal/runs.py:RunState`)."""
+        self.store, self.run_id, self.executor = state.store, state.run_id, executor
+        self.seed = state.meta["seed"]
         self.block, self.progress, self.lease = block, progress, lease
-        self.manifests = runs.read_manifests(store, run_id)
+        self.manifests = dict(state.manifests)
         self.seq = 1 + max((m.get("seq", 0) for m in self.manifests.values()), default=0)
         self.first_seq = self.seq
         self.counters: Counter[str] = Counter()

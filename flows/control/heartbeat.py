@@ -64,3 +64,13 @@ class Heartbeat:
         self.log.flush()
         with contextlib.suppress(Exception):
             self.store.delete(f"runs/{self.run_id}/progress/beats", recursive=True)
+
+
+def watch(state: Any, name: str, progress: Any) -> Heartbeat | None:
+    """The progress display, told the run's registered name (`rloo`, not `grpo`), its lines
+    kept in the store, and its heartbeat started (none without a display)."""
+    if progress is None:
+        return None
+    beat = Heartbeat(state.store, state.run_id, progress)
+    progress.start_run(state.run_id, name, sink=beat.log)
+    return beat.start()

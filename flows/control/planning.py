@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.engine import current_driver
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.journal.runs import RunState
 
 CHOICES = ("auto", "ray", "inline")
 NAMED = "a Ray cluster is named (--address)"
@@ -63,23 +64,22 @@ def resolve(requested: str, address: str | None, config: Any,
     return plan.executor, plan.executor_reason
 
 
-def settle(store: Any, meta: dict, config: Any) -> Plan | None:
-    """The plan this drive follows, made on the cluster now joined: recorded in run.json at
-    a run's first drive; on a resume compared with the recorded one first (what changed and
-    the checkpoints can follow is said on stderr; anything else is refused in one line)."""
+def settle(state: RunState, config: Any) -> tuple[Plan | None, dict]:
+    """The plan this drive follows, made on the cluster now joined, and the run.json fields
+    recording it (at a run's first drive; on a resume compared with the recorded one first:
+    what changed and the checkpoints can follow is said on stderr; anything else is refused
+    in one line)."""
     plan = plan_of(config)
     if plan is None:
-        return None
-    check_store(plan, store)
-    run_id, recorded = meta["run_id"], meta.get("plan")
+        return None, {}
+    check_store(plan, state.store)
+    run_id, recorded = state.run_id, state.meta.get("plan")
     if recorded is not None:
         for line in _follow(plan, recorded, run_id):
             print(f"note: run {run_id} resumes on another plan: {line}", file=sys.stderr)
     encoded = codec.encode(plan)
-    marked = _simulated(plan, meta)
-    if encoded != recorded or marked:
-        runs.update_run(store, run_id, plan=encoded, **marked)
-    return plan
+    marked = _simulated(plan, state.meta)
+    return plan, ({"plan": encoded, **marked} if encoded != recorded or marked else {})
 
 
 def _simulated(plan: Plan, meta: dict) -> dict:

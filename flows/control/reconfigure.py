@@ -24,6 +24,7 @@ from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.config import from_dict, to_dict
 from alignflow.flows.control import planning
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.journal.runs import RunState
 from alignflow.flows.trust.config import IDENTITY_LEAVES, stored_form
 
 Changes = dict[str, tuple[Any, Any]]
@@ -44,18 +45,32 @@ def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def follow(store: Any, meta: dict, old: Any, new: Any, committed: set[str]) -> Any:
-    """`new` when the run can follow it from `old` (said on stderr and recorded in
-    run.json), else `ConfigError` naming every key it cannot follow. `committed`: the task
-    keys already committed."""
-    diff = check(meta, old, new, committed)
+def follow(state: RunState, old: Any, new: Any) -> tuple[Any, dict]:
+    """(`new`, the run.json fields recording it) when the run can follow it from `old`
+    (said on stderr), else `ConfigError` naming every key it cannot follow."""
+    if new is old:
+        return old, {}
+    diff = check(state.meta, old, new, set(state.manifests))
     if not diff:
-        return old
+        return old, {}
     shown = ", ".join(f"{k} {_shown(*v)}" for k, v in diff.items())
-    print(f"note: run {meta['run_id']} continues with the config given now: {shown}",
+    print(f"note: run {state.run_id} continues with the config given now: {shown}",
           file=sys.stderr)
-    runs.update_run(store, meta["run_id"], config=stored_form(new)[0])
-    return new
+    return new, {"config": stored_form(new)[0]}
+
+
+def finished_output(state: RunState, admitted: Any) -> Any:
+    """A finished run's output, for a command that continues it (OpenRLHF's
+    --load_checkpoint finds nothing left to train and ends): the keys given now that differ
+    from the run's are said, as not used."""
+    print(f"run {state.run_id} already finished (ckpt.load_enable): nothing left to train",
+          file=sys.stderr)
+    differ = changes(admitted.stored, admitted.config)
+    if differ:
+        print(f"warning: config keys given now differ from run {state.run_id}'s and are not "
+              f"used: {', '.join(differ)}; start a new run (another --ckpt_path or --run-id)",
+              file=sys.stderr)
+    return codec.decode(state.meta.get("output"), runs.run_json(state.run_id))
 
 
 def check(meta: dict, old: Any, new: Any, committed: set[str]) -> Changes:

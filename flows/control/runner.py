@@ -12,18 +12,18 @@ from __future__ import annotations
 import inspect
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from alignflow.artifacts.redact import redact
-from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows.control import planning, reconfigure, rerun
+from alignflow.errors import FlowError, TaskFailed
+from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
-from alignflow.flows.control.heartbeat import Heartbeat
+from alignflow.flows.control.heartbeat import watch
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
-from alignflow.flows.journal.lease import Lease
+from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
-from alignflow.flows.ray.executors import make_executor
 
 
 def call_flow(flow: Flow, config: Any) -> Any:
@@ -39,93 +39,62 @@ def warm_modules(flow: Flow) -> tuple[str, ...]:
     return () if name == "__main__" or name.startswith("alignflow_user_") else (name,)
 
 
-def discard_from(store: Any, run_id: str, task_key: str) -> list[str]:
+def discard_from(state: RunState, task_key: str) -> list[str]:
     """Delete the manifest of `task_key` and every manifest committed after it, once it is
     sure the workers can restore what the tasks before it committed (`rerun.py`)."""
-    journal = runs.read_manifests(store, run_id)
+    journal = state.manifests
     if task_key not in journal:
-        raise FlowError(f"--rerun-from {task_key!r}: run {run_id!r} has no committed task with "
-                        "that key (see `alignflow status RUN_ID`)")
-    rerun.check(store, run_id, journal, task_key)
+        raise FlowError(f"--rerun-from {task_key!r}: run {state.run_id!r} has no committed "
+                        "task with that key (see `alignflow status RUN_ID`)")
+    rerun.check(state.store, state.run_id, journal, task_key)
     cut = journal[task_key].get("seq", 0)
     gone = [k for k, m in journal.items() if m.get("seq", 0) >= cut]
     for key in reversed(gone):
-        store.delete(runs.manifest_path(run_id, key))
+        state.store.delete(runs.manifest_path(state.run_id, key))
+        del journal[key]
     return gone
 
 
-def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "ray",
-          address: str | None = None, force: bool = False, block: bool = True,
-          rerun_from: str | None = None, progress: Any = None, previous: Any = None) -> Any:
-    """Run (or resume) `run_id` to its end, a failure, or (non-blocking) its next wait.
-    `previous`: the config the run has so far, when `config` is one given now
-    (`flows/control/reconfigure.py` decides what the run follows)."""
-    check_executor(store, executor)
-    lease = Lease(store, run_id).acquire(force=force)
-    driver = sink = runner = beat = None
+@dataclass(frozen=True)
+class Drive:
+    """What the run's life hands the drive: the executor on the joined cluster, the lease
+    held, the settled plan, and the run.json fields to record as the drive starts."""
+
+    executor: Any
+    lease: Any
+    plan: Any
+    record: dict
+
+
+def drive(state: RunState, flow: Flow, config: Any, how: Drive, attempt: Any) -> Any:
+    """Run (or resume) the run to its end, a failure, or (non-blocking) its next wait;
+    `attempt` (`life.Attempt`): rerun_from, block, progress, executor and address."""
+    if attempt.rerun_from is not None:
+        discard_from(state, attempt.rerun_from)
+    _started(state, how, attempt)
+    driver = Driver(state, how.executor, block=attempt.block, progress=attempt.progress,
+                    lease=how.lease)
+    driver.plan = how.plan
+    beat = watch(state, state.meta.get("flow") or flow.name, attempt.progress)
+    from alignflow.flows.tracking.sink import open_sink  # W&B/TensorBoard only when asked
+
+    sink = open_sink(state, config, driver)
     try:
-        runner = make_executor(executor, address, warm_modules(flow))  # a cluster that cannot be reached changes nothing
-        meta = runs.read_run(store, run_id)
-        if meta["status"] == runs.CANCELED:
-            raise FlowError(f"run {run_id!r} is CANCELED; start a new run instead")
-        if previous is not None:
-            config = reconfigure.follow(store, meta, previous, config,
-                                        set(runs.read_manifests(store, run_id)))
-        plan = planning.settle(store, meta, config)  # on the cluster joined; a refusal changes nothing
-        if rerun_from is not None:
-            discard_from(store, run_id, rerun_from)
-        _started(store, run_id, meta, executor, address)
-        driver = Driver(store, run_id, meta["seed"], runner, block=block, progress=progress,
-                        lease=lease)
-        driver.plan = plan
-        beat = _watch(store, run_id, meta.get("flow") or flow.name, progress)
-        sink = _live_log(store, run_id, config, driver)
-        return _run_body(store, run_id, flow, config, driver)
+        return _run_body(state.store, state.run_id, flow, config, driver)
     finally:
         if sink is not None:
             sink.close()
-        if runner is not None:
-            runner.shutdown()
-        if progress is not None:
-            progress.close(driver.outcome if driver is not None else None)
+        if attempt.progress is not None:
+            attempt.progress.close(driver.outcome)
         if beat is not None:
             beat.stop()
-        lease.release()
 
 
-def _started(store: Any, run_id: str, meta: dict, executor: str, address: str | None) -> None:
-    runs.update_run(store, run_id, status=runs.RUNNING, error=None, error_task=None,
-                    wake_at=None, waiting_for=None, executor=executor, address=address,
-                    drivers=meta.get("drivers", 0) + 1, resumed=time.time())
-
-
-def _watch(store: Any, run_id: str, name: str, progress: Any) -> Heartbeat | None:
-    """The progress display, told the run's registered name (`rloo`, not `grpo`), its
-    lines kept in the store, and its heartbeat started."""
-    if progress is None:
-        return None
-    beat = Heartbeat(store, run_id, progress)
-    progress.start_run(run_id, name, sink=beat.log)
-    return beat.start()
-
-
-def check_executor(store: Any, executor: str) -> None:
-    """A `memory://` store lives in this process only: Ray workers would each see an empty
-    one, so it is refused there, before anything is written."""
-    if executor == "ray" and getattr(store, "protocol", None) == "memory":
-        raise ConfigError(f"store {store.url} is in this process's memory, which Ray workers "
-                          "cannot see; use --executor inline, a local path or s3://")
-
-
-def _live_log(store: Any, run_id: str, config: Any, driver: Driver) -> Any:
-    """Live metrics (TensorBoard, W&B) from each commit, when the config's `logger` asks."""
-    from alignflow.flows.tracking.sink import open_sink
-
-    sink = open_sink(store, run_id, config)
-    if sink is not None:
-        sink.catch_up(driver.manifests)
-        driver.listeners.append(lambda manifest: sink.committed(manifest, driver.manifests))
-    return sink
+def _started(state: RunState, how: Drive, attempt: Any) -> None:
+    runs.update_run(state.store, state.run_id, status=runs.RUNNING, error=None,
+                    error_task=None, wake_at=None, waiting_for=None, executor=how.executor.name,
+                    address=attempt.address, drivers=state.meta.get("drivers", 0) + 1,
+                    resumed=time.time(), **how.record)
 
 
 def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:

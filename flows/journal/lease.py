@@ -185,6 +185,12 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
     def release(self) -> None:
         """Stop the heartbeat and mark the lease released if it is still ours."""
         self.stop_heartbeat()

@@ -1,7 +1,9 @@
 """Run metadata: `runs/<run_id>/run.json`, statuses, and the journal of committed manifests.
 
 run.json is the one mutable file of a run (status, timings, error); manifests under
-`runs/<run_id>/tasks/` are create-once and are the truth about what has run.
+`runs/<run_id>/tasks/` are create-once and are the truth about what has run. A drive reads
+both once, after taking the run's lease, as a `RunState` handed down the run's life
+(`flows/control/life.py`) instead of the store and the run id being passed back and forth.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import TOMBSTONE, tombstoned
-from alignflow.errors import RunNotFound, SchemaError, StoreError, StoreFileRefused
+from alignflow.errors import FlowError, RunNotFound, SchemaError, StoreError, StoreFileRefused
 
 RUNNING, SUCCESSFUL, FAILED = "RUNNING", "SUCCESSFUL", "FAILED"
 RESUMABLE, CANCELED, SLEEPING = "RESUMABLE", "CANCELED", "SLEEPING"
@@ -208,3 +210,37 @@ def write_snapshot(store: Any, run_id: str, manifests: dict[str, dict]) -> None:
 
 def now() -> float:
     return time.time()
+
+
+@dataclass
+class RunState:
+    """One run as a drive holds it: its store, id, run.json and committed manifests."""
+
+    store: Any
+    run_id: str
+    meta: dict
+    manifests: dict[str, dict]
+
+    finished: bool = False  # SUCCESSFUL when read (`read_state(finished_ok=True)`)
+
+
+def read_state(store: Any, run_id: str, *, rerun: bool = False,
+               finished_ok: bool = False) -> RunState:
+    """The run `resume` may continue, read once under its lease; `FlowError` saying why
+    not (being deleted, finished unless `rerun` or `finished_ok`, canceled)."""
+    meta = read_run(store, run_id)
+    if store.exists(tombstone_path(run_id)):
+        raise FlowError(f"run {run_id!r} is being deleted; finish with `alignflow delete "
+                        f"{run_id}`")
+    status = meta.get("status")
+    if status == SUCCESSFUL and not (rerun or finished_ok):
+        raise FlowError(f"run {run_id!r} is already SUCCESSFUL; nothing to resume "
+                        "(--rerun-from TASK_KEY re-runs from a task)")
+    if status == CANCELED:
+        raise FlowError(f"run {run_id!r} is CANCELED; it cannot be resumed")
+    return RunState(store, run_id, meta, read_manifests(store, run_id), status == SUCCESSFUL)
+
+
+def new_state(store: Any, meta: dict) -> RunState:
+    """The state of a run whose run.json was just created: nothing committed yet."""
+    return RunState(store, meta["run_id"], meta, {})

@@ -8,29 +8,21 @@ per group.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 from alignflow.flows.control import wrapper
+from alignflow.flows.engine import Done
 from alignflow.flows.ray.connect import ensure_ray
 from alignflow.flows.ray.groups import RayWorkerGroup, group_size
 from alignflow.flows.ray.worker_host import WorkerHost, host_actor_class
 
 _REMOTES: dict[str, Any] = {}
-
-
-class _Done:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def wait(self) -> dict:
-        return self.value
-
-    def ready(self) -> bool:
-        return True
 
 
 class _Later:
@@ -61,10 +53,10 @@ class InlineExecutor:
     def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
         self.workers[name].restore(store, checkpoint)
 
-    def submit(self, call: dict, options: dict) -> _Done:
+    def submit(self, call: dict, options: dict) -> Done:
         if call.get("worker"):
-            return _Done(self.workers[call["worker"]].call(call))
-        return _Done(wrapper.execute(call))
+            return Done(self.workers[call["worker"]].call(call))
+        return Done(wrapper.execute(call))
 
     def durable(self, worker: str, token: str) -> _Later:
         """A handle on a finished task's background work (`wrapper.durable`)."""
@@ -198,6 +190,27 @@ class RayExecutor:
         self.workers.clear()
         if self.pool:
             self.pool.close()
+
+
+@contextlib.contextmanager
+def joined(kind: str, address: str | None, warm: tuple[str, ...],
+           store: Any) -> Iterator[InlineExecutor | RayExecutor]:
+    """The executor of one drive, shut down when the drive ends; `store`: the run's
+    (a store in this process's memory is refused on Ray, whose workers cannot see it)."""
+    check_executor(store, kind)
+    executor = make_executor(kind, address, warm)
+    try:
+        yield executor
+    finally:
+        executor.shutdown()
+
+
+def check_executor(store: Any, executor: str) -> None:
+    """A `memory://` store lives in this process only: Ray workers would each see an empty
+    one, so it is refused there, before anything is written."""
+    if executor == "ray" and getattr(store, "protocol", None) == "memory":
+        raise ConfigError(f"store {store.url} is in this process's memory, which Ray workers "
+                          "cannot see; use --executor inline, a local path or s3://")
 
 
 def make_executor(kind: str, address: str | None = None,
