@@ -18,12 +18,7 @@ from alignflow.errors import AlignflowError, FlowError
 from alignflow.flows import trust as trust_mod
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.control import life, planning, registry
-from alignflow.flows.control.loader import (
-    builtin_name,
-    canonical_ref,
-    load_flow,
-    ref_of,
-)
+from alignflow.flows.control.loader import builtin_name, canonical_ref, load_flow, ref_of
 from alignflow.flows.control.removal import delete_run
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal import codec, runs

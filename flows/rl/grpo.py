@@ -22,12 +22,7 @@ from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.pipeline import rollouts_for
 from alignflow.flows.rl.shared_steps import export_model, load_prompts
-from alignflow.flows.rl.steps import (
-    declare_hosts,
-    learn_actor,
-    on,
-    reference_step,
-)
+from alignflow.flows.rl.steps import declare_hosts, learn_actor, on, reference_step
 
 
 @flow(name="grpo")

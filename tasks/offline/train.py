@@ -22,12 +22,7 @@ from alignflow.tasks.offline.batches import host_examples
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.kinds import Objective, objective
 from alignflow.tasks.offline.objectives import Context, step_denominator
-from alignflow.tasks.offline.records import (
-    OfflineData,
-    ReferenceOutput,
-    TeacherOutput,
-    TrainOutput,
-)
+from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput, TrainOutput
 from alignflow.tasks.offline.reference import load_reference
 from alignflow.tasks.offline.rows import single_token
 from alignflow.tasks.steps.host_api import Trained
