@@ -16,7 +16,6 @@ from alignflow.artifacts import usercode
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.control import registry
 from alignflow.flows.engine import Flow
-from alignflow.flows.journal.identity import user_module_name
 
 
 def _import_attr(target: str, builtin: bool = False) -> Any:
@@ -37,11 +36,10 @@ def _load_file(path: str, attr: str, fresh: bool) -> Any:
     resume runs the code on disk now)."""
     if not os.path.isfile(path):
         raise ConfigError(f"flow file {path!r} not found; expected path/to/file.py:function")
-    name = user_module_name(path)
+    name = usercode.module_name_for(path)
     if not fresh and name in sys.modules:
         return getattr(sys.modules[name], attr, None) or _missing(path, attr)
-    module = usercode.load_file(path, module_name=name, what="flow file")
-    return getattr(module, attr, None) or _missing(path, attr)
+    return usercode.load_attr(path, attr, kind="user", what="flow file") or _missing(path, attr)
 
 
 def _missing(path: str, attr: str) -> Any:

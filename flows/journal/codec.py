@@ -86,9 +86,9 @@ def type_name(cls: type) -> str:
     module = cls.__module__
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     if module == "__main__" and main_file:
-        from alignflow.flows.journal.identity import user_module_name
+        from alignflow.artifacts.usercode import module_name_for
 
-        module = user_module_name(main_file)
+        module = module_name_for(main_file)
     return f"{module}:{cls.__qualname__}"
 
 

@@ -105,13 +105,6 @@ def code_version(fn: Any) -> dict:
             "flow_sha256": file_hash(path) if path else None, "flow_file": path}
 
 
-def user_module_name(path: str | Path) -> str:
-    """Module name of a flow file loaded by path (stable: derived from its absolute path)."""
-    path = str(Path(path).resolve())
-    digest = hashlib.sha256(path.encode()).hexdigest()[:8]
-    return f"alignflow_user_{Path(path).stem}_{digest}"
-
-
 def cache_key(name: str, version: int, code_hash: str, input_hash: str) -> str:
     """Key of the cross-run cache: the same task, code and inputs give the same key."""
     text = f"{name}\0{version}\0{code_hash}\0{input_hash}"
