@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from alignflow.flows.timeline import mark
+
 TEMP_DIR = "/tmp/alignflow-ray"
 _SYSTEM = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
 _EARLY: dict[str, Any] = {}  # "thread", "ready" (Event), "error", "where"
@@ -54,10 +56,12 @@ def _init(num_cpus: int) -> str:
 
     if ray.is_initialized():
         return "the Ray instance already running in this process"
+    mark("ray init")
     with _lean_head():
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                  _temp_dir=TEMP_DIR, logging_level=logging.ERROR, log_to_driver=False,
                  configure_logging=True, _system_config=_SYSTEM)
+    mark("ray ready")
     return f"in-process Ray ({num_cpus} CPUs, temp {TEMP_DIR})"
 
 
