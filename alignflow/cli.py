@@ -100,7 +100,7 @@ def _quick_exit(code: int) -> None:
     mark("shutdown start")
     ray_local, ray = sys.modules.get("alignflow.flows.ray_local"), sys.modules.get("ray")
     if ray_local is not None:
-        ray_local.stop()  # waits for an early start still under way
+        ray_local.stop(exiting=True)  # waits for an early start still under way
     elif ray is not None and getattr(ray, "is_initialized", lambda: False)():
         ray.shutdown()
     mark("exit")
