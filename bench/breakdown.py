@@ -180,11 +180,12 @@ def medians(results: list[dict], kinds: list[str], executors: list[str]) -> str:
     return "\n".join(rows)
 
 
-def sides_of(executors: list[str], before: str | None) -> dict[str, tuple[Path, str]]:
+def sides_of(executors: list[str], before: str | None,
+             before_executors: list[str]) -> dict[str, tuple[Path, str]]:
     """side label -> (checkout, executor): this checkout's, then `before-*` ones."""
     out = {ex: (ROOT, ex) for ex in executors}
     if before:
-        out.update({f"before-{ex}": (Path(before).resolve(), ex) for ex in executors})
+        out.update({f"before-{ex}": (Path(before).resolve(), ex) for ex in before_executors})
     return out
 
 
@@ -195,9 +196,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--examples", type=int, default=128)
     p.add_argument("--before", help="another checkout to run the same executors from")
+    p.add_argument("--before-executors", help="executors to run from --before (default: all)")
     p.add_argument("--json")
     args = p.parse_args()
-    kinds, sides = args.kinds.split(","), sides_of(args.executors.split(","), args.before)
+    executors = args.executors.split(",")
+    kinds = args.kinds.split(",")
+    sides = sides_of(executors, args.before, (args.before_executors or args.executors).split(","))
     work = Work(examples=args.examples)
     tmp = Path(tempfile.mkdtemp(prefix="bench-breakdown-"))
     model, data = build_model(tmp / "model"), write_data(tmp / "data", work)
