@@ -35,9 +35,10 @@ sys.path.insert(0, str(ROOT))
 from bench.peer_setup import ENV, Work, build_model, write_data  # noqa: E402
 from bench.peers import alignflow_cmd  # noqa: E402
 
-ROLES = (("ray::", "ray worker"), ("default_worker", "ray worker"), ("gcs_server", "gcs"),
+ROLES = (("DashboardAgent", "ray agents"), ("RuntimeEnvAgent", "ray agents"),
          ("dashboard", "ray agents"), ("runtime_env", "ray agents"), ("log_monitor", "ray agents"),
-         ("monitor.py", "ray agents"), ("raylet", "raylet"))
+         ("monitor.py", "ray agents"), ("raylet/raylet", "raylet"), ("gcs_server", "gcs"),
+         ("ray::", "ray worker"), ("default_worker", "ray worker"))  # first match wins
 
 
 def role(pid: int, cmdline: list[str], root_pid: int, hosts: set[int]) -> str:
