@@ -20,6 +20,7 @@ from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
 from alignflow.flows.control.heartbeat import watch
+from alignflow.flows.control.timeline import mark
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
@@ -79,9 +80,11 @@ def drive(state: RunState, flow: Flow, config: Any, how: Drive, attempt: Any) ->
     from alignflow.flows.tracking.sink import open_sink  # W&B/TensorBoard only when asked
 
     sink = open_sink(state, config, driver)
+    mark("flow start")
     try:
         return _run_body(state.store, state.run_id, flow, config, driver)
     finally:
+        mark("flow end")
         if sink is not None:
             sink.close()
         if attempt.progress is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 from alignflow.flows.control import wrapper
+from alignflow.flows.control.timeline import mark
 from alignflow.flows.engine import Done
 from alignflow.flows.ray.connect import ensure_ray
 from alignflow.flows.ray.groups import RayWorkerGroup, group_size
@@ -203,6 +204,7 @@ def joined(kind: str, address: str | None, warm: tuple[str, ...],
         yield executor
     finally:
         executor.shutdown()
+        mark("executor closed")
 
 
 def check_executor(store: Any, executor: str) -> None:

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from alignflow.errors import require
-from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 
