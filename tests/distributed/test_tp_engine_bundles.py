@@ -37,8 +37,8 @@ class Probe:
 def _engines(rank: int, world: int, port: int, tp: int, count: int) -> dict:
     from alignflow.errors import ConfigError
     from alignflow.tasks.engines.vllm.config import VLLMSection
-    from alignflow.tasks.engines.vllm.engine import actor as vllm_actor
-    from alignflow.tasks.engines.vllm.engine import placement
+    from alignflow.tasks.engines.vllm import actor as vllm_actor
+    from alignflow.tasks.engines.vllm import placement
     from tests.fixtures.ray import fake_gpu_ray
 
     vllm_actor.EngineHost = Probe

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from alignflow.tasks.engines.vllm.engine import api as vllm_api
+from alignflow.tasks.engines.vllm import api as vllm_api
 
 
 def test_the_installed_vllm_matches_the_recorded_table():
