@@ -75,7 +75,9 @@ def _scores(keys: dict, eps: list[Episode]) -> pa.Table:
     return pa.table({**keys, "reward": pa.array([e.reward for e in eps], pa.float32()),
                      "scores": pa.array([[("agent", e.reward)] + [(k, e.extra_logs[k])
                                                                  for k in names if k in e.extra_logs]
-                                         for e in eps], pa.map_(pa.string(), pa.float32()))},
+                                         for e in eps], pa.map_(pa.string(), pa.float32())),
+                     "filter_score": pa.array([e.reward if e.score is None else e.score
+                                               for e in eps], pa.float32())},
                     schema=SCORES.arrow_schema)
 
 

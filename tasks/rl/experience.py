@@ -38,6 +38,7 @@ class Experience:
     reward: torch.Tensor     # (B,)
     values: torch.Tensor | None
     versions: list[int] | None = None  # policy version of each sample's oldest token
+    filter_score: torch.Tensor | None = None  # (B,) what dynamic filtering reads (else reward)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,10 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
     responses = roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
     mask = to_padded(action_masks(responses, roll.column("action_mask").to_pylist()), width)
-    reward = _column(store, scores, ["reward"], keys, "scores").column("reward")
+    scored = _column(store, scores, ["reward", "filter_score"], keys, "scores")
+    reward = scored.column("reward")
+    filtered = [r if f is None else f for r, f in zip(
+        reward.to_pylist(), scored.column("filter_score").to_pylist(), strict=True)]
     ref = None
     if reference is not None:
         ref = to_padded(_column(store, reference, ["ref_logprobs"], keys, "reference")
@@ -83,7 +87,8 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         old_logp=to_padded(roll.column("behaviour_logprobs").to_pylist(), width),
         ref_logp=ref, mask=mask,
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
-        versions=roll.column("policy_version").to_pylist())
+        versions=roll.column("policy_version").to_pylist(),
+        filter_score=torch.tensor(filtered, dtype=torch.float32))
 
 
 def action_masks(responses: list[list[int]], masks: list[list[int] | None]) -> list[list[float]]:
@@ -121,7 +126,8 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
                           whiten_std=not est.no_std_norm,  # OpenRLHF: group_norm keeps its std
                           length_penalty=_length_penalty(shaping, settings.max_len))
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
-    kept = (groups_in_range(exp.reward, n, *algo.dynamic_filtering_range).repeat_interleave(n)
+    kept = (groups_in_range(_filter_scores(exp), n, *algo.dynamic_filtering_range)
+            .repeat_interleave(n)
             if algo.dynamic_filtering_enable else torch.ones(len(reward), dtype=torch.bool))
     seq_kl = None if kl is None else kl.sum(-1) / exp.mask.sum(-1).clamp(min=1)
     metrics = {**({} if seq_kl is None else {"kl": float(seq_kl.mean())}), "kl_coef": kl_coef,
@@ -129,6 +135,12 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
                                            / exp.mask.sum()),
                "kept_frac": float(kept.float().mean())}
     return Advantages(out.advantages, out.returns, kept, seq_kl, metrics)
+
+
+def _filter_scores(exp: Experience) -> torch.Tensor:
+    """OpenRLHF's `scores` where the sources gave them, else the raw reward (never the
+    shaped one: length penalties and clipping are not what a group is filtered on)."""
+    return exp.reward if exp.filter_score is None else exp.filter_score.to(exp.reward.device)
 
 
 def _length_penalty(shaping: RLRewardConfig, max_len: int):

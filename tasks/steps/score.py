@@ -37,6 +37,8 @@ def score(host: Scorer, rollouts: StepOutput, iteration: int) -> StepOutput:
         **{k: table.column(k) for k in ("prompt_id", "sample_idx")},
         "reward": pa.array(out.rewards.tolist(), pa.float32()),
         "scores": pa.array(scores, pa.map_(pa.string(), pa.float32())),
+        "filter_score": pa.nulls(table.num_rows, pa.float32()) if out.filter_scores is None
+        else pa.array(out.filter_scores.tolist(), pa.float32()),
     })
     ref = scope.write(SCORES, result, partition={"iter": iteration})
     rewards = out.rewards.float()

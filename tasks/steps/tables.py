@@ -32,10 +32,12 @@ PROMPTS = schemas.register(TableSchema("prompts", "1.0", pa.schema([
     pa.field("source", pa.string()),
 ])))
 
-SCORES = schemas.register(TableSchema("rollout_scores", "1.0", pa.schema([
+# 1.1: filter_score, what dynamic filtering reads (OpenRLHF's `scores`; null: the reward)
+SCORES = schemas.register(TableSchema("rollout_scores", "1.1", pa.schema([
     *_KEY,
     pa.field("reward", pa.float32()),
     pa.field("scores", pa.map_(pa.string(), pa.float32())),
+    pa.field("filter_score", pa.float32()),
 ])))
 
 REFERENCE = schemas.register(TableSchema("rollout_reference", "1.0", pa.schema([
