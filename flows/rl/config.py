@@ -177,6 +177,16 @@ class RLConfig:
         return max(kept, self.staleness + 3) if self.uses_generator else kept
 
     @property
+    def critic_start(self) -> str:
+        """The critic's initial weights, as OpenRLHF picks them: critic.model_name_or_path,
+        else the first reward model (`--reward_pretrain a,b` -> a) when rewards come from
+        one and not from a remote server or function, else the actor's model."""
+        if self.critic.model_name_or_path:
+            return self.critic.model_name_or_path
+        model = (self.reward.model_name_or_path or "").split(",")[0].strip()
+        return model if model and not self.reward.remote_url else self.actor.model_name_or_path
+
+    @property
     def learn(self) -> LearnSettings:
         """What the learn steps take from this config."""
         return LearnSettings(algo=self.algo, actor=self.actor, critic=self.critic,

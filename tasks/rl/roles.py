@@ -71,7 +71,7 @@ def _critic_adam() -> AdamConfig:
 class CriticConfig(Workers, Optimizer):
     """The value model (PPO with GAE only).
 
-    model_name_or_path: its initial weights (e.g. the reward model); null: the actor's model
+    model_name_or_path: its initial weights; null: the first reward model (reward.model_name_or_path) unless reward.remote_url is given, else the actor's model (as OpenRLHF)
     value_clip: clip range of the value update around the old values
     freezing_steps: the actor is not updated in the first N iterations while the critic warms up (-1: off)
     """

@@ -65,6 +65,7 @@ class HostSpec:
     pretrain: str  # the policy's starting point (and the tokenizer)
     ref_pretrain: str | None = None  # default: pretrain
     critic_pretrain: str | None = None  # default: pretrain
+    critic_normalize: bool = False  # reward.normalize_enable: values by the config's mean/std
     dtype: Precision = "fp32"  # of the engine's and the reference's weights
     rewards: RewardConfig | None = None
     micro_rollout_batch_size: int = 8
@@ -196,8 +197,9 @@ class ModelHost(Memo, GroupMember, EngineSide):
         """The value model: fully trained (no adapters) on the actor's backend."""
         plan = self._trained("critic")
         path = resolve_model(self.spec.critic_pretrain or self.spec.pretrain)
-        return load_trainer(lambda: Critic.from_pretrained(path), plan.config, plan.ds,
-                            self.device)
+        normalize = self.spec.critic_normalize
+        return load_trainer(lambda: Critic.from_pretrained(path, normalize=normalize),
+                            plan.config, plan.ds, self.device)
 
     @functools.cached_property
     def reward(self):
