@@ -25,7 +25,7 @@ SISTER = {"train_ppo": "train_ppo_ray", "train_kd": "train_sft", "train_kto": "t
           "train_prm": "train_rm"}
 LIVING = ("train_sft", "train_dpo", "train_rm", "train_ppo_ray")
 # flags whose meaning is their release's (`era.py`), not a rename
-CONVERTED = ("prompt_max_len", "generate_max_len")
+CONVERTED = ("prompt_max_len", "generate_max_len", "vllm_is_truncated_threshold")
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,12 @@ EXTRA: dict[str, Target] = {
 NO_EVAL = "RL evaluation on a separate prompt set is not implemented"
 MUON = "the Muon optimizer is not implemented (AdamW)"
 VLM = "vision-language models are not supported"
-DYNAMIC = "token-budget (dynamic) batching is not implemented; batches are counted in samples"
 # 0.11 keys alignflow has no key for: why (a value other than OpenRLHF's default is refused).
 MISSING: dict[str, str] = {
     "eval.steps": NO_EVAL, "eval.dataset": NO_EVAL, "eval.split": NO_EVAL,
     "eval.temperature": NO_EVAL, "eval.n_samples_per_prompt": NO_EVAL,
     "ckpt.best_metric_key": NO_EVAL,
     "critic.save_value_network": "exporting the critic as an HF folder is not implemented",
-    "actor.policy_loss_type": "GSPO is not implemented (ppo; dual clip with --dual_clip)",
     "actor.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     "model.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     **{f"{p}optim": MUON for p in ("", "actor.", "critic.")},
@@ -72,8 +70,6 @@ MISSING: dict[str, str] = {
        for p in ("", "actor.", "critic.")},
     "train.enable_ema": "an EMA copy of the policy is not implemented",
     "train.ema_beta": "an EMA copy of the policy is not implemented",
-    "train.dynamic_batch_enable": DYNAMIC, "rollout.max_tokens_per_gpu": DYNAMIC,
-    "train.max_tokens_per_gpu": DYNAMIC,
     "rollout.vllm_generate_batch_size": "over-sampling prompts beyond rollout.batch_size is "
                                         "not implemented",
     "reward.stop_properly_penalty_coef": "the stop-properly penalty is not implemented",

@@ -43,16 +43,22 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
 
     num_episodes: passes over the prompt data
     max_iterations: cap on iterations (alignflow; null: no cap)
+    dynamic_batch_enable: micro-batches by token budget instead of by count: as many samples as fit max_tokens_per_gpu (training) and rollout.max_tokens_per_gpu (reference, values, log-prob passes)
+    max_tokens_per_gpu: prompt + response tokens of one training micro-batch with dynamic_batch_enable (a longer sample goes alone)
     """
 
     batch_size: int = 128
     micro_batch_size: int = 1
     num_episodes: int = 1
     max_iterations: int | None = None
+    dynamic_batch_enable: bool = False
+    max_tokens_per_gpu: int = 16192
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.num_episodes >= 1, "num_episodes", "an integer >= 1", self.num_episodes)
+        require(self.max_tokens_per_gpu >= 1, "max_tokens_per_gpu", "an integer >= 1",
+                self.max_tokens_per_gpu)
         if self.max_iterations is not None:
             require(self.max_iterations >= 1, "max_iterations", "an integer >= 1 or null",
                     self.max_iterations)
@@ -187,14 +193,26 @@ class RLConfig:
         return model if model and not self.reward.remote_url else self.actor.model_name_or_path
 
     @property
+    def rollout_max_tokens(self) -> int | None:
+        """The token budget of an inference micro-batch (reference, values, log-probs) with
+        dynamic batching: rollout.max_tokens_per_gpu, else train.max_tokens_per_gpu (as
+        OpenRLHF fills it in); None: micro-batches of rollout.micro_batch_size samples."""
+        if not self.train.dynamic_batch_enable:
+            return None
+        return self.rollout.max_tokens_per_gpu or self.train.max_tokens_per_gpu
+
+    @property
     def learn(self) -> LearnSettings:
         """What the learn steps take from this config."""
+        dynamic = self.train.dynamic_batch_enable
         return LearnSettings(algo=self.algo, actor=self.actor, critic=self.critic,
                              reward=self.reward, train=self.train,
                              packing=self.ds.packing_samples,
                              n_samples=self.rollout.n_samples_per_prompt,
                              temperature=self.rollout.temperature,
-                             max_len=self.rollout.max_new_tokens or self.data.max_len)
+                             max_len=self.rollout.max_new_tokens or self.data.max_len,
+                             max_tokens=self.train.max_tokens_per_gpu if dynamic else None,
+                             rollout_max_tokens=self.rollout_max_tokens)
 
 
 def _estimator(name: str, **algo):

@@ -51,8 +51,9 @@ def ppo(cfg: RLConfig) -> dict:
         pending = [on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
                    reference_step(cfg, host, f"{k}/reference", rollouts, it)]
         if critic:
+            budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}
             pending.append(on(critic_values, host["critic"], f"{k}/values").submit(
-                rollouts, it, cfg.rollout.micro_batch_size))
+                rollouts, it, cfg.rollout.micro_batch_size, **budget))
         scores, ref, *valued = gather(*pending)
         values = valued[0] if critic else None
         learned = on(learn_actor, host["actor"], f"{k}/learn")(

@@ -15,13 +15,14 @@ from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl import learn, reference
+from alignflow.tasks.rl import learn_critic as learn_critic_step
 from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
 from alignflow.tasks.steps.host import HostSpec, ModelHost
 
 reference_logprobs = task(version=1)(reference.reference)
 critic_values = task(version=1)(reference.values)
 learn_actor = task(version=1)(learn.learn_actor)
-learn_critic = task(version=1)(learn.learn_critic)
+learn_critic = task(version=1)(learn_critic_step.learn_critic)
 
 
 def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
@@ -66,8 +67,9 @@ def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, ite
     """The reference step's future; an already resolved None when the run has no `ref` role."""
     if "ref" not in host:
         return Done(None)
+    budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}
     return on(reference_logprobs, host["ref"], key).submit(
-        rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature)
+        rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature, **budget)
 
 
 

@@ -91,6 +91,11 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         filter_score=torch.tensor(filtered, dtype=torch.float32))
 
 
+def lengths(exp: Experience) -> list[int]:
+    """Prompt + response tokens of each sample (what a token budget counts)."""
+    return [len(p) + len(r) for p, r in zip(exp.prompts, exp.responses, strict=True)]
+
+
 def action_masks(responses: list[list[int]], masks: list[list[int] | None]) -> list[list[float]]:
     """Each row's loss mask: its `action_mask` (multi-turn episodes), else every token."""
     return [[1.0] * len(r) if m is None else [float(x) for x in m]

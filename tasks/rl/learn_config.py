@@ -156,3 +156,5 @@ class LearnSettings:
     n_samples: int  # responses per prompt (groups are consecutive rows)
     temperature: float  # logits are scaled as when sampling
     max_len: int  # generation length (DAPO's overlong penalty, Dr.GRPO's constant)
+    max_tokens: int | None = None  # token budget of a training micro-batch (dynamic batching)
+    rollout_max_tokens: int | None = None  # of an inference micro-batch (dynamic batching)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from alignflow.errors import require
 from alignflow.tasks.modeling.model_config import RefConfig
 from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
+
+PolicyLossType = Literal["ppo", "gspo"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +28,7 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: upper clip when eps_clip_low_high is not set (null: eps_clip)
     dual_clip: dual-clip bound c > 1 for negative advantages (null: off)
     entropy_coef: weight of the entropy bonus (null or 0: off)
+    policy_loss_type: ppo (a ratio per token), or gspo (GSPO: the clip on the sequence's geometric-mean ratio, a mean per sequence)
     """
 
     model_name_or_path: str = "smollm2-135m"
@@ -34,9 +38,12 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: float | None = None
     dual_clip: float | None = None
     entropy_coef: float | None = None
+    policy_loss_type: PolicyLossType = "ppo"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(self.policy_loss_type in get_args(PolicyLossType), "policy_loss_type",
+                f"one of {get_args(PolicyLossType)}", self.policy_loss_type)
         require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
                 "a finite float > 0", self.eps_clip)
         if self.eps_clip_low_high is not None:

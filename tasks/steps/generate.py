@@ -31,8 +31,9 @@ class RolloutConfig:
     max_new_tokens: response length cap in tokens (null: each prompt gets data.max_len minus its length, as OpenRLHF)
     top_k: sample from the k most likely tokens (0: off)
     stop: strings that end a response
-    micro_batch_size: prompts per generation forward batch
+    micro_batch_size: prompts per generation forward batch (and samples per reference / value pass)
     engine: hf, vllm, or auto (vLLM where installed and GPUs are placed or vllm.num_engines > 0)
+    max_tokens_per_gpu: with train.dynamic_batch_enable, prompt + response tokens of one reference / value / log-prob pass (null: train.max_tokens_per_gpu)
     """
 
     batch_size: int = 1024
@@ -44,8 +45,12 @@ class RolloutConfig:
     stop: tuple[str, ...] = ()
     micro_batch_size: int = 1
     engine: EngineName = "auto"
+    max_tokens_per_gpu: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_tokens_per_gpu is not None:
+            require(self.max_tokens_per_gpu >= 1, "max_tokens_per_gpu", "an integer >= 1 or null",
+                    self.max_tokens_per_gpu)
         for name in ("batch_size", "n_samples_per_prompt", "micro_batch_size"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
         if self.max_new_tokens is not None:
