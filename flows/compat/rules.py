@@ -72,7 +72,6 @@ MISSING: dict[str, str] = {
     "train.ema_beta": "an EMA copy of the policy is not implemented",
     "rollout.vllm_generate_batch_size": "over-sampling prompts beyond rollout.batch_size is "
                                         "not implemented",
-    "reward.stop_properly_penalty_coef": "the stop-properly penalty is not implemented",
     "data.image_key": VLM, "data.max_images_per_prompt": VLM,
     "actor.freeze_visual_encoder": VLM,
     "ds.experts_implementation": "MoE expert kernels are not available",

@@ -13,7 +13,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.errors import SchemaError
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from alignflow.tasks.advantages.normalize import RunningMoments
-from alignflow.tasks.advantages.shaping import overlong_penalty
+from alignflow.tasks.advantages.shaping import overlong_penalty, stop_properly
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.modeling.batching import to_padded
 from alignflow.tasks.rewards.combine import groups_in_range
@@ -39,6 +39,7 @@ class Experience:
     values: torch.Tensor | None
     versions: list[int] | None = None  # policy version of each sample's oldest token
     filter_score: torch.Tensor | None = None  # (B,) what dynamic filtering reads (else reward)
+    truncated: torch.Tensor | None = None  # (B,) bool: cut at the length limit (not episodes)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
                     reference: StepOutput | None, values: StepOutput | None) -> Experience:
     roll = read_table(store, rollouts.refs,
                       columns=["run_id", "iteration", *KEY, "prompt_ids", "response_ids",
-                               "behaviour_logprobs", "action_mask", "policy_version"])
+                               "behaviour_logprobs", "action_mask", "policy_version",
+                               "finish_reason"])
     keys = roll.select(KEY)
     responses = roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
@@ -88,7 +90,16 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         ref_logp=ref, mask=mask,
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
         versions=roll.column("policy_version").to_pylist(),
-        filter_score=torch.tensor(filtered, dtype=torch.float32))
+        filter_score=torch.tensor(filtered, dtype=torch.float32),
+        truncated=_truncated(roll))
+
+
+def _truncated(roll: pa.Table) -> torch.Tensor:
+    """Responses cut at the length limit (OpenRLHF: finish_reason "length"); a multi-turn
+    episode (it has an action mask) is never, as OpenRLHF's agent executor marks none."""
+    return torch.tensor([f == "length" and m is None for f, m in zip(
+        roll.column("finish_reason").to_pylist(), roll.column("action_mask").to_pylist(),
+        strict=True)], dtype=torch.bool)
 
 
 def lengths(exp: Experience) -> list[int]:
@@ -125,11 +136,11 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     if moments is not None:
         moments.update(reward)
         reward = moments.normalize(reward)
+    reward = _shaped(reward, exp, shaping, settings.max_len)
     est = algo.advantage
     cfg = AdvantageConfig(estimator=est.estimator, n=n, gamma=est.gamma, lambd=est.lambd,
                           kl_coef=kl_coef, reward_clip=shaping.clip_range,
-                          whiten_std=not est.no_std_norm,  # OpenRLHF: group_norm keeps its std
-                          length_penalty=_length_penalty(shaping, settings.max_len))
+                          whiten_std=not est.no_std_norm)  # OpenRLHF: group_norm keeps its std
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
     kept = (groups_in_range(_filter_scores(exp), n, *algo.dynamic_filtering_range)
             .repeat_interleave(n)
@@ -148,10 +159,18 @@ def _filter_scores(exp: Experience) -> torch.Tensor:
     return exp.reward if exp.filter_score is None else exp.filter_score.to(exp.reward.device)
 
 
-def _length_penalty(shaping: RLRewardConfig, max_len: int):
-    if shaping.overlong_buffer_len is None:
-        return None
-    return overlong_penalty(max_len, shaping.overlong_buffer_len, shaping.overlong_penalty_factor)
+def _shaped(reward: torch.Tensor, exp: Experience, shaping: RLRewardConfig,
+            max_len: int) -> torch.Tensor:
+    """The reward with OpenRLHF's length penalties, in its order: DAPO's overlong term
+    added, then the stop-properly penalty on truncated responses (clipping comes later)."""
+    if shaping.overlong_buffer_len is not None:
+        penalty = overlong_penalty(max_len, shaping.overlong_buffer_len,
+                                   shaping.overlong_penalty_factor)
+        reward = reward.float() + penalty(exp.mask.bool().sum(-1))
+    coef = shaping.stop_properly_penalty_coef
+    if coef is not None and exp.truncated is not None:
+        reward = stop_properly(reward.float(), exp.truncated.to(reward.device), coef)
+    return reward
 
 
 def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Table:

@@ -120,12 +120,14 @@ class RLRewardConfig(Workers, RewardConfig):
 
     clip_range: rewards are clipped to [low, high] (one number c: [-c, c])
     overlong_buffer_len: DAPO length penalty: responses in the last N tokens before rollout.max_new_tokens lose up to overlong_penalty_factor of reward
+    stop_properly_penalty_coef: ProRL's penalty on responses cut at the length limit (after the overlong one): in [0, 1] scales their reward, < 0 replaces it (null: off)
     normalize_running: standardise rewards with running mean/std over the run (alignflow; OpenRLHF has no such key)
     """
 
     clip_range: tuple[float, float] | float = (-10.0, 10.0)
     overlong_buffer_len: int | None = None
     overlong_penalty_factor: float = 1.0
+    stop_properly_penalty_coef: float | None = None
     normalize_running: bool = False
 
     def __post_init__(self) -> None:
@@ -139,6 +141,10 @@ class RLRewardConfig(Workers, RewardConfig):
         if self.overlong_buffer_len is not None:
             require(self.overlong_buffer_len >= 1, "overlong_buffer_len",
                     "an integer >= 1 or null", self.overlong_buffer_len)
+        coef = self.stop_properly_penalty_coef
+        if coef is not None:
+            require(math.isfinite(coef) and coef <= 1, "stop_properly_penalty_coef",
+                    "a float in [0, 1] (a scale), a negative one (a fixed reward) or null", coef)
 
 
 @dataclass(frozen=True, kw_only=True)
