@@ -84,7 +84,6 @@ MISSING: dict[str, str] = {
                                               "non-reentrant",
     "model.gradient_checkpointing_reentrant": "alignflow's activation checkpointing is "
                                               "non-reentrant",
-    "model.nll_loss_coef": "DPO's NLL term is not implemented",
     "model.margin_loss_enable": "per-row reward margins are not implemented (model.margin "
                                 "is one constant margin)",
     "ckpt.disable_ds": "alignflow's checkpoints are its own; there is no DeepSpeed one to skip",
