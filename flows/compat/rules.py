@@ -84,8 +84,6 @@ MISSING: dict[str, str] = {
                                               "non-reentrant",
     "model.gradient_checkpointing_reentrant": "alignflow's activation checkpointing is "
                                               "non-reentrant",
-    "model.margin_loss_enable": "per-row reward margins are not implemented (model.margin "
-                                "is one constant margin)",
     "ckpt.disable_ds": "alignflow's checkpoints are its own; there is no DeepSpeed one to skip",
     "use_ms": "ModelScope is not supported (local folders, offline names and the HF cache are)",
     "algo.ptx.pretrain_data_probs": "one pretraining data set only (no mixing)",

@@ -78,10 +78,12 @@ class RMModelConfig(ModelConfig):
 
     loss_type: sigmoid (-log σ(r_c - r_r - m)) or logexp (log(1 + e^(r_r - r_c + m)))
     margin: a constant margin m (alignflow; null: none)
+    margin_loss_enable: each pair's margin from the data set's `margin` column (0 where absent) in the sigmoid loss, as OpenRLHF (its logexp loss takes none); added to margin
     """
 
     loss_type: RewardLossName = "sigmoid"
     margin: float | None = None
+    margin_loss_enable: bool = False
 
     def __post_init__(self) -> None:
         require(self.loss_type in get_args(RewardLossName), "loss_type",

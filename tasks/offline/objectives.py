@@ -146,8 +146,20 @@ def rm(model, idx: list[int], ctx: Context, denom: float) -> Out:
     values = model.token_values(ids, attention)
     scores = values[torch.arange(len(seqs)), attention.sum(-1) - 1]
     r_c, r_r = scores.split(len(idx))
-    loss = reward_loss(r_c, r_r, name=ctx.spec.loss.loss_type, margin=ctx.spec.loss.margin)
+    cfg = ctx.spec.loss
+    loss = reward_loss(r_c, r_r, name=cfg.loss_type, margin=_margins(ctx, idx, r_c))
     return _pair_out(loss, r_c.detach(), r_r.detach(), denom)
+
+
+def _margins(ctx: Context, idx: list[int], like: torch.Tensor):
+    """The RM loss's margin: the constant `margin`, plus each pair's own from the data
+    (`margin_loss_enable`; a pair without one: 0). OpenRLHF's logexp loss reads none."""
+    cfg = ctx.spec.loss
+    if not cfg.margin_loss_enable or cfg.loss_type == "logexp":
+        return cfg.margin
+    rows = ctx.examples.get("margin") or [None] * len(ctx.examples["input_ids"])
+    own = torch.tensor([rows[i] or 0.0 for i in idx], dtype=like.dtype, device=like.device)
+    return own + (cfg.margin or 0.0)
 
 
 def _ref(ctx: Context, key: str, idx: list[int]) -> torch.Tensor:

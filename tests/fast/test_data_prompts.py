@@ -75,10 +75,14 @@ def test_missing_key_error_names_key_dataset_and_keys():
 def test_preferences_strings_and_chat(tok):
     ds = _ds([{"prompt": "2+2?", "chosen": "4", "rejected": "5"}])
     plain = prepare_preferences(ds, input_template="Q: {}\nA:")
-    assert plain.rows == [{"pair_id": 0, "prompt": "Q: 2+2?\nA:", "chosen": "4", "rejected": "5"}]
+    assert plain.rows == [{"pair_id": 0, "prompt": "Q: 2+2?\nA:", "chosen": "4", "rejected": "5",
+                           "margin": None}]
     chat = prepare_preferences(ds, tok, apply_chat_template=True)
     assert chat.rows[0] == {"pair_id": 0, "prompt": f"{U}2+2?{E}{A}",
-                            "chosen": f"4{E}", "rejected": f"5{E}"}
+                            "chosen": f"4{E}", "rejected": f"5{E}", "margin": None}
+    margins = _ds([{"prompt": "p", "chosen": "c", "rejected": "r", "margin": m}
+                   for m in (1.5, None)])
+    assert [r["margin"] for r in prepare_preferences(margins).rows] == [1.5, None]
 
 
 def test_preferences_full_conversations(tok):
