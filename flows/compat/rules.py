@@ -60,7 +60,6 @@ MISSING: dict[str, str] = {
     "eval.steps": NO_EVAL, "eval.dataset": NO_EVAL, "eval.split": NO_EVAL,
     "eval.temperature": NO_EVAL, "eval.n_samples_per_prompt": NO_EVAL,
     "ckpt.best_metric_key": NO_EVAL,
-    "critic.save_value_network": "exporting the critic as an HF folder is not implemented",
     "actor.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     "model.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     **{f"{p}optim": MUON for p in ("", "actor.", "critic.")},

@@ -67,4 +67,8 @@ def ppo(cfg: RLConfig) -> dict:
         if cfg.ckpt.hf_export_due(it + 1, iterations):
             on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
-    return {"iterations": iterations, "reward_mean": history, "model": final["path"]}
+    out = {"iterations": iterations, "reward_mean": history, "model": final["path"]}
+    if critic and cfg.critic.save_value_network:
+        out["critic"] = on(export_model, host["critic"], "export_critic")("critic",
+                                                                         role="critic")["path"]
+    return out

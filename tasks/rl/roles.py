@@ -81,12 +81,14 @@ class CriticConfig(Workers, Optimizer):
     model_name_or_path: its initial weights; null: the first reward model (reward.model_name_or_path) unless reward.remote_url is given, else the actor's model (as OpenRLHF)
     value_clip: clip range of the value update around the old values
     freezing_steps: the actor is not updated in the first N iterations while the critic warms up (-1: off)
+    save_value_network: export the trained critic as an HF folder too (runs/<id>/final/critic; with ckpt.output_dir copied to <output_dir>_critic)
     """
 
     adam: AdamConfig = field(default_factory=_critic_adam)
     model_name_or_path: str | None = None
     value_clip: float = 0.5
     freezing_steps: int = -1
+    save_value_network: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

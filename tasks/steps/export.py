@@ -13,11 +13,13 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.steps.host_api import Trained
 
 
-def export_model(host: Trained, folder: str = "actor") -> dict[str, str | int]:
-    """`save_pretrained` of the host's trained model into `runs/<run_id>/final/<folder>`
-    in the store; returns the path."""
+def export_model(host: Trained, folder: str = "actor", role: str | None = None
+                 ) -> dict[str, str | int]:
+    """`save_pretrained` of the host's trained model (or of its trained `role`: the PPO
+    critic, OpenRLHF's `--save_value_network`) into `runs/<run_id>/final/<folder>` in the
+    store; returns the path."""
     scope = current_scope()
-    trainer = host.trainer
+    trainer = host.trainer if role is None else getattr(host, role)
     rel = f"runs/{scope.run_id}/final/{folder}"
     with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp:
         trainer.save_pretrained(tmp, host.tokenizer)  # collective under ZeRO-3
