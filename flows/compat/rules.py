@@ -67,8 +67,6 @@ MISSING: dict[str, str] = {
        for k in ("lr", "momentum", "ns_steps", "nesterov", "no_nesterov")},
     **{f"{p}lr_scheduler": "alignflow schedules a warmup then a cosine to min_lr_ratio only"
        for p in ("", "actor.", "critic.")},
-    "train.enable_ema": "an EMA copy of the policy is not implemented",
-    "train.ema_beta": "an EMA copy of the policy is not implemented",
     "rollout.vllm_generate_batch_size": "over-sampling prompts beyond rollout.batch_size is "
                                         "not implemented",
     "data.image_key": VLM, "data.max_images_per_prompt": VLM,

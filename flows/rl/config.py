@@ -43,6 +43,8 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
 
     num_episodes: passes over the prompt data
     max_iterations: cap on iterations (alignflow; null: no cap)
+    enable_ema: keep a moving average of the policy's weights, updated after every optimizer step, and export it instead of the trained weights (checkpointed: a resumed run continues it)
+    ema_beta: β of that average: θ_ema ← (1 − β)·θ + β·θ_ema
     dynamic_batch_enable: micro-batches by token budget instead of by count: as many samples as fit max_tokens_per_gpu (training) and rollout.max_tokens_per_gpu (reference, values, log-prob passes)
     max_tokens_per_gpu: prompt + response tokens of one training micro-batch with dynamic_batch_enable (a longer sample goes alone)
     """
@@ -53,9 +55,13 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
     max_iterations: int | None = None
     dynamic_batch_enable: bool = False
     max_tokens_per_gpu: int = 16192
+    enable_ema: bool = False
+    ema_beta: float = 0.992
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(math.isfinite(self.ema_beta) and 0.0 <= self.ema_beta <= 1.0, "ema_beta",
+                "a float in [0, 1]", self.ema_beta)
         require(self.num_episodes >= 1, "num_episodes", "an integer >= 1", self.num_episodes)
         require(self.max_tokens_per_gpu >= 1, "max_tokens_per_gpu", "an integer >= 1",
                 self.max_tokens_per_gpu)
@@ -101,12 +107,23 @@ class RLConfig:
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
         async_config.check(self.train, self.async_)
+        self._check_ema()
         if self.uses_generator and self.rollout.max_new_tokens is None:
             raise ConfigError("rollout.max_new_tokens = null (each prompt's budget from "
                               "data.max_len) is for synchronous runs; asynchronous generation "
                               "and agent episodes need a number")
 
     TRAINED: ClassVar[tuple[str, ...]] = ("actor",)  # roles this flow trains
+
+    def _check_ema(self) -> None:
+        """The EMA averages every trained weight held in full (not adapters, not shards)."""
+        if not self.train.enable_ema:
+            return
+        require(not self.ds.lora.enabled, "train.enable_ema",
+                "false with ds.lora.rank > 0 (the average is of full weights)", True)
+        require(self.ds.zero_stage != 3, "train.enable_ema",
+                "false with ds.zero_stage=3 (the average needs whole weights on each rank)",
+                True)
 
     def _check_data_parallel(self) -> None:
         """Every rank of a trained role gets an equal share of each minibatch."""

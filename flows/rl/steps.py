@@ -38,6 +38,7 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
                         ref_pretrain=cfg.ref.model_name_or_path,
                         critic_pretrain=cfg.critic_start, dtype=cfg.ds.param_dtype,
                         critic_normalize=cfg.reward.normalize_enable,
+                        ema_beta=cfg.train.ema_beta if cfg.train.enable_ema else None,
                         rewards=cfg.reward if "reward" in host.roles else None,
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,

@@ -140,8 +140,10 @@ def _update_policy(host: RLHost, exp: Experience, adv: Advantages, settings: Lea
     if ptx_cfg.enabled:
         texts = ptx.pretrain_ids(host, ptx_cfg)
         step_extra = lambda step: {"ptx": ptx.ptx_batch(texts, step, ptx_cfg.batch_size)}  # noqa: E731
+    ema = host.ema
     return minibatch.train_steps(host.actor, minibatch.plan(seed, len(exp.responses), settings),
-                                 settings, counts, make_loss, step_extra)
+                                 settings, counts, make_loss, step_extra,
+                                 None if ema is None else lambda: ema.update(host.actor.model))
 
 
 def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
@@ -154,6 +156,7 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
         raise ConfigError("learn: algo.kl needs reference log-probs, but the flow ran no "
                           "reference step (declare the 'ref' role: RLConfig.roles())")
     host.wake("actor")
+    _ = host.ema  # the policy's EMA starts from the weights before any step (when on)
     gpu_memory.start(host)
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)

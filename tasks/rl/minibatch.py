@@ -74,10 +74,12 @@ def plan(seed: int, n: int, settings) -> Plan:
 
 
 def train_steps(trainer, steps: Plan, settings, counts: Counts, make_loss,
-                step_extra: Callable[[int], dict] | None = None) -> dict[str, float]:
+                step_extra: Callable[[int], dict] | None = None,
+                after_step: Callable[[], None] | None = None) -> dict[str, float]:
     """Every step of `steps`: one optimizer step per minibatch (this rank's share of it);
     returns the mean stats over all ranks. `step_extra(global_step)` adds keys (the ptx
-    texts) to the step's heaviest micro-batch, with `ptx_scale` undoing its weight."""
+    texts) to the step's heaviest micro-batch, with `ptx_scale` undoing its weight;
+    `after_step()` follows each optimizer step (the policy's EMA)."""
     sums: dict[str, float] = {}
     rank, world = reduce.rank_and_size()
     for step in range(steps.total_steps):
@@ -91,6 +93,8 @@ def train_steps(trainer, steps: Plan, settings, counts: Counts, make_loss,
             batches[j] |= step_extra(trainer.global_step) | {
                 "ptx_scale": 1.0 / weights[j] if weights[j] > 0 else 0.0}
         stats = reduce.global_shares(trainer.step(batches, make_loss(mb), weights=weights))
+        if after_step is not None:
+            after_step()
         beat(step + 1, steps.total_steps, "optimizer steps")
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + float(v)
