@@ -50,7 +50,8 @@ def _ckpt_notes(cfg: Any) -> list[str]:
 
 def _offline_notes(cfg: Any) -> list[str]:
     evaluation = value_at(cfg, "eval")
-    if evaluation is not None and evaluation.steps == -1 and (
-            evaluation.dataset or evaluation.ratio):
+    if not hasattr(evaluation, "ratio"):  # RL: eval.steps = -1 never evaluates, as OpenRLHF
+        return []
+    if evaluation.steps == -1 and (evaluation.dataset or evaluation.ratio):
         return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
     return []

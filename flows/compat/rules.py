@@ -52,14 +52,10 @@ EXTRA: dict[str, Target] = {
     **{name: Target((name,)) for name in ("perf", "actor_init_on_gpu", "disable_trace_cache")},
 }
 
-NO_EVAL = "RL evaluation on a separate prompt set is not implemented"
 MUON = "the Muon optimizer is not implemented (AdamW)"
 VLM = "vision-language models are not supported"
 # 0.11 keys alignflow has no key for: why (a value other than OpenRLHF's default is refused).
 MISSING: dict[str, str] = {
-    "eval.steps": NO_EVAL, "eval.dataset": NO_EVAL, "eval.split": NO_EVAL,
-    "eval.temperature": NO_EVAL, "eval.n_samples_per_prompt": NO_EVAL,
-    "ckpt.best_metric_key": NO_EVAL,
     "actor.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     "model.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     **{f"{p}optim": MUON for p in ("", "actor.", "critic.")},

@@ -23,6 +23,7 @@ from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
 from alignflow.tasks.plan.records import RunPlan
+from alignflow.tasks.rl.evaluate import RLCkptConfig, RLEvalConfig
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,
@@ -30,7 +31,6 @@ from alignflow.tasks.rl.learn_config import (
     RLRewardConfig,
 )
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
-from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
@@ -86,7 +86,8 @@ class RLConfig:
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(n_samples_per_prompt=8))
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: RLTrainConfig = field(default_factory=RLTrainConfig)
-    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    eval: RLEvalConfig = field(default_factory=RLEvalConfig)
+    ckpt: RLCkptConfig = field(default_factory=RLCkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     placement: PlacementConfig = field(default_factory=PlacementConfig)

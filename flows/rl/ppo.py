@@ -7,6 +7,7 @@
         policy ← learn_actor(...)   (GAE advantages and returns committed here)
         critic ← learn_critic(returns)
         sync(policy → engine)
+        every eval.steps iterations: evaluate on the eval prompts (eval/*, best export)
 
 With an estimator other than `gae` (OpenRLHF's `--advantage_estimator` under train_ppo_ray)
 no critic is loaded, run or trained: nothing would read its values.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from alignflow.flows import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.evaluation import Evaluation
 from alignflow.flows.rl.steps import (
     critic_values,
     declare_hosts,
@@ -43,6 +45,7 @@ def ppo(cfg: RLConfig) -> dict:
     plan = planning.current(cfg)
     critic = "critic" in plan.roles
     host = declare_hosts(cfg, plan, iterations)
+    evals = Evaluation(cfg, host)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
@@ -64,10 +67,12 @@ def ppo(cfg: RLConfig) -> dict:
                 rollouts, values, it, cfg.learn, learned)
         on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
         history.append(scores.metrics["reward_mean"])
+        evals.after(it)  # every eval.steps iterations: eval/* metrics, the best export
         if cfg.ckpt.hf_export_due(it + 1, iterations):
             on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
-    out = {"iterations": iterations, "reward_mean": history, "model": final["path"]}
+    out = {"iterations": iterations, "reward_mean": history, "model": final["path"],
+           **evals.output}
     if critic and cfg.critic.save_value_network:
         out["critic"] = on(export_model, host["critic"], "export_critic")("critic",
                                                                          role="critic")["path"]

@@ -106,11 +106,12 @@ def test_a_ptx_script_gets_its_releases_ptx_coef():
 
 
 def test_flags_without_a_key_ask_for_nothing_or_are_refused_with_why():
-    plan = check_run("grpo", None, [], ["--eval_steps", "-1", "--local_rank", "0"], check=False)
-    assert any("--eval_steps -1: OpenRLHF's default" in n for n in plan.notes)
-    with pytest.raises(ConfigError, match="--eval_steps 5: RL evaluation on a separate prompt "
-                                          "set is not implemented"):
-        _cfg("grpo", "--eval_steps", "5")
+    plan = check_run("grpo", None, [], ["--aux_loss_coef", "0", "--local_rank", "0"],
+                     check=False)
+    assert any("--aux_loss_coef 0: OpenRLHF's default" in n for n in plan.notes)
+    with pytest.raises(ConfigError, match="--aux_loss_coef 0.1: the MoE auxiliary loss is not "
+                                          "implemented"):
+        _cfg("grpo", "--aux_loss_coef", "0.1")
     with pytest.raises(ConfigError, match="unknown flag '--async_train'"):
         _cfg("dpo", "--async_train")  # not a train_dpo flag in any release
     assert _cfg("grpo", "--vllm_num_engines", "2").vllm.num_engines == 2
