@@ -63,8 +63,6 @@ MISSING: dict[str, str] = {
        for k in ("lr", "momentum", "ns_steps", "nesterov", "no_nesterov")},
     **{f"{p}lr_scheduler": "alignflow schedules a warmup then a cosine to min_lr_ratio only"
        for p in ("", "actor.", "critic.")},
-    "rollout.vllm_generate_batch_size": "over-sampling prompts beyond rollout.batch_size is "
-                                        "not implemented",
     "data.image_key": VLM, "data.max_images_per_prompt": VLM,
     "actor.freeze_visual_encoder": VLM,
     "ds.experts_implementation": "MoE expert kernels are not available",

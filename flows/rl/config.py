@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from alignflow.errors import ConfigError, require
 from alignflow.flows import aliases
-from alignflow.flows.rl import async_config
+from alignflow.flows.rl import async_config, checks
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
@@ -108,7 +108,7 @@ class RLConfig:
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
         async_config.check(self.train, self.async_)
-        self._check_ema()
+        checks.check(self)
         if self.uses_generator and self.rollout.max_new_tokens is None:
             raise ConfigError("rollout.max_new_tokens = null (each prompt's budget from "
                               "data.max_len) is for synchronous runs; asynchronous generation "
@@ -116,15 +116,11 @@ class RLConfig:
 
     TRAINED: ClassVar[tuple[str, ...]] = ("actor",)  # roles this flow trains
 
-    def _check_ema(self) -> None:
-        """The EMA averages every trained weight held in full (not adapters, not shards)."""
-        if not self.train.enable_ema:
-            return
-        require(not self.ds.lora.enabled, "train.enable_ema",
-                "false with ds.lora.rank > 0 (the average is of full weights)", True)
-        require(self.ds.zero_stage != 3, "train.enable_ema",
-                "false with ds.zero_stage=3 (the average needs whole weights on each rank)",
-                True)
+    @property
+    def refills(self) -> bool:
+        """Whether dynamic filtering refills (synchronous runs, as OpenRLHF: `refill.py`);
+        a generator worker's batches are filtered without refills."""
+        return self.algo.dynamic_filtering_enable and not self.uses_generator
 
     def _check_data_parallel(self) -> None:
         """Every rank of a trained role gets an equal share of each minibatch."""
@@ -230,7 +226,8 @@ class RLConfig:
                              temperature=self.rollout.temperature,
                              max_len=self.rollout.max_new_tokens or self.data.max_len,
                              max_tokens=self.train.max_tokens_per_gpu if dynamic else None,
-                             rollout_max_tokens=self.rollout_max_tokens)
+                             rollout_max_tokens=self.rollout_max_tokens,
+                             keep_groups=self.rollout.batch_size if self.refills else None)
 
 
 def _estimator(name: str, **algo):

@@ -2,7 +2,7 @@
 
     prompts ← load once
     for each iteration:
-        rollouts ← generate(policy)
+        rollouts ← generate(policy)   (with dynamic filtering: refilled, `refill.py`)
         scores, reference, values ← score / reference logprobs / critic values  (parallel)
         policy ← learn_actor(...)   (GAE advantages and returns committed here)
         critic ← learn_critic(returns)
@@ -19,6 +19,7 @@ from alignflow.flows import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.evaluation import Evaluation
+from alignflow.flows.rl.pipeline import rollouts_for
 from alignflow.flows.rl.steps import (
     critic_values,
     declare_hosts,
@@ -27,13 +28,7 @@ from alignflow.flows.rl.steps import (
     on,
     reference_step,
 )
-from alignflow.flows.shared_steps import (
-    export_model,
-    generate_rollouts,
-    load_prompts,
-    score_rollouts,
-    sync_weights,
-)
+from alignflow.flows.shared_steps import export_model, load_prompts, sync_weights
 
 
 @flow(name="ppo")
@@ -45,13 +40,13 @@ def ppo(cfg: RLConfig) -> dict:
     plan = planning.current(cfg)
     critic = "critic" in plan.roles
     host = declare_hosts(cfg, plan, iterations)
+    source = rollouts_for(cfg, plan, prompts, host, iterations)  # refilled when filtering
     evals = Evaluation(cfg, host)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
-        rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
-            prompts, it, cfg.rollout, max_len=cfg.data.max_len)
-        pending = [on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
+        rollouts = source.take(it)
+        pending = [source.score(rollouts, it),
                    reference_step(cfg, host, f"{k}/reference", rollouts, it)]
         if critic:
             budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}

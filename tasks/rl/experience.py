@@ -102,6 +102,39 @@ def _truncated(roll: pa.Table) -> torch.Tensor:
         strict=True)], dtype=torch.bool)
 
 
+def first_groups(exp: Experience, n: int, keep: int, low: float, high: float
+                 ) -> tuple[Experience, dict[str, float]]:
+    """A refilled batch (`flows/rl/refill.py`): the first `keep` groups of `n` samples whose
+    filter score passes (low, high), in the order drawn; and the pass rate over all drawn
+    groups (OpenRLHF's `dynamic_filtering_pass_rate`, in %). When the prompts ran out first,
+    the first failing groups fill the batch up to `keep` (filtered out by `compute`, as
+    without refills), so a step always has rollout.batch_size groups."""
+    passing = groups_in_range(_filter_scores(exp), n, low, high)
+    chosen = passing.nonzero().flatten()[:keep].tolist()
+    short = keep - len(chosen)
+    if short > 0:
+        chosen = sorted(chosen + (~passing).nonzero().flatten()[:short].tolist())
+    rows = [g * n + j for g in chosen for j in range(n)]
+    rate = 100.0 * int(passing.sum()) / len(passing) if len(passing) else 0.0
+    return _rows(exp, rows), {"rollout/dynamic_filtering_pass_rate": rate,
+                              "rollout/refill_groups_drawn": float(len(passing))}
+
+
+def _rows(exp: Experience, rows: list[int]) -> Experience:
+    """The experience of `rows` only, in that order."""
+    index = torch.tensor(rows, dtype=torch.long)
+
+    def take(t):
+        return None if t is None else t[index.to(t.device)]
+    return dataclasses.replace(
+        exp, keys=exp.keys.take(pa.array(rows, pa.int64())),
+        prompts=[exp.prompts[i] for i in rows], responses=[exp.responses[i] for i in rows],
+        old_logp=take(exp.old_logp), ref_logp=take(exp.ref_logp), mask=take(exp.mask),
+        reward=take(exp.reward), values=take(exp.values),
+        versions=None if exp.versions is None else [exp.versions[i] for i in rows],
+        filter_score=take(exp.filter_score), truncated=take(exp.truncated))
+
+
 def lengths(exp: Experience) -> list[int]:
     """Prompt + response tokens of each sample (what a token budget counts)."""
     return [len(p) + len(r) for p, r in zip(exp.prompts, exp.responses, strict=True)]

@@ -102,6 +102,14 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
     return loss_fn
 
 
+def _refilled(exp: Experience, settings: LearnSettings):
+    """A refilled batch cut to its first `keep_groups` passing groups (else as it is)."""
+    if settings.keep_groups is None:
+        return exp, {}
+    low, high = settings.algo.dynamic_filtering_range
+    return experience.first_groups(exp, settings.n_samples, settings.keep_groups, low, high)
+
+
 def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoments | None:
     if not settings.reward.normalize_running:
         return None
@@ -159,6 +167,7 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
     _ = host.ema  # the policy's EMA starts from the weights before any step (when on)
     gpu_memory.start(host)
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
+    exp, refill = _refilled(exp, settings)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, adv, scope.task_key),
@@ -166,7 +175,8 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
     scope.write("rollout_consumption", consumption_table(exp, scope.task_key, iteration,
                                                          host.policy_version),
                 partition={"iter": iteration})
-    metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
+    metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | \
+        {"kl_coef": penalty.beta} | refill
     current = _current_logprobs(host, exp, settings)
     metrics |= mismatch.measure(host, exp, current)
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N

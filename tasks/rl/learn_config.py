@@ -88,7 +88,7 @@ class EstimatorConfig:
 class AlgoConfig:
     """The algorithm: advantage estimation, the KL term, and the papers' tricks.
 
-    dynamic_filtering_enable: DAPO's dynamic sampling: train only on groups whose mean reward lies strictly inside dynamic_filtering_range (alignflow does not draw new prompts to refill the batch)
+    dynamic_filtering_enable: DAPO's dynamic sampling: train only on groups whose mean score (the reward function's `scores`, else its reward) lies strictly inside dynamic_filtering_range; a synchronous run draws more prompts until rollout.batch_size groups pass (rollout.vllm_generate_batch_size per round)
     dynamic_filtering_range: (low, high) of that mean
     loss_agg: how token losses become one number (Dr.GRPO: seq-mean-token-sum-norm)
     """
@@ -164,3 +164,4 @@ class LearnSettings:
     max_len: int  # generation length (DAPO's overlong penalty, Dr.GRPO's constant)
     max_tokens: int | None = None  # token budget of a training micro-batch (dynamic batching)
     rollout_max_tokens: int | None = None  # of an inference micro-batch (dynamic batching)
+    keep_groups: int | None = None  # refilled dynamic filtering: train on the first N passing

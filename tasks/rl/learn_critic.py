@@ -8,6 +8,7 @@ token mean).
 
 from __future__ import annotations
 
+import pyarrow as pa
 import torch
 
 from alignflow.artifacts.parquet_io import read_table
@@ -37,8 +38,20 @@ def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, norm_
         check_finite(loss, iteration=iteration, what="value", samples=[int(i) for i in idx],
                      parts={"values": v, "old values": old[idx, :w], "returns": ret[idx, :w]},
                      mask=mask[idx, :w])
-        return loss, {"value_loss": float(loss)}
+        return loss, {"value_loss": float(loss.detach())}
     return loss_fn
+
+
+KEY = ["prompt_id", "sample_idx"]
+
+
+def _rows_learned(keys: pa.Table, learned: pa.Table) -> list[int]:
+    """Rows of the rollouts the actor learned from, in its order (all of them, but for a
+    refilled batch: `flows/rl/refill.py`)."""
+    def pairs(table: pa.Table) -> list[tuple]:
+        return list(zip(*(table.column(c).to_pylist() for c in KEY), strict=True))
+    position = {k: i for i, k in enumerate(pairs(keys))}
+    return [position[k] for k in pairs(learned)]
 
 
 def learn_critic(host: RLHost, rollouts: StepOutput, values: StepOutput, iteration: int,
@@ -47,14 +60,15 @@ def learn_critic(host: RLHost, rollouts: StepOutput, values: StepOutput, iterati
     scope = current_scope()
     host.wake("critic")
     gpu_memory.start(host)
+    learned = read_table(scope.store, actor.advantages, columns=[*KEY, "returns"])
+    rows = _rows_learned(read_table(scope.store, rollouts.refs, columns=KEY), learned)
     roll = read_table(scope.store, rollouts.refs, columns=["prompt_ids", "response_ids"])
-    prompts = roll.column("prompt_ids").to_pylist()
-    responses = roll.column("response_ids").to_pylist()
+    prompts = [roll.column("prompt_ids")[i].as_py() for i in rows]
+    responses = [roll.column("response_ids")[i].as_py() for i in rows]
     width = max(len(r) for r in responses)
-    old = to_padded(read_table(scope.store, values.refs, columns=["values"])
-                    .column("values").to_pylist(), width)
-    ret = to_padded(read_table(scope.store, actor.advantages, columns=["returns"])
-                    .column("returns").to_pylist(), width)
+    stored = read_table(scope.store, values.refs, columns=["values"]).column("values")
+    old = to_padded([stored[i].as_py() for i in rows], width)
+    ret = to_padded(learned.column("returns").to_pylist(), width)
     mask = to_padded([[1.0] * len(r) for r in responses], width)
     device = model_device(host.critic.model)
     old, ret, mask = old.to(device), ret.to(device), mask.to(device)

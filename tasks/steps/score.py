@@ -6,6 +6,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.rewards.combine import groups_in_range
 from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.host_api import Scorer
 from alignflow.tasks.steps.metrics import write_metrics
@@ -15,11 +16,14 @@ from alignflow.tasks.steps.tables import SCORES
 KEY = ["run_id", "iteration", "prompt_id", "sample_idx"]
 
 
-def score(host: Scorer, rollouts: StepOutput, iteration: int) -> StepOutput:
+def score(host: Scorer, rollouts: StepOutput, iteration: int,
+          filtering: tuple[int, float, float] | None = None, quiet: bool = False) -> StepOutput:
     """Rewards for every sample (OpenRLHF's conventions: query = prompt + response, a
     prompt without a label has the label ""). Commits the scores and the step's metrics
     (reward mean/std, each score's mean, each extra log: per-sample ones averaged, batch
-    ones as given)."""
+    ones as given); with `filtering` (n, low, high) also `filter_groups_passed`, the
+    groups dynamic filtering keeps (a refilled iteration counts them); `quiet`: a refill
+    round after the first, whose metrics are not the iteration's."""
     scope = current_scope()
     table = read_table(scope.store, rollouts.refs, columns=[*KEY, "prompt", "response", "label"])
     prompts = table.column("prompt").to_pylist()
@@ -48,5 +52,10 @@ def score(host: Scorer, rollouts: StepOutput, iteration: int) -> StepOutput:
     metrics |= {f"log/{k}": float(v.float().mean()) for k, v in out.extra_logs.items()}
     metrics |= gpu_memory.peak_metrics(host, "reward")  # written with the rest below
     metrics |= {f"log/{k}": float(v) for k, v in out.batch_logs.items()}
-    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
+    if not quiet:
+        write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
+    if filtering is not None:  # in the task's output only, not a metric of the iteration
+        n, low, high = filtering
+        scores = out.rewards if out.filter_scores is None else out.filter_scores
+        metrics["filter_groups_passed"] = float(groups_in_range(scores, n, low, high).sum())
     return StepOutput((ref,), table.num_rows, metrics)

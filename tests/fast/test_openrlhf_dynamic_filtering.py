@@ -9,6 +9,7 @@ kept when min < mean(score) < max.
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 import torch
 
 from alignflow.tasks.rewards.base import RewardOutput
@@ -103,3 +104,35 @@ def test_an_agent_episode_is_filtered_on_its_scores():
     keys = {"run_id": ["r"] * 2, "iteration": [0] * 2, "task_key": ["t"] * 2,
             "prompt_id": ["0"] * 2, "sample_idx": [0, 1]}
     assert _scores(keys, eps).column("filter_score").to_pylist() == [1.0, 0.25]
+
+
+def test_a_refilled_batch_keeps_the_first_passing_groups():
+    from alignflow.tasks.rl.experience import first_groups
+
+    rewards = [0.0, 0.0, 0.5, 0.5, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5]  # group means 0 .5 1 .5 .5
+    rows = len(rewards)
+    exp = Experience(keys=pa.table({"k": list(range(rows))}), prompts=[[i] for i in range(rows)],
+                     responses=[[2]] * rows, old_logp=torch.zeros(rows, 1), ref_logp=None,
+                     mask=torch.ones(rows, 1), reward=torch.tensor(rewards), values=None)
+    kept, metrics = first_groups(exp, 2, 2, 0.0, 1.0)
+    assert [p[0] for p in kept.prompts] == [2, 3, 6, 7]  # groups 1 and 3; group 4 not needed
+    assert kept.keys.column("k").to_pylist() == [2, 3, 6, 7]
+    assert metrics["rollout/dynamic_filtering_pass_rate"] == 60.0  # 3 of 5 groups pass
+    short, _ = first_groups(exp, 2, 4, 0.0, 1.0)  # prompts ran out: failing groups fill up
+    assert [p[0] for p in short.prompts] == [0, 1, 2, 3, 6, 7, 8, 9]
+
+
+def test_over_sampling_keys_and_flags():
+    from alignflow.flows.cli.run_config import build_config
+
+    on = ["--dynamic_filtering", "--vllm_generate_batch_size", "16", "--rollout_batch_size", "8"]
+    cfg = build_config("grpo", None, [], on)
+    assert (cfg.rollout.prompts_per_round, cfg.refills, cfg.learn.keep_groups) == (16, True, 8)
+    cfg = build_config("grpo", None, [], ["--rollout.vllm_generate_batch_size", "16",
+                                          "--rollout.batch_size", "8",
+                                          "--algo.dynamic_filtering_enable"])
+    assert cfg.rollout.vllm_generate_batch_size == 16
+    with pytest.raises(Exception, match="vllm_generate_batch_size"):
+        build_config("grpo", None, [], on[1:])  # over-sampling without the filter
+    with pytest.raises(Exception, match="vllm_generate_batch_size"):
+        build_config("grpo", None, [], [*on[:2], "4", *on[3:]])  # fewer than batch_size
