@@ -78,17 +78,22 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
     assert {"train/policy_loss", "train/clip_frac", "rollout/reward_mean"} <= set(metrics)
     assert ("train/kl" in metrics) == with_ref
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
-    if name == "ppo":  # --save_value_network: the critic as a sequence classifier
-        from transformers import AutoModelForSequenceClassification
-
-        folder = tmp_path / "runs" / f"{name}-test" / "final" / "critic"
-        assert out["critic"] == f"runs/{name}-test/final/critic"
-        assert AutoModelForSequenceClassification.from_pretrained(folder).num_labels == 1
+    if name == "ppo":
+        _critic_exported(out, tmp_path / "runs" / f"{name}-test")
     ckpts = cat.sql("SELECT kind, count(*) AS n, min(bytes) AS b FROM checkpoints "
                     "WHERE run_id = ? GROUP BY kind ORDER BY kind", [f"{name}-test"]).to_pylist()
     assert [(c["kind"], c["n"]) for c in ckpts] == \
         ([("actor", 2), ("critic", 2)] if name == "ppo" else [("actor", 2)])
     assert all(c["b"] > 0 for c in ckpts)
+
+
+def _critic_exported(out: dict, run_dir) -> None:
+    """--save_value_network: the trained critic as an HF sequence classifier."""
+    from transformers import AutoModelForSequenceClassification
+
+    assert out["critic"] == f"runs/{run_dir.name}/final/critic"
+    model = AutoModelForSequenceClassification.from_pretrained(run_dir / "final" / "critic")
+    assert model.num_labels == 1
 
 
 def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):
