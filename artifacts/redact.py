@@ -9,8 +9,9 @@ printed an environment value. So every such text passes through `redact`, which 
   flag such as `false`), and of each variable a config references as `${NAME}` whatever
   its name (`expand`), with `<redacted $NAME>`;
 - the userinfo of `scheme://user:pass@`, `scheme://:pass@` and `scheme://token@` URLs,
-  query values named like credentials (`?token=`, `&api_key=`, `&X-Amz-Signature=`, ...)
-  and `Authorization` header values, with `***`.
+  query values named like credentials (`?token=`, `&api_key=`, `&X-Amz-Signature=`, ...),
+  `Authorization` header values and Hugging Face tokens written out (`hf_...`, which
+  `$HF_TOKEN` holds: masked by its name too), with `***`.
 A config may hold `${NAME}` instead of a secret: the store keeps the reference, and the
 run reads the value from its environment when it uses it (`expand`). Lives in `artifacts`
 so every layer (the catalog too) may use it.
@@ -34,6 +35,7 @@ _QUERY = re.compile(r"(?P<head>[?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pw
                     re.IGNORECASE)
 _AUTH = re.compile(r"(?P<head>authorization['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token)"
                    r"\s+)?)(?!\*\*\*|<redacted|\$\{)[^\s'\",}]+", re.IGNORECASE)
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")  # a Hugging Face access token
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _REFERENCED: dict[str, str] = {}  # NAME -> value of variables a config referenced
 
@@ -68,6 +70,7 @@ def redact(text: str | None, environ: Mapping[str, str] | None = None) -> str | 
             text = text.replace(value, f"<redacted ${name}>")
     text = _URL_USERINFO.sub(_userinfo, text)
     text = _QUERY.sub(r"\g<head>***", text)
+    text = _HF_TOKEN.sub("hf_***", text)
     return _AUTH.sub(r"\g<head>***", text)
 
 

@@ -11,7 +11,9 @@ because a store names it. User code runs only through `load_file` (a `.py` file)
 The allowances come from the user's own machine only: the command line, a locally trusted
 directory, the local trust file, or code the user's Python process passes in
 (`flows/trust.py` decides). Ray workers receive them with each task and worker group from
-the driver (`carrying`), never from the store.
+the driver (`carrying`), never from the store. With them travel the content hashes the
+driver pinned for the models and data the run reads (`sources`: URL or Hub id -> sha256,
+`artifacts/sources/`), so every node loads the bytes the run recorded or refuses.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from alignflow.errors import AlignflowError, Kind
 
-_ALLOWED: dict[str, Any] = {"files": {}, "modules": frozenset()}
+_ALLOWED: dict[str, Any] = {"files": {}, "modules": frozenset(), "sources": {}}
 
 
 class UntrustedCode(AlignflowError, PermissionError):
@@ -38,13 +40,16 @@ class UntrustedCode(AlignflowError, PermissionError):
 
 @dataclass(frozen=True)
 class Allowances:
-    """What may run: resolved file path -> sha256 of its bytes, and `module:attr` texts."""
+    """What may run: resolved file path -> sha256 of its bytes, and `module:attr` texts;
+    and what may be loaded: source (URL, Hub id) -> the content sha256 the run pinned."""
 
     files: Mapping[str, str] = field(default_factory=dict)
     modules: frozenset[str] = frozenset()
+    sources: Mapping[str, str] = field(default_factory=dict)
 
     def __or__(self, other: Allowances) -> Allowances:
-        return Allowances({**self.files, **other.files}, self.modules | other.modules)
+        return Allowances({**self.files, **other.files}, self.modules | other.modules,
+                          {**self.sources, **other.sources})
 
 
 def resolved(path: str | Path) -> str:
@@ -69,7 +74,7 @@ def for_files(*paths: str | Path) -> Allowances:
 
 def current() -> Allowances:
     """What this process may run now."""
-    return Allowances(dict(_ALLOWED["files"]), _ALLOWED["modules"])
+    return Allowances(dict(_ALLOWED["files"]), _ALLOWED["modules"], dict(_ALLOWED["sources"]))
 
 
 @contextlib.contextmanager
@@ -87,6 +92,12 @@ def grant(allowed: Allowances | None) -> None:
     """Set what this process may run (a Ray worker: what its driver allows)."""
     allowed = allowed or Allowances()
     _ALLOWED["files"], _ALLOWED["modules"] = dict(allowed.files), frozenset(allowed.modules)
+    _ALLOWED["sources"] = dict(allowed.sources)
+
+
+def pinned(source: str) -> str | None:
+    """The content sha256 the running run pinned for `source` (None: not pinned here)."""
+    return _ALLOWED["sources"].get(source)
 
 
 def _refuse(what: str) -> UntrustedCode:

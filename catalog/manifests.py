@@ -37,6 +37,7 @@ RUNS_SCHEMA = pa.schema([
     ("code", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
     ("error", pa.string()), ("config", pa.string()), ("problem", pa.string()),
     ("active", pa.float64()),
+    ("simulated", pa.string()),
 ])
 TASKS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("task_key", pa.string()), ("task", pa.string()),
@@ -218,7 +219,13 @@ def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "config": _json(run.get("config")),
         "problem": None,
         "active": _epoch(run.get("active")),  # seconds its drivers ran (older runs: none)
+        "simulated": _simulated(run.get("simulated")),
     }
+
+
+def _simulated(record: Any) -> str | None:
+    """`NxG` of a run rehearsed on a simulated cluster (run.json `simulated.cluster`)."""
+    return _str(record.get("cluster")) if isinstance(record, dict) else None
 
 
 def _code_version(code: Any) -> str | None:

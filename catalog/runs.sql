@@ -4,6 +4,7 @@
 -- `problem` names the run's files the catalog had to leave out (corrupt JSON or Parquet).
 -- `duration`: the seconds its drivers ran (run.json `active`), so the time a run sat
 -- interrupted before a resume is not counted; ended - started for runs without it.
+-- `simulated` is `NxG` for a run rehearsed on a simulated GPU cluster (fake GPUs), else NULL.
 CREATE OR REPLACE VIEW runs AS
 SELECT
     run_id,
@@ -18,5 +19,6 @@ SELECT
     error,
     CAST(config AS JSON) AS config,
     CAST(code AS JSON) AS code,
-    problem
+    problem,
+    simulated
 FROM _af_runs

@@ -20,7 +20,7 @@ from alignflow.flows import codec, planning, registry, runs
 from alignflow.flows import trust as trust_mod
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
-from alignflow.flows.identity import check_run_id, file_hash, git_commit, new_run_id
+from alignflow.flows.identity import check_run_id, code_version, new_run_id
 from alignflow.flows.loader import (
     builtin_name,
     canonical_ref,
@@ -38,20 +38,10 @@ from alignflow.flows.trust.config import (
     restore_masked,
     stored_form,
 )
+from alignflow.flows.trust.sources import pin, pin_resume
 
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
-
-
-def _code_version(flow: Flow) -> dict:
-    import inspect
-
-    try:
-        path = inspect.getsourcefile(flow.fn)
-    except TypeError:
-        path = None
-    return {"git_commit": git_commit(path) if path else None,
-            "flow_sha256": file_hash(path) if path else None, "flow_file": path}
 
 
 def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
@@ -78,14 +68,16 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     executor = planning.resolve(executor, address, config)[0]
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
-    meta = _new_meta(run_id, flow, ref, config, refs, seed=seed, parent_run=parent_run,
-                     executor=executor, address=address, store_url=store.url)
+    pins = pin(config, run_id=run_id)  # the models and data it reads from elsewhere, by hash
+    meta = dict(_new_meta(run_id, flow, ref, config, refs, seed=seed, parent_run=parent_run,
+                          executor=executor, address=address, store_url=store.url),
+                sources=pins.record)
     try:
         store.create_json(runs.run_json(run_id), meta)
     except FileExistsError:
         raise FlowError(f"run {run_id!r} already exists in {store.url}; resume it "
                         "(`alignflow resume`) or pick another --run-id") from None
-    with usercode.allowing(allowed), trust_mod.in_force(sayso):
+    with usercode.allowing(allowed | pins.allowed), trust_mod.in_force(sayso):
         return drive(store, run_id, flow, config, executor=executor, address=address,
                      block=block, progress=progress)
 
@@ -97,7 +89,7 @@ def _new_meta(run_id: str, flow: Flow, ref: str, config: Any, refs: list[Referen
     (hashed) and what it trains (`flows/trust/`)."""
     stored, masked = stored_form(config)
     redact_mod.mask_referenced(codec.encode(config))
-    code = dict(_code_version(flow), refs=trust_mod.record_of(refs))
+    code = dict(code_version(flow.fn), refs=trust_mod.record_of(refs))
     return {"format": 1, "run_id": run_id, "flow": flow.name if ref not in registry.BUILTIN
             else ref, "flow_ref": ref, "config": stored, "masked": masked, "code": code,
             "seed": seed, "identity": redact_mod.redact_tree(codec.encode(identity(config))),
@@ -139,9 +131,10 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
     stored = decode_config(meta, cls)
     redact_mod.mask_referenced(meta.get("config"))
     check_identity(meta, stored)
-    config = stored if config is None else config
+    given, config = config is not None, stored if config is None else config
     refs = references(config)  # the flow itself was checked as it loaded
     allowed = trust_mod.check(refs, sayso, ctx) | flow_code
+    allowed |= pin_resume(store, meta, config, [*trust, *sayso.named], given)
     _record_code(store, meta, refs, allowed)
     with usercode.allowing(allowed), trust_mod.in_force(sayso):
         return drive(store, run_id, found, config,

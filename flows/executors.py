@@ -185,7 +185,7 @@ class RayExecutor:
         actor = self.workers[worker]
         if isinstance(actor, RayWorkerGroup):
             return _RayHandle(actor.durable(token))
-        return _RayHandle(actor.durable.options(concurrency_group="durable").remote(token))
+        return _RayHandle(actor.durable.remote(token))
 
     def shutdown(self) -> None:
         import ray

@@ -108,6 +108,7 @@ class RayWorkerGroup:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         per_node = int(self.options.get("workers_per_node", 1))
+        ray.method(concurrency_group="durable")(GroupWorker.durable)  # not per call: Ray Client
         remote = ray.remote(max_restarts=0, max_task_retries=0,
                             concurrency_groups={"durable": 1})(GroupWorker)
         return [remote.options(
@@ -161,7 +162,7 @@ class RayWorkerGroup:
 
     def durable(self, token: str) -> Any:
         """Rank 0's background work of a finished task, on its side thread (the ObjectRef)."""
-        return self.actors[0].durable.options(concurrency_group="durable").remote(token)
+        return self.actors[0].durable.remote(token)
 
     def pids(self) -> list[int]:
         import ray

@@ -94,6 +94,17 @@ def git_commit(path: str | Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def code_version(fn: Any) -> dict:
+    """What run.json records of the code a flow function starts with: its file, the file's
+    sha256 and the git commit it lies in (None each where unknown)."""
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    return {"git_commit": git_commit(path) if path else None,
+            "flow_sha256": file_hash(path) if path else None, "flow_file": path}
+
+
 def user_module_name(path: str | Path) -> str:
     """Module name of a flow file loaded by path (stable: derived from its absolute path)."""
     path = str(Path(path).resolve())

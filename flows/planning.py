@@ -30,6 +30,7 @@ class Plan(Protocol):
     executor_reason: str
     roles: tuple[str, ...]  # the roles its hosts hold
     colocated: bool  # every role on one host
+    simulated: str | None  # "NxG" when the run is rehearsed on a simulated cluster
 
     def follow(self, recorded: Any) -> list[str]:
         """Changes since `recorded` a resume follows; `ConfigError` for one it cannot."""
@@ -75,9 +76,18 @@ def settle(store: Any, meta: dict, config: Any) -> Plan | None:
         for line in _follow(plan, recorded, run_id):
             print(f"note: run {run_id} resumes on another plan: {line}", file=sys.stderr)
     encoded = codec.encode(plan)
-    if encoded != recorded:
-        runs.update_run(store, run_id, plan=encoded)
+    marked = _simulated(plan, meta)
+    if encoded != recorded or marked:
+        runs.update_run(store, run_id, plan=encoded, **marked)
     return plan
+
+
+def _simulated(plan: Plan, meta: dict) -> dict:
+    """run.json's `simulated` record for a run driven on a simulated cluster (its cluster;
+    the CLI adds what each process saw): kept once written, the run was rehearsed."""
+    if plan.simulated is None or (meta.get("simulated") or {}).get("cluster") == plan.simulated:
+        return {}
+    return {"simulated": {"cluster": plan.simulated}}
 
 
 def check_store(plan: Plan | None, store: Any) -> None:

@@ -3,7 +3,9 @@ with its auth token and a quick probe so an unreachable address fails at once.""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from alignflow.errors import FlowError
 from alignflow.flows import wrapper
@@ -88,10 +90,28 @@ def _join_cluster(address: str) -> None:
     try:
         _probe(address)
         use_local_auth_token()
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        with _own_sigterm():
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         _JOINED.add(address)
     except Exception as exc:
         _fail(address, wrapper.first_line(exc), exc)
+
+
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """`ray.init` takes SIGTERM over (`sys.exit`, then Ray's core aborts the process): a
+    handler the command installed (a pod stop marks the run RESUMABLE and releases its
+    lease, so the pod's retry continues at once) is put back once Ray is joined."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(before):
+            signal.signal(signal.SIGTERM, before)
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:

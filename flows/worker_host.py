@@ -30,6 +30,9 @@ def host_actor_class() -> Any:
     import ray
 
     if "host" not in _REMOTES:
+        # the group named on the method, not per call: Ray Client refuses a call's
+        # `.options(concurrency_group=...)` (a driver joined with ray://host:10001)
+        ray.method(concurrency_group="durable")(WorkerHost.durable)
         _REMOTES["host"] = ray.remote(max_restarts=0, max_task_retries=0,
                                       concurrency_groups={"durable": 1})(WorkerHost)
     return _REMOTES["host"]

@@ -11,16 +11,17 @@
 # it to the machine's own address, and its single-machine switch forbids a second node), so
 # the nodes listen on this machine's address; Ray's token authentication keeps everyone
 # else out (the token lives in $CLUSTER_DIR/auth_token, mode 600).
-# Settings (environment): RAY_PORT (6390), HEAD_CPUS (1), WORKER_CPUS (1),
-# WORKER_RESOURCE (worker_node), CLUSTER_DIR (/tmp/alignflow-cluster), RAY (ray on PATH,
-# else .venv/bin/ray).
+# Settings (environment): RAY_PORT (per user: 20000 + 4 × (uid mod 2000); it and the next
+# three ports are used), HEAD_CPUS (1), WORKER_CPUS (1), WORKER_RESOURCE (worker_node),
+# CLUSTER_DIR (per user: /tmp/alignflow-cluster-$USER), RAY (ray on PATH, else .venv/bin/ray).
+# Two users of one machine each get their own cluster by default.
 set -euo pipefail
 
-RAY_PORT="${RAY_PORT:-6390}"
+RAY_PORT="${RAY_PORT:-$((20000 + ($(id -u) % 2000) * 4))}"
 HEAD_CPUS="${HEAD_CPUS:-1}"
 WORKER_CPUS="${WORKER_CPUS:-1}"
 WORKER_RESOURCE="${WORKER_RESOURCE:-worker_node}"
-CLUSTER_DIR="${CLUSTER_DIR:-/tmp/alignflow-cluster}"
+CLUSTER_DIR="${CLUSTER_DIR:-/tmp/alignflow-cluster-$(id -un)}"
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 RAY="${RAY:-$(command -v ray || echo "$HERE/.venv/bin/ray")}"
 NODE_IP="$(hostname -I 2>/dev/null | awk '{print $1}')"

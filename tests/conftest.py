@@ -17,4 +17,6 @@ pytest_plugins = [
     "tests.fixtures.models",
     "tests.fixtures.ray",
     "tests.fixtures.code",
+    "tests.fixtures.simulated",
+    "tests.fixtures.sources",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows import api, planning
+from alignflow.flows.cli import clusters
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
@@ -40,6 +41,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                              "config with where each value came from, and exit")
     parser.add_argument("--ignore-hardware", action="store_true",
                         help="run on this machine: GPU / vLLM / DeepSpeed flags become notes")
+    clusters.add_options(parser)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -121,17 +123,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return _help_config(known.flow)
     if getattr(args, "from_shell", False) and _plausible(known.flow):
         print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
+    known.planned_cluster = clusters.target(known)
     if known.executor == "ray":
         _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
     checked = check_run(known.flow, known.config, known.sets, flags, seed=known.seed,
                         ignore_hardware=known.ignore_hardware,
-                        on_config=lambda config, plan: _choose_executor(known, config, plan))
+                        on_config=lambda config, plan: _choose_executor(known, config, plan),
+                        cluster=known.planned_cluster)
     planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
     if known.dry_run:
-        print(format_dry_run(known.flow, checked, known.executor))
-        why = getattr(known, "executor_why", "")
-        print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
-        return 0
+        return _dry_run(known, checked)
     for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
     os.environ.update(checked.env)
@@ -140,8 +141,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         detach(known, flags, checked.config, api.open_store(known.store))
         return 0
-    output = start_or_resume(known, checked, _progress())
+    if known.simulate_cluster:
+        output = clusters.run_simulated(known, checked,
+                                        lambda: start_or_resume(known, checked, _progress()))
+    else:
+        output = start_or_resume(known, checked, _progress())
     _print_output(output)
+    return 0
+
+
+def _dry_run(known: argparse.Namespace, checked: Any) -> int:
+    """The report, then a plan the cluster cannot hold refused in one line (exit 2)."""
+    print(format_dry_run(known.flow, checked, known.executor))
+    why = getattr(known, "executor_why", "")
+    print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
+    if checked.plan is not None:
+        checked.plan.check_fits()
     return 0
 
 
@@ -168,7 +183,8 @@ def _choose_executor(known: argparse.Namespace, config: Any, plan: Any) -> None:
 
 
 def _maybe_start_ray_early(known: argparse.Namespace) -> None:
-    if not known.address and not known.dry_run and getattr(known, "from_shell", False):
+    local = not (known.address or known.simulate_cluster or known.dry_run)
+    if local and getattr(known, "from_shell", False):
         _start_ray_early(known.flow)
 
 

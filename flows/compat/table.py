@@ -69,7 +69,7 @@ def render() -> str:
     """The differences, then the flag tables, one per CLI."""
     out: list[str] = differences()
     for cli, flow in FLOW_OF_CLI.items():
-        out += ["", f"### {cli} (`alignflow run {flow}`"
+        out += ["", f"### {cli} (flow `{flow}`"
                     f"{' and the other RL flows' if flow == 'grpo' else ''})", "",
                 "| flag | releases | alignflow key | status | meaning |", "|---|---|---|---|---|"]
         for flag in reference.of_cli(cli).values():

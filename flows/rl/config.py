@@ -176,7 +176,8 @@ class RLConfig:
             for name, rs in self.train.hosts(roles).items())
         return RunAsk(hosts=hosts, placement=self.placement, ds=self.ds,
                       engine=self.rollout.engine, vllm=self.vllm,
-                      colocated=self.train.all_in_one, generator=self.uses_generator)
+                      colocated=self.train.all_in_one, generator=self.uses_generator,
+                      hybrid=self.train.colocate_all is True)
 
     @property
     def staleness(self) -> int:

@@ -27,7 +27,7 @@ learn_critic = task(version=1)(learn_critic_step.learn_critic)
 
 def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
     """One worker group per host of the plan; returns role -> host (worker) name."""
-    plan.check_fits()
+    plan.check_runnable()
     steps = cfg.optimizer_steps(iterations)
     offload = tuple(r for r, on_ in (("ref", cfg.ref.offload), ("reward", cfg.reward.offload))
                     if on_)

@@ -2,8 +2,11 @@
 # torch + vLLM + DeepSpeed at versions that install together:
 #   vllm 0.33.0 pins torch==2.14.0 (PyPI's torch 2.14.0 wheels are built for CUDA 13)
 #   and transformers >=5.16.1,<5.21; deepspeed 0.19.x needs torch >= 2.0; peft 0.21 any torch.
-# Build from the repository root:
-#   docker build -f infra/docker/gpu.Dockerfile -t alignflow/alignflow-gpu:0.1.0 .
+# Build from the repository root, push, and name it in the manifests (infra/README.md):
+#   export ALIGNFLOW_IMAGE=<registry>/alignflow-gpu:0.1.0
+#   docker build -f infra/docker/gpu.Dockerfile -t "$ALIGNFLOW_IMAGE" . && docker push "$ALIGNFLOW_IMAGE"
+# The context leaves out venvs, stores, caches, .git and build outputs:
+# gpu.Dockerfile.dockerignore beside this file (read by BuildKit, Docker >= 23).
 ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 FROM ${CUDA_IMAGE}
 

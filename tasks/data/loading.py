@@ -1,8 +1,9 @@
 """Load a dataset from a spec string, and mix several with probabilities (OpenRLHF style).
 
 A spec is `alignflow:NAME` (see `named.py`), a local `.json/.jsonl/.parquet/.csv` file, a
-folder of such files (or a `save_to_disk` folder), or an HF hub name (offline: it must be
-in the local HF cache). `mix_datasets("a,b", "0.7,0.3", seed=...)` interleaves them.
+folder of such files (or a `save_to_disk` folder), an `s3://` URL of either (fetched once
+per node into its content cache, held to the run's pin: `artifacts/sources/`), or an HF
+hub name (offline: it must be in the local HF cache). `mix_datasets("a,b", "0.7,0.3", seed=...)` interleaves them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from alignflow.artifacts import sources
+from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 from alignflow.tasks.data.named import PREFIX, load_named
 
@@ -76,13 +79,15 @@ def load_dataset_spec(spec: str, split: str | None = None) -> datasets.Dataset:
     spec = spec.strip()
     if spec.startswith(PREFIX):
         ds = load_named(spec[len(PREFIX):], split)
+    elif sources.is_url(spec):
+        ds = _load_path(Path(sources.local_path(spec)))
     elif Path(spec).expanduser().exists():
         ds = _load_path(Path(spec).expanduser())
     elif spec.startswith(("/", ".", "~")) or Path(spec).suffix in SUFFIXES:
         raise ConfigError(f"dataset path {spec!r} does not exist")
     else:
         ds = _load_hub(spec, split)
-    ds.info.dataset_name = spec
+    ds.info.dataset_name = redact(spec)
     return ds
 
 

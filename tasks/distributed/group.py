@@ -14,11 +14,11 @@ import socket
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import torch
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import strict
+from alignflow.tasks.simulate import node
 
 Backend = Literal["gloo", "nccl", "cpu:gloo,cuda:nccl"]
 # On GPUs a group has both: NCCL carries CUDA tensors (gradients, ZeRO's partitions), gloo
@@ -50,8 +50,9 @@ class GroupSpec:
 
 
 def default_backend(on_gpu: bool | None = None) -> Backend:
-    """`GPU_BACKEND` for ranks on GPUs (default: where CUDA devices exist), gloo on CPU."""
-    on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
+    """`GPU_BACKEND` for ranks on GPUs (default: where CUDA devices exist, fake ones of a
+    simulated cluster too, whose groups are strict stand-ins), gloo on CPU."""
+    on_gpu = node.gpu_process() if on_gpu is None else on_gpu
     return GPU_BACKEND if on_gpu else "gloo"
 
 

@@ -36,6 +36,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
+from alignflow.tasks.simulate import node
+
 BACKEND = "strict"
 ENV = "ALIGNFLOW_STRICT_GROUPS"  # "1": group.join forms strict groups (simulated clusters)
 GPU_BACKENDS = {"nccl": "cuda", "gloo": "cpu,cuda"}
@@ -80,15 +82,17 @@ class Emulated:
         return "nccl" in self.backend
 
     def check(self, tensor: torch.Tensor, op: str) -> None:
-        """Refuse `tensor` where the emulated group would."""
-        kind = tensor.device.type
+        """Refuse `tensor` where the emulated group would (a tensor placed on a fake GPU
+        counts as on that GPU: `tasks/simulate/node.py`)."""
+        where = node.device_of(tensor)
+        kind = where.type
         if kind not in self.device_types:
             raise RuntimeError(f"No backend type associated with device type {kind} (strict "
                                f"group standing in for {self.backend!r}, in {op}: put the "
                                f"tensor on the rank's device {self.device} or use a group "
                                "with a backend for it)")
-        if kind == "cuda" and tensor.device != torch.device(self.device):
-            raise RuntimeError(f"{op}: tensor on {tensor.device}, but this rank's device is "
+        if kind == "cuda" and where != torch.device(self.device):
+            raise RuntimeError(f"{op}: tensor on {where}, but this rank's device is "
                                f"{self.device} (strict group standing in for "
                                f"{self.backend!r}; NCCL needs every tensor on the rank's GPU)")
 
@@ -197,9 +201,15 @@ def _create(opts, emulated) -> StrictGroup:
     if not isinstance(emulated, Emulated):
         world = c10d.GroupMember.WORLD
         emulated = world.emulated if isinstance(world, StrictGroup) else declared()
-    store, rank, size = opts.store, opts.group_rank, opts.group_size
+    return group_on(opts.store, opts.group_rank, opts.group_size, opts.timeout, emulated)
+
+
+def group_on(store, rank: int, size: int, timeout: datetime.timedelta,
+             emulated: Emulated) -> StrictGroup:
+    """A strict group on `store` built directly (a group beside the default one, e.g. the
+    weight-sync group of vLLM engines, `tasks/engines/vllm_broadcast.py`)."""
     _refuse_shared_devices(store, rank, size, emulated)
-    return StrictGroup(_gloo_group(store, rank, size, opts.timeout), emulated)
+    return StrictGroup(_gloo_group(store, rank, size, timeout), emulated)
 
 
 _DECLARED: list[Emulated] = []

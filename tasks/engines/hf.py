@@ -52,14 +52,18 @@ class HFEngine:
 
         return cls(load_causal_lm(path), load_tokenizer(path), **kwargs)
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GeneratedSample]:
-        """`params.n` samples per prompt, ordered by (prompt_index, sample_index)."""
+    def generate(self, prompts: list[list[int]], params: SamplingParams, *,
+                 prompt_offset: int = 0) -> list[GeneratedSample]:
+        """`params.n` samples per prompt, ordered by (prompt_index, sample_index).
+        `prompt_offset`: index of `prompts[0]` in the whole batch, when engines share one
+        (indices and sample streams are those of the whole batch)."""
         if any(len(p) == 0 for p in prompts):
             raise ConfigError("generate: every prompt needs at least one token; got an empty one")
         seed = params.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
-        rows = [_Row(i, s, list(p)) for i, p in enumerate(prompts) for s in range(params.n)]
+        rows = [_Row(prompt_offset + i, s, list(p)) for i, p in enumerate(prompts)
+                for s in range(params.n)]
         step = self.micro_rollout_batch_size
         for start in range(0, len(rows), step):
             self._decode(rows[start : start + step], params, seed)

@@ -29,7 +29,7 @@ import torch
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines import vllm_placement as placement
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.vllm import VLLMEngine
+from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.engines.vllm_broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
@@ -39,7 +39,7 @@ class EngineHost:
     """The actor body: one `VLLMEngine`, built inside the actor's process."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
-        self.engine = VLLMEngine(model_path, config, policy_version=policy_version)
+        self.engine = build_engine(model_path, config, policy_version=policy_version)
 
     def version(self) -> int:
         return self.engine.policy_version
@@ -233,10 +233,9 @@ class VLLMEngineActor:
             sender = BroadcastSender(self.transport, timeout_s=timeout)
             sender.connect(self._actors, self._wait, self.config.tensor_parallel_size)
             self._sender = sender
-        device = "cuda" if self.transport == "nccl" else "cpu"
         try:
             for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
-                                       device=device):
+                                       device=self._sender.group.device):
                 self._sender.send(bucket, self._actors, self._wait)
         except BaseException:
             self._close_sync(survivors=self._actors)

@@ -6,9 +6,12 @@ On GPUs it is vLLM's own: a `StatelessProcessGroup` rendezvous and a `PyNcclComm
 (`vllm.distributed.weight_transfer.nccl_common.stateless_init_process_group`, what vLLM
 0.32 offers for trainer-to-worker transfers), which touches no torch.distributed global
 state on either side. On CPU builds (no NCCL) it is a gloo group built directly on a TCP
-store. Each packed bucket (`vllm_weights`) is announced to the engines (names, dtypes,
-shapes, offsets: a Ray call each), then its one flat buffer is broadcast; the engines stage
-what they received and load it all at the commit. Every wait has the sync's timeout, so a
+store; on a simulated cluster (fake GPUs: `ALIGNFLOW_STRICT_GROUPS`) it is the strict
+stand-in for NCCL (`tasks/distributed/strict.py`) on such a store, and the buffers it
+carries are placed on the fake GPUs (`SyncGroup.buffer`). Each packed bucket
+(`vllm_weights`) is announced to the engines (names, dtypes, shapes, offsets: a Ray call
+each), then its one flat buffer is broadcast; the engines stage what they received and
+load it all at the commit. Every wait has the sync's timeout, so a
 dead engine fails the sync instead of hanging it, and the group is then closed on every
 side that is left (`close`: NCCL's communicator aborted, so no broadcast waits on the dead
 peer), to be formed anew with the restarted engine at the next sync.
@@ -26,6 +29,8 @@ from collections.abc import Callable
 import torch
 
 from alignflow.errors import EngineError
+from alignflow.tasks.distributed import strict
+from alignflow.tasks.modeling import device
 
 Wait = Callable[[dict, float, str], list]
 
@@ -38,7 +43,11 @@ class SyncGroup:
         self.backend, self.rank = backend, rank
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.comm = self.group = None
-        if backend == "nccl":
+        if strict.enabled():  # simulated clusters, tests: NCCL's refusals, on gloo
+            store = dist_prefix(store or _client_store(host, port, world, timeout_s))
+            self.group = strict.group_on(store, rank, world, self.timeout,
+                                         strict.Emulated.for_rank(backend))
+        elif backend == "nccl":
             from vllm.distributed.weight_transfer.nccl_common import (
                 stateless_init_process_group,
             )
@@ -52,8 +61,18 @@ class SyncGroup:
             raise ValueError(f"sync backend {backend!r}: expected 'nccl' or 'gloo'")
 
     @property
-    def device(self) -> str:
-        return f"cuda:{torch.cuda.current_device()}" if self.backend == "nccl" else "cpu"
+    def device(self) -> torch.device:
+        """Where the group's buffers live: the rank's GPU for NCCL (the CPU standing for a
+        fake one on a simulated cluster), else the CPU."""
+        return device.rank_device() if self.backend == "nccl" else torch.device("cpu")
+
+    def buffer(self, nbytes: int) -> torch.Tensor:
+        """An empty bucket buffer on the group's device, for a broadcast to land in."""
+        return self.on_device(torch.empty(nbytes, dtype=torch.uint8, device=self.device))
+
+    def on_device(self, buffer: torch.Tensor) -> torch.Tensor:
+        """`buffer` (packed on `device`) as the group carries it: marked as on a fake GPU."""
+        return device.place(buffer, self.device) if self.backend == "nccl" else buffer
 
     def broadcast(self, buffer: torch.Tensor) -> None:
         if self.comm is not None:
@@ -71,7 +90,7 @@ class SyncGroup:
         if comm is not None:
             comm.destroy()
         if group is not None:
-            with contextlib.suppress(RuntimeError):
+            with contextlib.suppress(RuntimeError, AttributeError):  # (a strict stand-in)
                 group.abort()
 
 
@@ -82,11 +101,17 @@ def _client_store(host: str, port: int, world: int, timeout_s: float):
                          timeout=datetime.timedelta(seconds=timeout_s))
 
 
+def dist_prefix(store):
+    """The sync group's keys on `store`, apart from any other group's."""
+    import torch.distributed as dist
+
+    return dist.PrefixStore("alignflow-weight-sync", store)
+
+
 def _gloo(store, rank: int, world: int, timeout: datetime.timedelta):
     import torch.distributed as dist
 
-    return dist.ProcessGroupGloo(dist.PrefixStore("alignflow-weight-sync", store), rank, world,
-                                 timeout)
+    return dist.ProcessGroupGloo(dist_prefix(store), rank, world, timeout)
 
 
 def _root0(timeout: datetime.timedelta):
@@ -125,8 +150,9 @@ class BroadcastSender:
         wait(calls, self.timeout_s, "sync group")
 
     def _rendezvous(self, host: str, world: int) -> tuple[object | None, int]:
-        """gloo: the store this side serves; NCCL: a free port vLLM's rendezvous binds."""
-        if self.backend == "nccl":
+        """gloo (and the strict stand-in for NCCL): the store this side serves; NCCL: a free
+        port vLLM's rendezvous binds."""
+        if self.backend == "nccl" and not strict.enabled():
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.bind((host, 0))  # a port nobody listens on now; vLLM's store binds it
                 return None, sock.getsockname()[1]
@@ -149,7 +175,7 @@ class BroadcastSender:
                 int(bucket.buffer.numel()))
         calls = {i: actor.receive_bucket.remote(*meta) for i, actor in enumerate(actors)}
         try:
-            self.group.broadcast(bucket.buffer)
+            self.group.broadcast(self.group.on_device(bucket.buffer))
         except Exception as exc:
             wait(calls, 1.0, "sync")
             raise EngineError(f"vLLM weight broadcast ({self.backend}) failed: {exc}") from exc

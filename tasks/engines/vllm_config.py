@@ -175,7 +175,8 @@ class VLLMEngineConfig:
             distributed_executor_backend="uni" if in_process else "mp",
             gpu_memory_utilization=self.gpu_memory_utilization, kv_cache_memory_bytes=kv_bytes,
             max_model_len=s.max_model_len, max_num_seqs=s.max_num_seqs,
-            enable_prefix_caching=s.enable_prefix_caching, enforce_eager=self.enforce_eager,
+            enable_prefix_caching=s.enable_prefix_caching,
+            enforce_eager=self.enforce_eager or not on_gpu,  # a CPU build under fake GPUs too
             enable_sleep_mode=self.enable_sleep_mode and on_gpu,
             logprobs_mode="processed_logprobs", disable_log_stats=True,
             # a prompt split over steps makes vLLM rewind the request's generator, which CPU

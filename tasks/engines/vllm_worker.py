@@ -91,7 +91,7 @@ class AlignflowWorkerExtension:
         group = self.__dict__.get("_alignflow_group")
         if group is None:
             raise RuntimeError("alignflow_receive_bucket before alignflow_join_group")
-        buffer = torch.empty(nbytes, dtype=torch.uint8, device=group.device)
+        buffer = group.buffer(nbytes)
         group.broadcast(buffer)
         return self.alignflow_stage_bucket(names, dtypes, shapes, offsets, buffer)
 

@@ -7,6 +7,13 @@ too), torchrun's or a joined group's `LOCAL_RANK`, or — inline, every host in 
 the GPU the plan gives the host (`HostPlan.first_gpu`), the current device left alone.
 Inputs built on the CPU (token ids from the store) move to the model's device at the
 forward call (`to_model`). Importing this module needs no CUDA.
+
+On a simulated cluster (`tasks/simulate/`) Ray hands out fake GPUs: a host given one is
+*on a GPU* for everything that places, reserves, sleeps or joins (`on_gpu`, the NCCL
+stand-in), and keeps its tensors on the CPU (`host_device`: no CUDA device is set), where
+the math runs. A tensor put on the device for a collective goes through `place`, which
+marks it as on the fake GPU so the strict group judges it as NCCL would. Each host's
+device is recorded as a sighting.
 """
 
 from __future__ import annotations
@@ -19,15 +26,21 @@ import torch
 from torch import nn
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.simulate import node, sightings
 
 Attention = Literal["sdpa", "eager", "flash_attention_2"]
 ATTENTIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
 
 
-def host_device(num_gpus: float, *, first_gpu: int = 0) -> torch.device:
+def host_device(num_gpus: float, *, first_gpu: int = 0, kind: str = "host") -> torch.device:
     """The device of a host given `num_gpus` by placement (fractions share one GPU);
-    `first_gpu`: the plan's GPU for the host when every host shares this process."""
+    `first_gpu`: the plan's GPU for the host when every host shares this process. A fake
+    GPU keeps the tensors on the CPU; `kind` names the host in its sighting."""
     if num_gpus <= 0:
+        sightings.record(kind, "cpu")
+        return torch.device("cpu")
+    if node.simulated_gpu():
+        sightings.record(kind, node.believed_device())
         return torch.device("cpu")
     if not torch.cuda.is_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
@@ -51,6 +64,27 @@ def rank_gpu(first_gpu: int = 0) -> tuple[int, bool]:
     if "LOCAL_RANK" in os.environ:
         return int(os.environ["LOCAL_RANK"]), True
     return first_gpu, False
+
+
+def on_gpu(num_gpus: float) -> bool:
+    """Whether a host given `num_gpus` counts as on a GPU (real or fake): the branch for
+    what it reserves, frees between steps and joins, never for where tensors go."""
+    return num_gpus > 0
+
+
+def place(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """`tensor` on `device` for a collective; on a fake GPU (`device` is then the CPU) it is
+    marked as on the GPU, as the strict group stands for NCCL."""
+    moved = tensor.to(device)
+    return node.place(moved) if torch.device(device).type == "cpu" else moved
+
+
+def rank_device() -> torch.device:
+    """The device a process's collectives carry tensors on: its current GPU, the CPU on a
+    fake one or without any (mark them with `place`)."""
+    if torch.cuda.is_available() and not node.simulated_gpu():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def model_device(model: nn.Module) -> torch.device:

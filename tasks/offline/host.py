@@ -22,6 +22,7 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling.critic import Critic
+from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.offline.config import TRAINED
 from alignflow.tasks.plan.hosts import HostPlan, TrainerPlan
@@ -64,7 +65,9 @@ class OfflineHost(Memo, GroupMember):
         return self.spec.plan.gpus_per_worker > 0
 
     def preload(self) -> None:
-        """Load the tokenizer and the trained model now, when the host starts."""
+        """Load the tokenizer and the trained model now, when the host starts (and say
+        which device placement gave it: a sighting on a simulated cluster)."""
+        host_device(self.spec.plan.gpus_per_worker, kind=f"host {self.spec.plan.name}")
         _ = self.tokenizer, self.trainer
 
     @functools.cached_property

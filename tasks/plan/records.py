@@ -22,6 +22,7 @@ from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.shared import ENV as SHARED_ENV
 from alignflow.artifacts.shared import shared_across_nodes
 from alignflow.errors import ConfigError
+from alignflow.tasks.plan import fit
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
 
@@ -41,6 +42,12 @@ class RunPlan:
     colocated: bool = True  # every role on one host (train.colocate_all)
     executor: Executor = "inline"
     executor_reason: str = ""
+
+    @property
+    def simulated(self) -> str | None:
+        """`NxG` when the run is planned on a simulated cluster (fake GPUs here)."""
+        c = self.cluster
+        return f"{c.nodes}x{c.gpus_per_node}" if c.simulated else None
 
     @property
     def groups(self) -> tuple[HostPlan, ...]:
@@ -79,44 +86,73 @@ class RunPlan:
         return self.gpus / max(h.nodes for h in self.groups)
 
     def check_fits(self) -> None:
-        """Refuse a plan the cluster cannot hold, in one line: Ray would wait for the GPUs
-        (a vLLM engine 900 s), NCCL would refuse two ranks of a group on one GPU."""
-        if self.gpus > self.cluster.gpus + 1e-9:
-            what = ", ".join(self.roles) + (", the generator" if self.generator else "") + \
-                (", the vLLM engines" if self.engines else "")
-            raise ConfigError(f"the placement of {what} asks for {_num(self.gpus)} GPU(s); "
-                              f"this cluster has {self.cluster.gpus}. Expected GPU counts of 0 "
-                              "(CPU) or a cluster with GPUs")
-        for problem in (*map(self._node_misfit, self.groups), self._engine_misfit()):
-            if problem:
-                raise ConfigError(f"{problem}; this cluster has {self.cluster.describe()}")
+        """Refuse a plan the cluster cannot hold, in one line naming the numbers: Ray would
+        wait for the GPUs until a timeout (a vLLM engine 900 s), NCCL would refuse two ranks
+        of a group on one GPU. All GPUs, then ranks sharing GPUs, hybrid engines within their
+        host's GPUs, the placement groups as Ray places them (`fit.py`)."""
+        why = self.fit_problem()
+        if why is not None:
+            raise ConfigError(why)
 
-    def _node_misfit(self, host: HostPlan) -> str | None:
-        """A host whose workers on one node need more GPUs than a node has, or whose ranks
-        share GPUs (fractions: Ray packs a node's workers onto the same GPU)."""
-        per_node = host.workers_per_node * host.gpus_per_worker
-        if per_node > self.cluster.gpus_per_node + 1e-9:
-            return (f"host {host.name}: {host.workers_per_node} worker(s) per node × "
-                    f"{host.gpus_per_worker:g} GPU need {per_node:g} GPUs on one node")
-        if host.workers > 1 and 0 < host.gpus_per_worker < 1:
-            return (f"host {host.name}: {host.workers} data-parallel workers at "
-                    f"{host.gpus_per_worker:g} GPU each would share GPUs, and NCCL refuses two "
-                    "ranks of one group on one GPU; expected placement.num_gpus=1 (or 0)")
-        return None
+    def check_runnable(self) -> None:
+        """`check_fits`, and refuse what this version plans but does not place."""
+        why = self.fit_problem() or self.unplaced()
+        if why is not None:
+            raise ConfigError(why)
 
-    def _engine_misfit(self) -> str | None:
+    def unplaced(self) -> str | None:
+        """What this version plans but does not place yet, as one line (None: nothing)."""
         e = self.engines
-        if e is None or e.gpus_each <= self.cluster.gpus_per_node:
+        if e is None or not e.hybrid:
             return None
-        return (f"a vLLM engine needs {e.gpus_each:g} GPUs on one node (tensor parallel "
-                f"{e.tensor_parallel}); expected vllm.tensor_parallel_size <= GPUs per node")
+        return (f"hybrid vLLM engines in actors ({e.count} × tensor parallel "
+                f"{e.tensor_parallel} within host {self.hosts[0].name}'s GPUs: "
+                "train.colocate_all with "
+                "engines other than one per worker, or tensor parallelism) are planned but not "
+                "placed by this version; expected vllm.num_engines equal to the actor's "
+                "workers (or 1) with vllm.tensor_parallel_size=1 (the engine inside the "
+                "host's process, driven by its rank 0), or train.colocate_all unset (engines "
+                "on GPUs of their own)")
+
+    def fit_problem(self) -> str | None:
+        """Why the cluster cannot hold this plan, as one line; None when it can."""
+        asked = f"the placement of {self._who()} asks for {_num(self.gpus)} GPU(s)"
+        if self.gpus > self.cluster.gpus + 1e-9:
+            fix = "GPU counts of 0 (CPU) or a cluster with GPUs" if not self.cluster.gpus \
+                else "fewer workers or engines, or a larger cluster"
+            return (f"{asked}; this cluster has {self.cluster.gpus} ({self._breakdown()}). "
+                    f"Expected {fix}")
+        why = next(filter(None, map(fit.shared_gpus, self.groups)), None) or \
+            fit.hybrid_problem(self.engines, self.hosts[0]) or fit.problem(
+            [fit.host_group(h) for h in self.groups] + fit.engine_groups(self.engines),
+            self.cluster)
+        if why is None:
+            return None
+        return (f"{asked} ({self._breakdown()}), which does not fit "
+                f"{self.cluster.describe()}: {why}. Expected fewer workers or engines, or "
+                "a larger cluster")
+
+    def _who(self) -> str:
+        return ", ".join(self.roles) + (", the generator" if self.generator else "") + \
+            (", the vLLM engines" if self.engines else "")
+
+    def _breakdown(self) -> str:
+        parts = [f"{h.name} {h.nodes}×{h.workers_per_node} × {_num(h.gpus_per_worker)}"
+                 for h in self.groups if h.gpus]
+        e = self.engines
+        if e is not None and e.gpus_used:
+            parts.append(f"vLLM engines {e.count} × {_num(e.gpus_each)}"
+                         + (f" within host {self.hosts[0].name}" if e.hybrid else ""))
+        return ", ".join(parts) or "no GPUs"
 
     def check_store(self, store: Any) -> None:
         """Refuse, in one line, a run over several nodes whose store is a path on each
         node's own disk: every node would write its part (DeepSpeed's rank shards, a
-        host's checkpoints) to a different store (`artifacts/shared.py`)."""
-        if self.cluster.nodes <= 1 or shared_across_nodes(store.protocol, store.root):
-            return
+        host's checkpoints) to a different store (`artifacts/shared.py`); a simulated
+        cluster's nodes share this machine's disk."""
+        if self.cluster.nodes <= 1 or self.cluster.simulated or \
+                shared_across_nodes(store.protocol, store.root):
+            return  # (a simulated cluster's nodes are all this machine)
         raise ConfigError(
             f"this run spans a cluster of {self.cluster.nodes} nodes, but its store "
             f"{store.url} is a path on each node's own disk (DeepSpeed's rank shards and the "

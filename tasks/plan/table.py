@@ -44,3 +44,16 @@ def _placement(host: HostPlan, executor: str) -> str:
     if executor == "inline":
         return "this process"
     return "Ray actor" if host.workers == 1 else f"placement group ({host.nodes} bundle(s))"
+
+
+def fit_lines(plan: RunPlan) -> list[str]:
+    """Whether the cluster holds the plan: `fits: ...` (and what runs it cannot place yet);
+    a plan that does not fit is refused by `RunPlan.check_fits` instead."""
+    lines = [f"fits: {plan.cluster.describe()}: the run takes {plan.gpus:g} of "
+             f"{plan.cluster.gpus} GPU(s)"]
+    if plan.engines is not None and plan.engines.hybrid:
+        lines[0] += (f" (the vLLM engines' {plan.engines.gpus_used:g} within host "
+                     f"{plan.hosts[0].name}'s)")
+    gap = plan.unplaced()
+    return lines + ([f"note: {gap}"] if gap else [])
+

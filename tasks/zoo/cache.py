@@ -7,7 +7,6 @@ a folder whose marker is missing, stale or disagrees with the files is rebuilt.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,24 +14,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from alignflow.artifacts.sources.hashing import file_sha256 as _sha256
+from alignflow.artifacts.sources.hashing import inventory
+
 MARKER = ".alignflow-build.json"
 _HASH_LIMIT = 32 * 2**20  # files above this are checked by size only (hashing is slow)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _inventory(folder: Path) -> dict[str, dict]:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
-    return {
-        str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-        for p in files
-    }
+    return inventory(folder, skip=(MARKER,))
 
 
 def is_built(folder: str | os.PathLike, key: str) -> bool:

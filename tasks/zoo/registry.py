@@ -1,8 +1,10 @@
-"""Model names → local folders: short names of the offline models, paths, hub names.
+"""Model names → local folders: short names of the offline models, paths, sources.
 
 `resolve_model("smollm2-135m")` gives the prepared folder (preparing it on first use unless
-told not to); a path is checked and returned; anything else is an HF hub name that must
-already be in the local HF cache, since alignflow never downloads at run time.
+told not to); a path (a shared volume too) is checked and returned; an `s3://` URL or a
+Hugging Face Hub id is fetched into this node's content cache, held to the hash the
+running run pinned (`artifacts/sources/`: the local HF cache when offline, once per node
+when online).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from alignflow.artifacts import sources
 from alignflow.errors import ConfigError
 from alignflow.tasks.zoo.packages import package_dir
 
@@ -91,8 +94,10 @@ def _looks_like_path(name: str) -> bool:
 
 
 def resolve_model(name_or_path: str | os.PathLike, *, prepare: bool = True) -> str:
-    """A local folder for a short name, a path, or a locally cached HF hub name."""
+    """A local folder for a short name, a path, a source URL or an HF Hub id."""
     name = os.fspath(name_or_path)
+    if sources.is_url(name):
+        return sources.local_path(name)
     if name in NAMES:  # only short names pay for the builders' imports (gguf, transformers)
         spec = _spec(name)
         folder = spec.folder()
@@ -112,12 +117,22 @@ def resolve_model(name_or_path: str | os.PathLike, *, prepare: bool = True) -> s
 
 
 def _from_hub_cache(name: str) -> str:
-    from huggingface_hub import snapshot_download
-
     try:
-        return snapshot_download(name, local_files_only=True)
-    except Exception as exc:  # not cached, or not a valid repo id: same advice
-        raise ConfigError(
-            f"model {name!r} is not a local path, not one of {sorted(_specs())}, and not in "
-            f"the local Hugging Face cache (alignflow works offline: "
-            f"{type(exc).__name__})") from None
+        return sources.local_path(name)
+    except ConfigError as exc:  # not cached, or not a valid repo id: same advice
+        raise ConfigError(f"model {name!r} is not a local path, not one of {sorted(NAMES)}, "
+                          f"and {str(exc).split(' is ', 1)[-1]}") from None
+
+
+def model_config(name_or_path: str) -> dict | None:
+    """A model's config.json without fetching its weights (a source's one file, a local
+    folder's, a prepared short name's); None when it cannot be read."""
+    import json
+
+    name = str(name_or_path)
+    try:
+        if sources.model_source(name) and name not in NAMES:
+            return json.loads(sources.read_member(name, "config.json"))
+        return json.loads((Path(resolve_model(name, prepare=False)) / "config.json").read_text())
+    except Exception:  # a name not prepared, an unreachable source, a folder without one
+        return None

@@ -20,7 +20,8 @@ SECTIONS = ("actor", "critic", "ref", "reward", "rollout", "train", "algo", "dat
 KEY = re.compile(r"`((?:" + "|".join(SECTIONS) + r")\.[a-z_][a-z0-9_.]*)")
 SET = re.compile(r"--set[ =]([a-z_][a-z0-9_.]*)=")
 RUN_OPTIONS = {"config", "set", "run-id", "seed", "executor", "help-config", "store",
-               "address", "debug", "rerun-from", "force", "all", "detach"}
+               "address", "debug", "rerun-from", "force", "all", "detach", "dry-run",
+               "cluster", "simulate-cluster"}
 
 
 FILES = (".py", ".sql", ".json", ".yaml", ".md", ".parquet", ".safetensors")

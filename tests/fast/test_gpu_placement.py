@@ -74,8 +74,8 @@ def test_engine_gpus_count_toward_the_fit():
 
 @pytest.mark.parametrize(("sets", "match"), [
     (("rollout.engine=vllm", "vllm.num_engines=1", "vllm.tensor_parallel_size=8"),
-     "a vLLM engine needs 8 GPUs on one node"),
-    (("actor.num_gpus_per_node=8",), "8 worker\\(s\\) per node × 1 GPU need 8 GPUs on one node"),
+     "vLLM engine 0 needs a node with 8 GPU\\(s\\)"),
+    (("actor.num_gpus_per_node=8",), "host models needs a node with 8 GPU\\(s\\)"),
     (("actor.num_gpus_per_node=2", "placement.num_gpus=0.5"),
      "2 data-parallel workers at 0.5 GPU each would share GPUs"),
 ])

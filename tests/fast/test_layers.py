@@ -20,7 +20,7 @@ FOLDERS = {"alignflow": "alignflow", "flows": "alignflow.flows", "tasks": "align
 BLOCKS = {"errors", "artifacts"}  # what every layer may use
 TASK_BASE = BLOCKS | {"tasks.losses", "tasks.zoo", "tasks.advantages", "tasks.data",
                       "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards",
-                      "tasks.distributed", "tasks.plan"}
+                      "tasks.distributed", "tasks.plan", "tasks.simulate"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "artifacts": {"errors"},
@@ -29,12 +29,14 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.zoo": BLOCKS,
     "tasks.advantages": BLOCKS | {"tasks.losses"},
     "tasks.data": BLOCKS | {"tasks.zoo"},
-    "tasks.modeling": BLOCKS | {"tasks.losses"},
-    "tasks.distributed": BLOCKS,
+    "tasks.simulate": BLOCKS,
+    "tasks.modeling": BLOCKS | {"tasks.losses", "tasks.simulate"},
+    "tasks.distributed": BLOCKS | {"tasks.simulate"},
     "tasks.trainers": BLOCKS | {"tasks.modeling", "tasks.distributed"},
-    "tasks.engines": BLOCKS | {"tasks.modeling"},
+    "tasks.engines": BLOCKS | {"tasks.modeling", "tasks.distributed", "tasks.simulate"},
     "tasks.rewards": BLOCKS | {"tasks.modeling", "tasks.data", "tasks.zoo"},
-    "tasks.plan": BLOCKS | {"tasks.modeling", "tasks.trainers", "tasks.engines"},
+    "tasks.plan": BLOCKS | {"tasks.modeling", "tasks.trainers", "tasks.engines",
+                            "tasks.simulate"},
     "tasks.steps": TASK_BASE,
     "tasks.agents": TASK_BASE,
     "tasks.rl": TASK_BASE | {"tasks.steps", "tasks.agents"},

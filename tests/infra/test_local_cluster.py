@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.infra.test_two_nodes import _free_ports, _script
+from tests.infra.test_two_nodes import SCRIPT, _free_ports, _script
 
 pytestmark = pytest.mark.slow
 
@@ -33,3 +33,22 @@ def test_stop_leaves_no_process_and_no_port_of_the_cluster():
     listening = [c.laddr.port for c in psutil.net_connections("tcp")
                  if c.status == psutil.CONN_LISTEN and port <= c.laddr.port < port + 4]
     assert listening == []  # the GCS, the Ray Client server, the agents
+
+
+def _defaults(uid: int, user: str) -> tuple[str, str]:
+    """RAY_PORT and CLUSTER_DIR the script picks for a user (its settings lines, run with
+    `id` answering for that user)."""
+    text = (SCRIPT.read_text().split("\nRAY_PORT=", 1)[1]).split("\nHERE=", 1)[0]
+    shell = (f'id() {{ [ "$1" = -u ] && echo {uid} || echo {user}; }}\nRAY_PORT={text}\n'
+             'echo "$RAY_PORT $CLUSTER_DIR"')
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_PORT", "CLUSTER_DIR")}
+    out = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True)
+    port, folder = out.stdout.split()
+    return port, folder
+
+
+def test_two_users_get_their_own_default_port_and_folder():
+    alice, bob = _defaults(1000, "alice"), _defaults(1001, "bob")
+    assert alice != bob and alice[1] == "/tmp/alignflow-cluster-alice"
+    assert int(bob[0]) - int(alice[0]) >= 4  # four ports each: GCS, client, two agents
+    assert all(20000 <= int(p) < 28000 for p, _ in (alice, bob))  # below the ephemeral range

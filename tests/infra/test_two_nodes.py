@@ -188,10 +188,10 @@ def _kill_after_next_learn(store, env: dict, driver, log: Path, worker_pid: int)
 def _check_nothing_lost(store) -> None:
     assert api.get_status(RUN, store=store) == runs.SUCCESSFUL
     with Catalog(store) as cat:
-        rows = cat.sql("SELECT iter, count(*) AS n, count(DISTINCT (prompt_id, sample_idx)) AS "
+        rows = cat.sql("SELECT iteration, count(*) AS n, count(DISTINCT (prompt_id, sample_idx)) AS "
                        "uniq, count(DISTINCT task_key) AS tasks FROM rollouts WHERE run_id = ? "
-                       "GROUP BY iter ORDER BY iter", [RUN]).to_pylist()
-    assert [r["iter"] for r in rows] == list(range(ITERATIONS)), rows
+                       "GROUP BY iteration ORDER BY iteration", [RUN]).to_pylist()
+    assert [r["iteration"] for r in rows] == list(range(ITERATIONS)), rows
     for r in rows:
         assert r["n"] == r["uniq"] == PROMPTS * SAMPLES and r["tasks"] == 1, r
     manifests = runs.read_manifests(store, RUN)

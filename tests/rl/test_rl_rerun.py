@@ -23,10 +23,10 @@ def _actor_checkpoints(store) -> list[str]:
 def test_checkpoints_are_pruned_across_drivers_and_rerun_checks_them(rl_sets, tmp_path):
     store = tmp_path / "store"
     flow, cls = load_flow("grpo")
-    two = load_config(cls, sets=[*rl_sets, "train.max_iterations=2"])
+    two = load_config(cls, sets=[*rl_sets, "train.max_iterations=2", "ckpt.max_num=2"])
     api.run(flow, two, store=str(store), run_id="r", executor="inline")
     assert _actor_checkpoints(store) == ["iter-0000", "iter-0001"]
-    four = load_config(cls, sets=[*rl_sets, "train.max_iterations=4"])
+    four = load_config(cls, sets=[*rl_sets, "train.max_iterations=4", "ckpt.max_num=2"])
     api.resume("r", store=str(store), rerun_from="export", executor="inline", config=four)
     assert _actor_checkpoints(store) == ["iter-0002", "iter-0003"]  # ckpt.max_num = 2
 

@@ -35,7 +35,7 @@ def test_report_of_a_real_grpo_run(tiny_model_dir, tmp_path):
     assert titles(html)[:2] == ["Run", "Learning curves"]
     assert {"Where the time went", "Best and worst samples", "Config"} <= set(titles(html))
     curves = alts(html)[0].split(", ")
-    assert {"reward", "KL", "entropy", "loss"} <= set(curves) and "return" not in curves
+    assert {"reward", "KL", "entropy", "policy loss"} <= set(curves) and "return" not in curves
     for step in ("generate", "score", "reference", "learn", "sync"):
         assert re.search(rf">{step}\w*<", html), step  # learn runs as learn_actor
     if find_chromium() is not None:

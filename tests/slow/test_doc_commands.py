@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -70,6 +71,21 @@ def site(tmp_path_factory, rl_sets, tiny_model_dir):  # noqa: F811
     return store, here
 
 
+@pytest.fixture(scope="module")
+def manifest_sources(s3_server, tiny_model_dir, tmp_path_factory):
+    """The models and data the KubeRay manifests' commands name, on moto's S3 server (the
+    endpoint is an address: the test's), fetched into a cache of the test's own."""
+    from tests.infra.manifests import upload_manifest_sources
+
+    upload_manifest_sources(s3_server, tiny_model_dir)
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "ALIGNFLOW_SOURCES_DIR")}
+    os.environ.update(AWS_ENDPOINT_URL=s3_server,
+                      ALIGNFLOW_SOURCES_DIR=str(tmp_path_factory.mktemp("sources")))
+    yield
+    for key, value in saved.items():
+        os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
 def _fill(argv: tuple[str, ...], store: Path, here: Path) -> list[str]:
     """The documented argv with stand-ins for its placeholders and this test's store."""
     out, skip = [], False
@@ -92,9 +108,10 @@ def _fill(argv: tuple[str, ...], store: Path, here: Path) -> list[str]:
 def _complete(argv: list[str], here: Path) -> list[str]:
     """What a prose mention of a command leaves to the reader: its run, flow or config."""
     cmd, rest = argv[0], argv[1:]
-    if cmd == "run":
+    if cmd == "run":  # a manifest's GPUs are not here: its plan is checked in tests/infra
+        gpus = ["--ignore-hardware"] if any("num_gpus" in w for w in rest) else []
         return ["run", *(["grpo"] if not rest or rest[0].startswith("-") else []), *rest,
-                "--dry-run"]
+                "--dry-run", *gpus]
     if cmd in ("report", "resume", "export", "cancel", "delete") and not rest:
         return [cmd, RUN]
     if cmd == "models" and rest[:1] == ["prepare"]:
@@ -119,7 +136,7 @@ LAST = ("cancel", "delete")  # they end the run the others use
 
 @pytest.mark.parametrize("doc", sorted(DOCUMENTED, key=lambda c: c.command in LAST),
                          ids=lambda c: f"{c.where} {' '.join(c.argv)[:60]}")
-def test_documented_command_works(doc, site, monkeypatch, capsys):
+def test_documented_command_works(doc, site, manifest_sources, monkeypatch, capsys):
     store, here = site
     monkeypatch.chdir(here)
     monkeypatch.setattr(sys, "stdin", io.StringIO(".quit\n"))  # `alignflow sql`: the shell

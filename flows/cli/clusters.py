@@ -1,0 +1,95 @@
+"""`alignflow run FLOW ... --cluster NxG` (with `--dry-run`: the plan for a cluster this
+machine is not), `--dry-run --address ADDR` (the plan for a running cluster's real
+resources) and `--simulate-cluster NxG` (the whole run here, on a local Ray cluster of N
+nodes advertising G fake GPUs each: `tasks/simulate/`).
+
+A simulated run is marked in run.json: `simulated.cluster` from its plan (`flows/planning.py`)
+and, when the run ends (or fails), `simulated.actors`: what each of its processes saw (node,
+`CUDA_VISIBLE_DEVICES`, device, actor, rank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from alignflow.errors import ConfigError
+from alignflow.flows import api, identity, runs
+from alignflow.flows.cli.outputs import run_id_for
+from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.simulate.cluster import SimulatedCluster, default_cpus
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="NxG[:C]",
+                        help="with --dry-run: plan for N nodes of G GPUs (and C CPUs) each "
+                             "instead of this machine, and refuse a plan that does not fit")
+    parser.add_argument("--simulate-cluster", metavar="NxG",
+                        help="run here on a simulated cluster: N local Ray nodes advertising "
+                             "G fake GPUs each (real placement, ranks and NCCL-strict groups; "
+                             "model math on the CPU)")
+
+
+def target(known: argparse.Namespace) -> Cluster | None:
+    """The cluster the run is planned for: `--cluster`, `--simulate-cluster`, a dry run's
+    `--address` (joined to read its resources), or None (this machine)."""
+    if known.cluster and known.simulate_cluster:
+        raise ConfigError("--cluster and --simulate-cluster: give one (--simulate-cluster "
+                          "plans for the cluster it simulates)")
+    if known.cluster:
+        if not known.dry_run:
+            raise ConfigError(f"--cluster {known.cluster} plans for a cluster this machine is "
+                              "not: use it with --dry-run, or rehearse the run here with "
+                              f"--simulate-cluster {known.cluster}")
+        return Cluster.parse(known.cluster)
+    if known.simulate_cluster:
+        if known.address or known.detach:
+            raise ConfigError("--simulate-cluster starts its own Ray cluster for the run in "
+                              "this process; drop --address and --detach")
+        found = Cluster.parse(known.simulate_cluster, simulated=True)
+        return Cluster(nodes=found.nodes, gpus_per_node=found.gpus_per_node, simulated=True,
+                       cpus_per_node=found.cpus_per_node or default_cpus(found.gpus_per_node))
+    if known.address and known.dry_run:
+        from alignflow.flows.ray_connect import ensure_ray
+
+        ensure_ray(known.address, quiet=True)
+        return Cluster.current()
+    return None
+
+
+def run_simulated(known: argparse.Namespace, checked: Any, start: Any) -> Any:
+    """`start()` (the run) on a simulated cluster started for it and stopped after it;
+    what each process saw is recorded in run.json, also when the run fails."""
+    cluster = known.planned_cluster
+    flow = os.path.basename(known.flow).split(":")[-1].removesuffix(".py")
+    known.run_id = run_id_for(flow, checked, known.run_id) or identity.new_run_id(flow)
+    sim = SimulatedCluster(cluster.nodes, cluster.gpus_per_node, cluster.cpus_per_node)
+    print(f"alignflow: starting a simulated cluster: {cluster.describe()}", file=sys.stderr,
+          flush=True)
+    with sim:
+        sim.connect()
+        known.address, known.executor = sim.address, "ray"
+        try:
+            return start()
+        finally:
+            record(api.open_store(known.store), known.run_id, sim.sightings(clear=True))
+
+
+def record(store: Any, run_id: str, seen: list[dict]) -> None:
+    """`seen` (sightings) into run.json's `simulated` record, once the run exists."""
+    if not store.exists(runs.run_json(run_id)):
+        return
+    meta = runs.read_run(store, run_id)
+    simulated = dict(meta.get("simulated") or {})
+    simulated["actors"] = [*simulated.get("actors", []), *seen]
+    runs.update_run(store, run_id, simulated=simulated)
+
+
+def simulated(meta: dict) -> str:
+    """What `alignflow ls` / `status` add to a simulated run's status: ` (simulated 2x4)`."""
+    record = meta.get("simulated")
+    return f" (simulated {record['cluster']})" if isinstance(record, dict) and \
+        record.get("cluster") else ""
+

