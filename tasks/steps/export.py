@@ -24,6 +24,8 @@ def export_model(host: Trained, folder: str = "actor", role: str | None = None
     trainer = host.trainer if role is None else getattr(host, role)
     rel = f"runs/{scope.run_id}/final/{folder}"
     ema = getattr(host, "ema", None) if role is None else None  # the policy's, when kept
+    if ema is not None:  # a checkpoint still being written reads the weights the EMA swaps
+        getattr(trainer, "settle", lambda: None)()
     with tempfile.TemporaryDirectory(prefix="alignflow-export-") as tmp, \
             ema.applied(trainer.model) if ema is not None else contextlib.nullcontext():
         trainer.save_pretrained(tmp, host.tokenizer)  # collective under ZeRO-3

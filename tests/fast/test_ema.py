@@ -5,6 +5,9 @@ the EMA model is what `save_model` and the HF checkpoints write."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 from torch import nn
@@ -87,3 +90,44 @@ def test_the_flags_of_every_release_and_the_ranges():
         build_config("grpo", None, ["train.ema_beta=1.5"], [])
     with pytest.raises(ConfigError, match="train.enable_ema"):
         build_config("grpo", None, ["train.enable_ema=true", "ds.lora.rank=4"], [])
+
+
+class _Trainer:
+    """A trainer whose checkpoint of the live weights is still being written (held, as
+    `saver.py` holds it) when the export starts."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self.written, self.go = model, None, threading.Event()
+        self._held = ThreadPoolExecutor(1).submit(self._write)
+        self.global_step = 1
+
+    def _write(self) -> None:
+        self.go.wait(timeout=0.5)  # the write reads the weights late
+        self.written = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+
+    def settle(self) -> None:
+        self._held.result()
+
+    def save_pretrained(self, folder: str, tokenizer=None) -> None:
+        self.go.set()  # a write not done yet runs now, while the EMA is in the model
+        self._held.result()
+
+
+def test_the_export_waits_for_the_checkpoint_of_the_policys_weights(local_store):
+    """An export swaps the EMA into the model: a checkpoint being written meanwhile must
+    still hold the policy's weights, or a resumed run would train from the average."""
+    from types import SimpleNamespace
+
+    from alignflow.artifacts.scope import TaskScope, use_scope
+    from alignflow.tasks.steps.export import export_model
+
+    model = _model()
+    ema = EMA(model, beta=0.0)
+    ema.params["0.weight"] = ema.params["0.weight"] + 1.0
+    policy = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = _Trainer(model)
+    host = SimpleNamespace(trainer=trainer, ema=ema, tokenizer=None, policy_version=1)
+    with use_scope(TaskScope(local_store, "r", "export", seed=1)):
+        export_model(host)
+    trainer.settle()
+    assert all(torch.equal(trainer.written[n], t) for n, t in policy.items())
