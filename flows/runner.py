@@ -22,6 +22,7 @@ from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.executors import make_executor
 from alignflow.flows.heartbeat import Heartbeat
 from alignflow.flows.lease import Lease
+from alignflow.flows.timeline import mark
 from alignflow.flows.timers import Suspended
 
 
@@ -79,12 +80,15 @@ def drive(store: Any, run_id: str, flow: Flow, config: Any, *, executor: str = "
         driver.plan = plan
         beat = _watch(store, run_id, meta.get("flow") or flow.name, progress)
         sink = _live_log(store, run_id, config, driver)
+        mark("flow start")
         return _run_body(store, run_id, flow, config, driver)
     finally:
+        mark("flow end")
         if sink is not None:
             sink.close()
         if runner is not None:
             runner.shutdown()
+            mark("executor closed")
         if progress is not None:
             progress.close(driver.outcome if driver is not None else None)
         if beat is not None:

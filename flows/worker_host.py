@@ -13,6 +13,7 @@ from typing import Any
 
 from alignflow.errors import FlowError
 from alignflow.flows import wrapper
+from alignflow.flows.timeline import mark
 
 _REMOTES: dict[str, Any] = {}
 
@@ -65,14 +66,18 @@ class WorkerHost:
         """Import the flow's modules now, before the first task needs them."""
         import importlib
 
+        mark("warm start")
         for name in modules:
             importlib.import_module(name)
+        mark("warm end")
 
     def install(self, factory: Any, name: str = "") -> None:
         """Become a worker group's host: build its object and load its models. A failure is
         kept (with its traceback) for the group's tasks to report."""
+        mark(f"host {name} load start")
         try:
             self.obj, self.failure = build(factory), None
+            mark(f"host {name} loaded")
         except Exception as exc:
             self.obj, self.failure = None, _start_failure(name, exc)
 

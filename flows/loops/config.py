@@ -27,7 +27,7 @@ from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
-from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
 from alignflow.tasks.trainers.optim import Optimizer, TrainConfig
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
 
 STEPS_PER_PRINT_NEVER = 2**31 - 1

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from alignflow.errors import invalid, require
-from alignflow.tasks.modeling.device import ATTENTIONS, Attention
-from alignflow.tasks.modeling.lora import LoraConfig
-from alignflow.tasks.trainers.base import Precision
+from alignflow.tasks.modeling.attention import ATTENTIONS, Attention
+from alignflow.tasks.modeling.lora_config import LoraConfig
+from alignflow.tasks.trainers.config import Precision
 
 TrainerChoice = Literal["auto", "torch", "deepspeed"]
 AccumDtype = Literal["fp32", "bf16", "fp16"]

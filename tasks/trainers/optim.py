@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from alignflow.errors import require
-from alignflow.tasks.trainers.base import TrainerConfig
+from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.ds_section import DSConfig
 
 LossNormalizer = Literal["step", "micro_batch"]
