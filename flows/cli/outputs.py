@@ -39,6 +39,8 @@ def start_or_resume(known: Any, checked: Any, progress: Any) -> Any:
                          progress=progress)
     if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
         copy_out(store, output["model"], ckpt.output_dir)
+        if output.get("critic"):  # --save_value_network: OpenRLHF's <save_path>_critic
+            copy_out(store, output["critic"], ckpt.output_dir.rstrip("/") + "_critic")
     return output
 
 

@@ -59,6 +59,9 @@ PROMPTS: dict[str, Target] = {
 
 RL: dict[str, Target] = {
     **openrlhf_aliases(*RL_CLIS), **SHARED, **PROMPTS,
+    # a command line's one-value form (<= v0.9.0) is its release's (compat/era.py); the
+    # two-value form is a plain rename, also in YAML files and --set
+    "vllm_is_truncated_threshold": "algo.advantage.is_correction_threshold",
     "ref_pretrain": "ref.model_name_or_path", "learning_rate": "actor.adam.lr",
     "min_lr_ratio": _roles("min_lr_ratio"), "max_iterations": "train.max_iterations",
     "eps_clip_high": "actor.eps_clip_high", "freeze_actor_steps": "critic.freezing_steps",

@@ -105,7 +105,8 @@ class LoopConfig(Optimizer):
         return TrainSpec(kind=self.KIND, loss=self.model if self.KIND == "dpo" else None,
                          train_batch_size=self.train.batch_size,
                          micro_train_batch_size=self.train.micro_batch_size,
-                         save_steps=self.ckpt.save_steps, eval_steps=-1)
+                         save_steps=self.ckpt.save_steps, eval_steps=-1,
+                         loss_normalizer=self.train.loss_normalizer)
 
 
 @dataclass(frozen=True, kw_only=True)

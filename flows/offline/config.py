@@ -148,7 +148,8 @@ class OfflineConfig(Optimizer):
                          save_steps=self.ckpt.save_steps, eval_steps=self.eval.steps,
                          placeholder_token=self.data.placeholder_token,
                          reward_tokens=self.data.reward_tokens,
-                         packing=self.ds.packing_samples and objective(self.KIND).packing)
+                         packing=self.ds.packing_samples and objective(self.KIND).packing,
+                         loss_normalizer=self.train.loss_normalizer)
 
 
 def _data(**kw):

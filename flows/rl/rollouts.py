@@ -42,6 +42,11 @@ class SyncRollouts:
                  iterations: int) -> None:
         self.cfg, self.prompts, self.hosts, self.iterations = cfg, prompts, hosts, iterations
 
+    @property
+    def latest(self) -> PolicyRef | None:
+        """The newest policy of a generator worker (None: the actor host's engine has it)."""
+        return None
+
     def take(self, it: int) -> StepOutput | None:
         """The committed batch iteration `it` learns from (None: dropped as too stale)."""
         return on(generate_rollouts, self.hosts["actor"], f"{key(it)}/generate")(
@@ -71,6 +76,10 @@ class ScheduledRollouts(SyncRollouts):
         self.pending: dict[int, object] = {}    # iteration -> future of its batch
         self.ready: dict[int, StepOutput] = {}  # batches committed, not yet learned from
         self.scores: dict[int, StepOutput] = {}  # agent episodes: rewards come with the batch
+
+    @property
+    def latest(self) -> PolicyRef | None:
+        return self.published[-1]
 
     def policy_for(self, it: int) -> PolicyRef:
         """The weights batch `it` is sampled with: the policy after it − s learn steps."""

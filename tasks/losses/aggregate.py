@@ -47,8 +47,9 @@ def token_mean(
 def seq_mean_token_mean(
     x: Tensor, mask: Tensor, *, num_seqs: int | None = None, **_: object
 ) -> Tensor:
-    """Σ_b (Σ_t x·m / Σ_t m) / N_seqs: each sequence weighs the same, whatever its length."""
-    n = mask.shape[0] if num_seqs is None else num_seqs
+    """Σ_b (Σ_t x·m / Σ_t m) / N_seqs: each sequence weighs the same, whatever its length;
+    N_seqs the sequences with a token (as OpenRLHF counts them; default: this batch's)."""
+    n = max(int((mask.sum(-1) > 0).sum()), 1) if num_seqs is None else num_seqs
     return masked_mean(x, mask, dim=-1).sum() / n
 
 

@@ -92,8 +92,9 @@ def corrected_policy_loss(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """agg(w_t · ℓ_t): the named PPO-family token loss against the proximal `old_logp`,
     weighted by the IS correction from `behaviour_logp`; returns (loss, metrics)."""
-    if name not in POLICY_LOSSES:
-        raise ConfigError(f"policy loss {name!r}: expected one of {get_args(PolicyLossName)}")
+    if name not in POLICY_LOSSES or name == "gspo":
+        raise ConfigError(f"policy loss {name!r} with IS correction: expected ppo or dual_clip "
+                          "(GSPO takes its ratio against the behaviour policy instead)")
     w, is_metrics = is_weights(old_logp, behaviour_logp, mask, kind=kind, low=low, high=high)
     extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
     per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low, eps_high=eps_high,

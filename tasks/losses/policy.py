@@ -18,7 +18,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
 from alignflow.tasks.losses.kl import KLEstimator, approx_kl
 
-PolicyLossName = Literal["ppo", "dual_clip"]
+PolicyLossName = Literal["ppo", "dual_clip", "gspo"]
 LOG_RATIO_CLAMP = 20.0  # as OpenRLHF 0.11: exp(±20) stays finite in float32 (0.9.10 had none)
 
 
@@ -53,23 +53,50 @@ def dual_clip_tokens(
     return torch.where(adv < 0, torch.minimum(ppo, -dual_clip * adv), ppo)
 
 
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's ρ_b = exp(Σ_t m_bt (logp − old_logp) / max(Σ_t m_bt, 1)), on every token of
+    row b (0 on padding); no clamp, as OpenRLHF computes it."""
+    maskf = mask.to(logp.dtype)
+    mean = ((logp - old_logp) * maskf).sum(-1) / maskf.sum(-1).clamp(min=1)
+    return mean.exp().unsqueeze(-1) * maskf
+
+
+def gspo_tokens(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *, eps_low: float = 0.2,
+    eps_high: float | None = None, dual_clip: float | None = None,
+) -> Tensor:
+    """GSPO (Zheng et al. 2025, OpenRLHF's `policy_loss_type=gspo`): the PPO clip applied to
+    the sequence-level ratio ρ_b (`sequence_ratio`) instead of each token's,
+    ℓ_t = −min(ρ_b A_t, clip(ρ_b, 1−ε_low, 1+ε_high) A_t); with c (dual clip) and A_t < 0,
+    ℓ_t = min(ℓ_t, −c·A_t). Reduced per sequence (seq-mean-token-mean), as OpenRLHF does."""
+    ratio = sequence_ratio(logp, old_logp, mask)
+    high = eps_low if eps_high is None else eps_high
+    loss = -torch.minimum(ratio * adv, ratio.clamp(1.0 - eps_low, 1.0 + high) * adv)
+    if dual_clip is None:
+        return loss
+    return torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
+
+
 POLICY_LOSSES: dict[PolicyLossName, Callable[..., Tensor]] = {
     "ppo": ppo_clip_tokens,
     "dual_clip": dual_clip_tokens,
+    "gspo": gspo_tokens,
 }
 
 
 def policy_metrics(
     logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *, eps_low: float = 0.2,
-    eps_high: float | None = None,
+    eps_high: float | None = None, sequence: bool = False,
 ) -> dict[str, Tensor]:
     """Detached 0-dim tensors (call .item() to log): clip_frac, approx_kl, ratio_mean.
 
     clip_frac: share of tokens where the clipped surrogate is the smaller one;
-    approx_kl: mean of old_logp − logp (k1 of KL(π_old ‖ π)), as OpenRLHF logs it.
+    approx_kl: mean of old_logp − logp (k1 of KL(π_old ‖ π)), as OpenRLHF logs it;
+    `sequence`: of GSPO's sequence-level ratio.
     """
     with torch.no_grad():
-        ratio = importance_ratio(logp, old_logp)
+        ratio = (sequence_ratio(logp, old_logp, mask) if sequence
+                 else importance_ratio(logp, old_logp))
         high = eps_low if eps_high is None else eps_high
         clipped = ratio.clamp(1.0 - eps_low, 1.0 + high) * adv < ratio * adv
         return {
@@ -82,18 +109,25 @@ def policy_metrics(
 def policy_loss(
     logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *,
     name: PolicyLossName = "ppo", eps_low: float = 0.2, eps_high: float | None = None,
-    dual_clip: float = 3.0, agg: Aggregation = "token-mean", num_tokens: float | None = None,
-    num_seqs: int | None = None, max_len: int | None = None,
+    dual_clip: float | None = 3.0, agg: Aggregation = "token-mean",
+    num_tokens: float | None = None, num_seqs: int | None = None, max_len: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The named per-token policy loss reduced by `agg`; returns (loss, metrics)."""
+    """The named per-token policy loss reduced by `agg` (GSPO: by sequence, whatever
+    `agg`; its `dual_clip` applies when given); returns (loss, metrics)."""
     if name not in POLICY_LOSSES:
         raise ConfigError(f"policy loss {name!r}: expected one of {get_args(PolicyLossName)}")
-    extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
-    per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low, eps_high=eps_high,
-                                    **extra)
+    if name == "gspo":
+        per_token = gspo_tokens(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high,
+                                dual_clip=dual_clip)
+        agg = "seq-mean-token-mean"
+    else:
+        extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
+        per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low,
+                                        eps_high=eps_high, **extra)
     loss = aggregate(per_token, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
                      max_len=max_len)
-    return loss, policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high)
+    return loss, policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high,
+                                sequence=name == "gspo")
 
 
 def value_loss(

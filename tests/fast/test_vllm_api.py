@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from alignflow.tasks.engines.base import SamplingParams
+from alignflow.tasks.engines.vllm import api as vllm_api
 from alignflow.tasks.engines.vllm.broadcast import SyncGroup
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
 from alignflow.tasks.engines.vllm.engine import VLLMEngine
-from alignflow.tasks.engines.vllm import api as vllm_api
 from alignflow.tasks.engines.vllm.worker import AlignflowWorkerExtension, UntruncatedLogprobs
 
 ROOT = Path(__file__).resolve().parents[2]

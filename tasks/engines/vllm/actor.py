@@ -29,9 +29,9 @@ import torch
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.standin import build_engine
+from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig
-from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
 
 
