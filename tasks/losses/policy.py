@@ -16,16 +16,15 @@ from torch import Tensor
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
-from alignflow.tasks.losses.kl import KLEstimator, approx_kl
+from alignflow.tasks.losses.kl import LOG_RATIO_LIMIT, KLEstimator, approx_kl
 
 PolicyLossName = Literal["ppo", "dual_clip", "gspo"]
-LOG_RATIO_CLAMP = 20.0  # as OpenRLHF 0.11: exp(±20) stays finite in float32 (0.9.10 had none)
 
 
 def importance_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
     """ρ_t = exp(clamp(logp − old_logp, ±20)): a token whose probability moved by e^20 or more
     gets a finite ratio (and no gradient through the clamp) instead of inf."""
-    return torch.exp((logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return torch.exp((logp - old_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
 
 
 def ppo_clip_tokens(
@@ -111,11 +110,17 @@ def policy_loss(
     name: PolicyLossName = "ppo", eps_low: float = 0.2, eps_high: float | None = None,
     dual_clip: float | None = 3.0, agg: Aggregation = "token-mean",
     num_tokens: float | None = None, num_seqs: int | None = None, max_len: int | None = None,
+    weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The named per-token policy loss reduced by `agg` (GSPO: by sequence, whatever
-    `agg`; its `dual_clip` applies when given); returns (loss, metrics)."""
+    `agg`; its `dual_clip` applies when given); returns (loss, metrics). `weights`: a
+    detached weight on each token's loss before the reduction (the IS correction against
+    the behaviour policy: `is_correction.is_weights`, with `old_logp` the proximal ones)."""
     if name not in POLICY_LOSSES:
         raise ConfigError(f"policy loss {name!r}: expected one of {get_args(PolicyLossName)}")
+    if name == "gspo" and weights is not None:
+        raise ConfigError("policy loss 'gspo' with IS correction: expected ppo or dual_clip "
+                          "(GSPO takes its ratio against the behaviour policy instead)")
     if name == "gspo":
         per_token = gspo_tokens(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high,
                                 dual_clip=dual_clip)
@@ -124,6 +129,8 @@ def policy_loss(
         extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
         per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low,
                                         eps_high=eps_high, **extra)
+    if weights is not None:
+        per_token = per_token * weights.to(per_token.dtype)
     loss = aggregate(per_token, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
                      max_len=max_len)
     return loss, policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high,

@@ -22,7 +22,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.distributed import reduce
 from alignflow.tasks.losses.aggregate import aggregate, masked_mean
-from alignflow.tasks.losses.is_correction import corrected_policy_loss
+from alignflow.tasks.losses.is_correction import is_weights
 from alignflow.tasks.losses.policy import policy_loss
 from alignflow.tasks.modeling.device import model_device
 from alignflow.tasks.modeling.forward import response_logprobs
@@ -57,9 +57,11 @@ def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, n
         return policy_loss(logp, exp.old_logp[idx, :width], adv, mask, **common)
     corr = algo.advantage
     low, high = corr.is_correction_threshold
-    return corrected_policy_loss(logp, proximal[idx, :width], exp.old_logp[idx, :width], adv,
-                                 mask, kind=corr.is_correction_type, low=low, high=high,
-                                 **common)
+    weights, is_metrics = is_weights(proximal[idx, :width], exp.old_logp[idx, :width], mask,
+                                     kind=corr.is_correction_type, low=low, high=high)
+    loss, metrics = policy_loss(logp, proximal[idx, :width], adv, mask, weights=weights,
+                                **common)
+    return loss, metrics | is_metrics
 
 
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,

@@ -14,10 +14,19 @@ from __future__ import annotations
 import torch
 
 from alignflow.flows.cli.run_config import build_config
-from alignflow.tasks.losses.is_correction import corrected_policy_loss
+from alignflow.tasks.losses.is_correction import is_weights
 from alignflow.tasks.losses.policy import policy_loss
 from alignflow.tasks.rl.minibatch import Counts, split
 from tests.tolerance import sum_bound
+
+
+def corrected_policy_loss(logp, old, behaviour, adv, mask, *, kind="tis", low=0.5, high=5.0,
+                          **kw):
+    """The PPO loss against `old` with each token weighted by the IS correction from
+    `behaviour` (`policy_loss(..., weights=is_weights(...))`, as the learner calls it)."""
+    w, is_metrics = is_weights(old, behaviour, mask, kind=kind, low=low, high=high)
+    loss, metrics = policy_loss(logp, old, adv, mask, weights=w, **kw)
+    return loss, metrics | is_metrics
 
 torch.set_num_threads(1)
 
