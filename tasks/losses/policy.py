@@ -1,8 +1,8 @@
 """PPO-family actor and critic losses on (B, T) per-token log-probs with an action mask.
 
 Per-token variants are registered in `POLICY_LOSSES`; `policy_loss` reduces them with an
-aggregation mode (aggregate.py) and reports metrics. Pass the step's `num_tokens` (or
-`num_seqs`) when accumulating gradients over micro-batches so the sum of micro-batch
+aggregation mode (aggregate.py) and reports metrics. Pass the step's counts (`norm`:
+`aggregate.Normaliser`) when accumulating gradients over micro-batches so the sum of micro-batch
 losses equals the one-batch loss.
 """
 
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
+from alignflow.tasks.losses.aggregate import Aggregation, Normaliser, aggregate, masked_mean
 from alignflow.tasks.losses.kl import LOG_RATIO_LIMIT, KLEstimator, approx_kl
 
 PolicyLossName = Literal["ppo", "dual_clip", "gspo"]
@@ -109,8 +109,7 @@ def policy_loss(
     logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, *,
     name: PolicyLossName = "ppo", eps_low: float = 0.2, eps_high: float | None = None,
     dual_clip: float | None = 3.0, agg: Aggregation = "token-mean",
-    num_tokens: float | None = None, num_seqs: int | None = None, max_len: int | None = None,
-    weights: Tensor | None = None,
+    norm: Normaliser | None = None, weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The named per-token policy loss reduced by `agg` (GSPO: by sequence, whatever
     `agg`; its `dual_clip` applies when given); returns (loss, metrics). `weights`: a
@@ -131,16 +130,14 @@ def policy_loss(
                                         eps_high=eps_high, **extra)
     if weights is not None:
         per_token = per_token * weights.to(per_token.dtype)
-    loss = aggregate(per_token, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
-                     max_len=max_len)
+    loss = aggregate(per_token, mask, agg, norm)
     return loss, policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high,
                                 sequence=name == "gspo")
 
 
 def value_loss(
     values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, *,
-    clip: float | None = 0.5, agg: Aggregation = "token-mean", num_tokens: float | None = None,
-    num_seqs: int | None = None, max_len: int | None = None,
+    clip: float | None = 0.5, agg: Aggregation = "token-mean", norm: Normaliser | None = None,
 ) -> Tensor:
     """½ · agg(max((V_clip − R)², (V − R)²)), V_clip = V_old + clip(V − V_old, ±clip).
 
@@ -150,15 +147,13 @@ def value_loss(
     if clip is not None:
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         loss = torch.maximum(loss, (clipped - returns).pow(2))
-    return 0.5 * aggregate(loss, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs,
-                           max_len=max_len)
+    return 0.5 * aggregate(loss, mask, agg, norm)
 
 
 def kl_loss(
     logp: Tensor, ref_logp: Tensor, mask: Tensor, *, estimator: KLEstimator = "k3",
-    agg: Aggregation = "token-mean", num_tokens: float | None = None,
-    num_seqs: int | None = None, max_len: int | None = None,
+    agg: Aggregation = "token-mean", norm: Normaliser | None = None,
 ) -> Tensor:
     """KL-as-loss (GRPO): agg(k(logp, ref_logp)); the caller scales it by its β."""
     kl = approx_kl(logp, ref_logp, estimator)
-    return aggregate(kl, mask, agg, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+    return aggregate(kl, mask, agg, norm)

@@ -21,7 +21,7 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.distributed import reduce
-from alignflow.tasks.losses.aggregate import aggregate, masked_mean
+from alignflow.tasks.losses.aggregate import Normaliser, aggregate, masked_mean
 from alignflow.tasks.losses.is_correction import is_weights
 from alignflow.tasks.losses.policy import policy_loss
 from alignflow.tasks.modeling.device import model_device
@@ -49,7 +49,7 @@ def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, n
     eps_low, eps_high = actor.clip_bounds
     name = "dual_clip" if actor.dual_clip else "ppo"
     common = dict(name=name, eps_low=eps_low, eps_high=eps_high,
-                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, **norm)
+                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, norm=norm)
     if actor.policy_loss_type == "gspo":
         common |= {"name": "gspo", "dual_clip": actor.dual_clip}
         proximal = None
@@ -65,7 +65,7 @@ def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, n
 
 
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,
-                pad_id: int, norm_of: Callable[[list[int]], dict], iteration: int,
+                pad_id: int, norm_of: Callable[[list[int]], Normaliser], iteration: int,
                 proximal=None):
     """The loss of one micro-batch, divided by what `norm_of(idx)` says (num_tokens,
     num_seqs, max_len: the step's, or the micro-batch's own; `minibatch.py`). A
@@ -94,11 +94,11 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
         loss = ptx.with_ptx(loss, model, batch,
                             algo.ptx.ptx_coef / world * batch.get("ptx_scale", 1.0), pad_id)
         if actor.entropy_coef:  # OpenRLHF: a token mean over the step, whatever the policy's
-            loss = loss - actor.entropy_coef * aggregate(ent, mask, "token-mean", **norm)
+            loss = loss - actor.entropy_coef * aggregate(ent, mask, "token-mean", norm)
         check_finite(loss, iteration=iteration, what="policy", samples=[int(i) for i in idx],
                      parts=parts, mask=mask)
         # the trainer sums micro-batch stats: weight each by its share of the minibatch
-        share = float(mask.sum()) / norm["num_tokens"]
+        share = float(mask.sum()) / norm.num_tokens
         stats = {k: float(v) * share for k, v in m.items()}
         return loss, stats | {"entropy": float(masked_mean(ent, mask)) * share}
     return loss_fn

@@ -13,6 +13,7 @@ import torch
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
+from alignflow.tasks.losses.aggregate import Normaliser
 from alignflow.tasks.losses.policy import value_loss
 from alignflow.tasks.modeling.batching import padded_pairs, to_padded
 from alignflow.tasks.modeling.device import model_device
@@ -34,7 +35,7 @@ def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, norm_
         w = action.shape[1]
         v = model(ids, attn, w)
         loss = value_loss(v, old[idx, :w], ret[idx, :w], mask[idx, :w], clip=clip,
-                          num_tokens=norm_of(idx)["num_tokens"])
+                          norm=Normaliser(num_tokens=norm_of(idx).num_tokens))
         check_finite(loss, iteration=iteration, what="value", samples=[int(i) for i in idx],
                      parts={"values": v, "old values": old[idx, :w], "returns": ret[idx, :w]},
                      mask=mask[idx, :w])

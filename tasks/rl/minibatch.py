@@ -23,6 +23,7 @@ import torch
 
 from alignflow.artifacts.scope import beat
 from alignflow.tasks.distributed import reduce, sharding
+from alignflow.tasks.losses.aggregate import Normaliser
 from alignflow.tasks.modeling.batching import first_fit
 from alignflow.tasks.trainers.optim import LossNormalizer
 from alignflow.tasks.trainers.plan import Plan
@@ -54,11 +55,11 @@ class Counts:
         return cls(keptf, mask.to(torch.float64).cpu().sum(-1) * keptf, lengths, mode,
                    max_len)
 
-    def norm(self, step: list[int], batch: list[int]) -> dict:
-        """The normalisers of a micro-batch `batch` of step `step` (`aggregate`'s keywords)."""
+    def norm(self, step: list[int], batch: list[int]) -> Normaliser:
+        """The normaliser of a micro-batch `batch` of step `step`."""
         rows = batch if self.mode == "micro_batch" else step
-        return {"num_tokens": max(float(self.tokens[rows].sum()), 1.0),
-                "num_seqs": max(int((self.tokens[rows] > 0).sum()), 1), "max_len": self.max_len}
+        return Normaliser(max(float(self.tokens[rows].sum()), 1.0),
+                          max(int((self.tokens[rows] > 0).sum()), 1), self.max_len)
 
     def weights(self, step: list[int], batches: list[list[int]]) -> list[float]:
         """The trainer's weight of each micro-batch's loss."""

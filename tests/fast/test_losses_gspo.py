@@ -17,6 +17,7 @@ import torch
 
 from alignflow.flows.cli.run_config import build_config
 from alignflow.tasks.losses import policy_loss
+from alignflow.tasks.losses.aggregate import Normaliser
 
 
 def openrlhf_gspo(logp, old, adv, mask, eps_low=0.2, eps_high=0.2):
@@ -94,7 +95,7 @@ def test_gspo_with_is_correction_takes_its_ratio_against_the_behaviour_policy():
     settings = LearnSettings(algo=AlgoConfig(), actor=ActorConfig(policy_loss_type="gspo"),
                              critic=CriticConfig(), reward=RLRewardConfig(), train=TrainConfig(),
                              packing=False, n_samples=1, temperature=1.0, max_len=4)
-    norm = {"num_tokens": 12.0, "num_seqs": 3, "max_len": 4}
+    norm = Normaliser(12.0, 3, 4)
     loss, _ = _surrogate(logp, exp, [0, 1, 2], adv, mask, settings, norm, proximal=proximal)
     assert torch.allclose(loss, openrlhf_gspo(logp, behaviour, adv, mask.double()))
 

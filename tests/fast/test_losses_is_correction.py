@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.losses.aggregate import Normaliser
 from alignflow.tasks.losses.is_correction import IS_CORRECTIONS, is_weights
 from alignflow.tasks.losses.policy import policy_loss
 
@@ -129,7 +130,8 @@ def test_micro_batches_add_up_to_the_whole_batch(kind) -> None:
     n, parts = float(mask.sum()), torch.zeros(())
     for rows in torch.arange(8).split(2):
         part, _ = corrected_policy_loss(logp[rows], old[rows], behaviour[rows], adv[rows],
-                                        mask[rows], kind=kind, low=0.3, num_tokens=n)
+                                        mask[rows], kind=kind, low=0.3,
+                                        norm=Normaliser(num_tokens=n))
         part.backward()
         parts = parts + part.detach()
     assert parts.item() == pytest.approx(whole.item(), abs=1e-6)

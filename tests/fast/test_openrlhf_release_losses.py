@@ -75,7 +75,7 @@ def _step_loss(counts: Counts, logp, old, adv, mask, batches: list[list[int]]):
     step = [i for b in batches for i in b]
     total = logp.new_zeros(())
     for b, w in zip(batches, counts.weights(step, batches), strict=True):
-        loss, _ = policy_loss(logp[b], old[b], adv[b], mask[b], **counts.norm(step, b))
+        loss, _ = policy_loss(logp[b], old[b], adv[b], mask[b], norm=counts.norm(step, b))
         total = total + w * loss
     return total
 
