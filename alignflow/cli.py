@@ -68,10 +68,17 @@ def _cpu_deepspeed() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from alignflow.flows.control.timeline import mark
+
+    mark("cli start")
     _cpu_deepspeed()
     from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if a in COMMANDS), None)
+    if from_shell and command == "run":  # Ray's start overlaps the command's imports
+        from alignflow.flows.cli.early import start_ray_if_asked
+
+        start_ray_if_asked(argv[argv.index("run") + 1:])
     args = build_parser(command).parse_args(argv)
     if args.command is None:
         build_parser(None).print_help()
@@ -88,11 +95,15 @@ def _quick_exit(code: int) -> None:
     (seconds, for nothing: every result is committed and every file closed by now)."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    ray_local, ray = sys.modules.get("alignflow.flows.ray_local"), sys.modules.get("ray")
+    from alignflow.flows.control.timeline import mark
+
+    mark("shutdown start")
+    ray_local, ray = sys.modules.get("alignflow.flows.ray.local"), sys.modules.get("ray")
     if ray_local is not None:
-        ray_local.stop()  # waits for an early start still under way
+        ray_local.stop(exiting=True)  # waits for an early start still under way
     elif ray is not None and getattr(ray, "is_initialized", lambda: False)():
         ray.shutdown()
+    mark("exit")
     os._exit(code)
 
 

@@ -21,7 +21,7 @@ FIELDS = ("format", "run_id", "task_key", "task", "version", "code_hash", "input
           "worker")
 ARTIFACT_FIELDS = tuple(ArtifactRef.__dataclass_fields__)
 # Written first by `alignflow delete` on stores without an atomic folder rename: a run
-# with `runs/<run_id>/deleting.json` is gone for every reader (flows/removal.py).
+# with `runs/<run_id>/deleting.json` is gone for every reader (flows/control/removal.py).
 TOMBSTONE = "deleting.json"
 
 

@@ -37,7 +37,7 @@ def beat_path(run_id: str, task_key: str) -> str:
 
 def beat(done: int | float, total: int | float | None = None, unit: str = "") -> None:
     """Say how far the running task is (`done` of `total` `unit`: 24 of 64 sequences) for
-    the driver's heartbeat (`flows/heartbeat.py`); written at most every `BEAT_S`. A no-op
+    the driver's heartbeat (`flows/control/heartbeat.py`); written at most every `BEAT_S`. A no-op
     outside a task and on a follower rank; a failed write is ignored."""
     scope = _SCOPE.get()
     if scope is None or not scope.is_lead:

@@ -143,6 +143,22 @@ def load_file(path: str | Path, *, module_name: str, what: str = "code file",
     return module
 
 
+def module_name_for(path: str | Path, kind: str = "user") -> str:
+    """The module a user file is imported as: `alignflow_<kind>_<stem>_<8 hex>`, stable
+    from its absolute path (a flow file's record types are journalled under it)."""
+    path = str(Path(path).resolve())
+    return f"alignflow_{kind}_{Path(path).stem}_{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+
+
+def load_attr(path: str | Path, attr: str, *, kind: str, what: str,
+              names: Mapping[str, types.ModuleType] | None = None) -> Any:
+    """The one loader of user files (flows, agents, reward functions): `attr` of an
+    allowed file (None when it defines none), imported under its module name (`kind`:
+    user, agent, reward) from the bytes that were checked."""
+    module = load_file(path, module_name=module_name_for(path, kind), what=what, names=names)
+    return getattr(module, attr, None)
+
+
 def import_attr(ref: str, *, builtin: bool = False) -> Any:
     """`module:attr` imported and looked up; only an allowed reference (or one of
     alignflow's own built-in targets, `builtin=True`, which no store can name)."""
@@ -173,8 +189,7 @@ def carrying(factory: Callable[[], Any]) -> Callable[[], Any]:
     return _Carrying(factory, current())
 
 
-def serve_calls(conn: Any, path: str, func_name: str, allowed: Allowances,
-                module_name: str) -> None:
+def serve_calls(conn: Any, path: str, func_name: str, allowed: Allowances) -> None:
     """A child process's body: load an allowed file once, then answer `(seed, args)` calls
     of its `func_name` on `conn` until the pipe closes (`tasks/rewards/sandbox.py`). Lives
     here so the child imports nothing heavy before the user's file does."""
@@ -183,8 +198,7 @@ def serve_calls(conn: Any, path: str, func_name: str, allowed: Allowances,
 
     grant(allowed)
     try:
-        func = getattr(load_file(path, module_name=module_name, what="code file"),
-                       func_name, None)
+        func = load_attr(path, func_name, kind="reward", what="reward function file")
         conn.send(("ready", callable(func)))
     except BaseException as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))

@@ -124,7 +124,7 @@ KINDS = {"grpo": ("actor", "engine", "node", "driver"), "dpo": ("actor", "node",
 
 
 def weights_sha(store, run_id: str) -> str:
-    from alignflow.flows import api
+    from alignflow.flows.control import api
 
     folder = api.get_output(run_id, store=store)["model"]
     digest = hashlib.sha256()
@@ -142,7 +142,7 @@ def rollout_counts(store, run_id: str) -> dict:
                       "AS uniq, count(DISTINCT (iteration, task_key)) AS keyed, "
                       "count(DISTINCT iteration) AS iters FROM rollouts WHERE run_id = ?",
                       [run_id]).to_pylist()[0]
-    from alignflow.flows import api
+    from alignflow.flows.control import api
 
     iterations = api.get_output(run_id, store=store)["iterations"]
     expected = iterations * GRPO["prompts"] * GRPO["samples"]
@@ -151,7 +151,8 @@ def rollout_counts(store, run_id: str) -> dict:
 
 
 def judge(res: dict, store, base: dict | None) -> dict:
-    from alignflow.flows import api, runs
+    from alignflow.flows.control import api
+    from alignflow.flows.journal import runs
 
     status = api.get_status(res["run_id"], store=store) if store.exists(
         runs.run_json(res["run_id"])) else "NOT STARTED"

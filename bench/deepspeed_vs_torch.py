@@ -79,8 +79,8 @@ def _trainer(args, variant: str):
         from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
         return TorchTrainer(model, cfg)
-    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
     return DeepSpeedTrainer(model, cfg, DSConfig(zero_stage=stage, adam_offload=offload))
 

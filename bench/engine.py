@@ -23,8 +23,9 @@ import time
 import uuid
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
 from alignflow.flows.engine import flow, gather, task
+from alignflow.flows.journal import runs
 
 N = 200
 
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=N)
     parser.add_argument("--resume-tasks", type=int, default=1000)
     args = parser.parse_args()
-    from alignflow.flows.ray_connect import ensure_ray
+    from alignflow.flows.ray.connect import ensure_ray
 
     t0 = time.perf_counter()
     ensure_ray(None)

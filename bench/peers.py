@@ -67,7 +67,7 @@ def alignflow_cmd(kind: str, model: Path, data: Path, work: Work, store: Path,
 
 def alignflow_loop(kind: str, store: Path) -> float:
     from alignflow.artifacts.store import Store
-    from alignflow.flows import runs
+    from alignflow.flows.journal import runs
 
     manifests = runs.read_manifests(Store.open(str(store)), "b")
     return sum(m["ended"] - m["started"] for key, m in manifests.items()

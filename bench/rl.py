@@ -185,7 +185,8 @@ def child(model: str, threads: int) -> dict:
     gens: list[dict] = []
     install_engine_probe(gens)
     from alignflow.artifacts.store import Store
-    from alignflow.flows import api, runs
+    from alignflow.flows.control import api
+    from alignflow.flows.journal import runs
     from alignflow.flows.rl.grpo import grpo
 
     cfg = config(model, threads)

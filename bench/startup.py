@@ -46,7 +46,7 @@ def _timed(cmd: list[str]) -> tuple[float, float | None, float]:
 
 def grpo_run(store: Path, run_id: str, executor: str) -> dict:
     from alignflow.artifacts.store import Store
-    from alignflow.flows import runs
+    from alignflow.flows.journal import runs
     from alignflow.tasks.zoo.registry import resolve_model
 
     cmd = [CLI, "run", "grpo", "--store", str(store), "--run-id", run_id, "--executor", executor,
@@ -65,7 +65,7 @@ def grpo_run(store: Path, run_id: str, executor: str) -> dict:
 
 
 def many_runs(store: Path, n: int) -> str:
-    from alignflow.flows import api
+    from alignflow.flows.control import api
     from tests import flows_for_tests as F
 
     counts = Path(tempfile.mkdtemp())

@@ -49,7 +49,7 @@ class Case:
 
 def _finished(tmp: Path) -> None:
     from alignflow.artifacts.store import Store
-    from alignflow.flows import api
+    from alignflow.flows.control import api
     from tests import flows_for_tests as F
     from tests.fast.test_catalog_data import populate
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, procinfo, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import procinfo, runs
 from tests import flows_for_tests as F
 
 SECRET = "sk-sweep-5ecr3t-0123456789"

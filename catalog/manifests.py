@@ -203,7 +203,7 @@ def _parse(where: str, data: bytes) -> dict[str, Any]:
 
 def _run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
     """A `runs` row from run.json as the engine writes it (`created`, `code`; see
-    flows/api.py `run()`), also reading `started` / `code_version` where a writer uses them."""
+    flows/control/api.py `run()`), also reading `started` / `code_version` where a writer uses them."""
     code = run.get("code")
     return {
         "run_id": rel.split("/")[1],

@@ -1,7 +1,7 @@
 """The programming model: `@flow`, `@task`, `gather`, durable `sleep` and `wait_for`.
 
 A flow is a plain function; calling a task inside a running flow hands the call to the
-driver (`flows/driver.py`), which replays it from the journal or runs and commits it.
+driver (`flows/control/driver.py`), which replays it from the journal or runs and commits it.
 Outside a flow a task is a plain function call, so task code is testable without Ray.
 """
 
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from alignflow.flows import codec
-from alignflow.flows.identity import source_hash
+from alignflow.flows.journal import codec
+from alignflow.flows.journal.identity import source_hash
 
 CODE_HASHES: dict[str, str] = {}  # task name -> code hash of the task defined most recently
 _DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
@@ -52,7 +52,9 @@ class TaskOptions:
 
 
 class Done:
-    """An already-resolved future (replayed tasks, calls outside a flow)."""
+    """An already-resolved future: a replayed task, a call outside a flow, an attempt the
+    inline executor ran. It answers both a flow's questions (`result`, `done`) and the
+    driver's of an attempt (`wait`, `ready`)."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -62,6 +64,8 @@ class Done:
 
     def done(self) -> bool:
         return True
+
+    wait, ready = result, done
 
 
 class Task:
@@ -142,7 +146,7 @@ def gather(*futures: Any) -> list[Any]:
 
 def wait_durable() -> None:
     """Wait until every finished task is committed, the checkpoints they write in the
-    background included (`flows/commit_queue.py`). Call it before another worker reads a
+    background included (`flows/journal/commit_queue.py`). Call it before another worker reads a
     checkpoint a task just returned: its output comes back before the files are written."""
     driver = current_driver()
     if driver is not None:

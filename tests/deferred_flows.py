@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.scope import current_scope
 from alignflow.flows.engine import flow, task
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
 
 
 class Writer:

@@ -11,7 +11,7 @@ from pathlib import Path
 from alignflow.artifacts.journal import journal_record
 from alignflow.errors import EngineError
 from alignflow.flows.engine import flow, gather, sleep, task, wait_for
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
 
 
 def bump(folder: str, name: str) -> int:
@@ -83,7 +83,7 @@ def waiting(cfg: dict) -> dict:
 @task
 def cancel_self(folder: str) -> None:
     from alignflow.artifacts.scope import current_scope
-    from alignflow.flows import api
+    from alignflow.flows.control import api
 
     scope = current_scope()
     api.cancel(scope.run_id, store=scope.store)

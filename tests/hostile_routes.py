@@ -10,8 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from alignflow.flows import codec
 from alignflow.flows.config import load_config
+from alignflow.flows.journal import codec
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.trust.config import identity
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from alignflow.flows.engine import flow, task
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
 
 
 class Nothing:

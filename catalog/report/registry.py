@@ -29,6 +29,7 @@ PANELS: list[PanelFn] = [
     panels_rl.learning_curves,
     panels_offline.learning_curves,
     panels_rl.reward_histograms,
+    panels_rl.evaluation,
     panels_async.staleness,
     panels_offline.margin_histograms,
     panels_run.step_times,

@@ -141,7 +141,7 @@ class CampaignConfig:
     """
 
     # what the gate's first tasks fix: its prompts, and what every policy's eval measured
-    # (a resumed campaign follows any other change: `flows/reconfigure.py`)
+    # (a resumed campaign follows any other change: `flows/control/reconfigure.py`)
     RESUME_FIXED: ClassVar[dict[str, str]] = {
         **{f"gate.{k}": "gate/prompts" for k in (
             "prompts", "max_samples", "input_key", "label_key", "input_template",

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 
 def control_path(run_id: str) -> str:

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api, runs
 from alignflow.flows.campaign.config import CampaignConfig, lookup
 from alignflow.flows.campaign.inputs import local_paths
 from alignflow.flows.campaign.records import Inputs, RoundRun
 from alignflow.flows.config import from_dict
 from alignflow.flows.config.sources import Keys, flatten
-from alignflow.flows.loader import canonical_ref, load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import canonical_ref, load_flow
+from alignflow.flows.journal import runs
 
 # Set by the CLI: makes the progress display of a round run (None: no display).
 PROGRESS: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(

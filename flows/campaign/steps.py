@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from alignflow.artifacts.lineage import ROUNDS
 from alignflow.artifacts.scope import current_scope
-from alignflow.flows import runs
 from alignflow.flows.campaign import control, gate, inputs
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.campaign.models import policy_folder
@@ -19,6 +18,7 @@ from alignflow.flows.campaign.records import Due, Inputs, Policy, RoundRun
 from alignflow.flows.campaign.rounds import round_config, round_run_id, run_round
 from alignflow.flows.campaign.schedule import ScheduleConfig
 from alignflow.flows.engine import task
+from alignflow.flows.journal import runs
 from alignflow.tasks.steps.prompts import load_prompts
 
 gate_prompts = task(version=1)(load_prompts)

@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError, LeaseHeld
-from alignflow.flows import api, reconfigure, runs
 from alignflow.flows.campaign import control
 from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
 from alignflow.flows.campaign.records import Inputs
 from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow, initial_policy, round_config
 from alignflow.flows.config import load_config
 from alignflow.flows.config.refs import references
-from alignflow.flows.loader import canonical_ref, load_flow
+from alignflow.flows.control import api, reconfigure
+from alignflow.flows.control.loader import canonical_ref, load_flow
+from alignflow.flows.journal import runs
 from alignflow.flows.trust.config import decode_config
 
 ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
@@ -89,7 +90,7 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
             _check_changes(store, meta, cfg)
             print(f"campaign {cfg.name}: {why}")
             return 0
-        else:  # CONFIG is followed where the campaign can (`flows/reconfigure.py`)
+        else:  # CONFIG is followed where the campaign can (`flows/control/reconfigure.py`)
             api.resume(cfg.run_id, store=store, block=block, trust=named, config=cfg,
                        address=args.address, progress=Progress(stream=sys.stderr, resume=again))
     except LeaseHeld as exc:

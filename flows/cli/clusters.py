@@ -3,7 +3,7 @@ machine is not), `--address ADDR` (the plan for a running cluster's real resourc
 before the run starts, also when this machine has no GPU) and `--simulate-cluster NxG` (the whole run here, on a local Ray cluster of N
 nodes advertising G fake GPUs each: `tasks/simulate/`).
 
-A simulated run is marked in run.json: `simulated.cluster` from its plan (`flows/planning.py`)
+A simulated run is marked in run.json: `simulated.cluster` from its plan (`flows/control/planning.py`)
 and, when the run ends (or fails), `simulated.actors`: what each of its processes saw (node,
 `CUDA_VISIBLE_DEVICES`, device, actor, rank).
 """
@@ -16,8 +16,9 @@ import sys
 from typing import Any
 
 from alignflow.errors import ConfigError
-from alignflow.flows import api, identity, runs
 from alignflow.flows.cli.outputs import run_id_for
+from alignflow.flows.control import api
+from alignflow.flows.journal import identity, runs
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.simulate.cluster import SimulatedCluster, default_cpus
 
@@ -52,7 +53,7 @@ def target(known: argparse.Namespace) -> Cluster | None:
         return Cluster(nodes=found.nodes, gpus_per_node=found.gpus_per_node, simulated=True,
                        cpus_per_node=found.cpus_per_node or default_cpus(found.gpus_per_node))
     if known.address:  # the run's plan is checked against the cluster it will run on
-        from alignflow.flows.ray_connect import ensure_ray
+        from alignflow.flows.ray.connect import ensure_ray
 
         ensure_ray(known.address, quiet=True)
         return Cluster.current()

@@ -12,14 +12,16 @@ import sys
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api, planning
 from alignflow.flows.cli import clusters, supervise
 from alignflow.flows.cli.dry_run import format_dry_run
+from alignflow.flows.cli.early import start_ray_early
 from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
-from alignflow.flows.planning import CHOICES, resolve
+from alignflow.flows.control import api, planning
+from alignflow.flows.control.planning import CHOICES, resolve
+from alignflow.flows.control.timeline import mark
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         ignore_hardware=known.ignore_hardware,
                         on_config=lambda config, plan: _choose_executor(known, config, plan),
                         cluster=known.planned_cluster)
+    mark("config checked")
     planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
     if known.dry_run:
         return _dry_run(known, checked)
@@ -171,7 +174,7 @@ def _dry_run(known: argparse.Namespace, checked: Any) -> int:
 def _plausible(ref: str) -> bool:
     """A built-in name, an existing flow file or a module reference (checked cheaply: the
     first line comes before any heavy import; errors stay one line)."""
-    from alignflow.flows.registry import BUILTIN
+    from alignflow.flows.control.registry import BUILTIN
 
     path, sep, _ = ref.rpartition(":")
     return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
@@ -193,22 +196,14 @@ def _choose_executor(known: argparse.Namespace, config: Any, plan: Any) -> None:
 def _maybe_start_ray_early(known: argparse.Namespace) -> None:
     local = not (known.address or known.simulate_cluster or known.dry_run or known.supervise)
     if local and getattr(known, "from_shell", False):
-        _start_ray_early(known.flow)
+        start_ray_early(known.flow)
 
 
-def _start_ray_early(ref: str) -> None:
-    from alignflow.flows import ray_local, ray_pool
-    from alignflow.flows.registry import BUILTIN
-
-    target = BUILTIN.get(ref, (ref if ".py:" not in ref else "",))[0]
-    module = target.partition(":")[0]
-    warm = (module,) if module and module != "__main__" else ()
-    ray_local.start_early(lambda: ray_pool.create(warm))
 
 
 def _help_config(ref: str) -> int:
     from alignflow.flows.config import format_config_help
-    from alignflow.flows.loader import canonical_ref, load_flow
+    from alignflow.flows.control.loader import canonical_ref, load_flow
 
     _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:
@@ -251,7 +246,7 @@ def _progress() -> Any:
 
 
 def _print_output(output: Any) -> None:
-    from alignflow.flows import codec
+    from alignflow.flows.journal import codec
 
     if output is not None:
         print(codec.dumps(output))

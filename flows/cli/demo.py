@@ -17,10 +17,10 @@ import argparse
 import sys
 import time
 
-from alignflow.flows import api
 from alignflow.flows.config import load_config
-from alignflow.flows.identity import new_run_id
-from alignflow.flows.planning import CHOICES
+from alignflow.flows.control import api
+from alignflow.flows.control.planning import CHOICES
+from alignflow.flows.journal.identity import new_run_id
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
 

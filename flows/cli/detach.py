@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from alignflow.errors import FlowError
-from alignflow.flows import runs
-from alignflow.flows.identity import new_run_id
-from alignflow.flows.loader import builtin_name, canonical_ref
+from alignflow.flows.control.loader import builtin_name, canonical_ref
+from alignflow.flows.journal import runs
+from alignflow.flows.journal.identity import new_run_id
 
 START_TIMEOUT_S = 600.0
 

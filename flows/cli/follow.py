@@ -1,5 +1,5 @@
 """`alignflow logs -f RUN`: the driver's progress lines, read from the store (so from any
-machine that sees it, `flows/progress_log.py`), then followed until the run's driver is
+machine that sees it, `flows/journal/progress_log.py`), then followed until the run's driver is
 gone; and what `status` says of the tasks running now."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import sys
 import time
 from typing import Any
 
-from alignflow.flows import runs
 from alignflow.flows.cli.progress import beat_note, format_duration
-from alignflow.flows.progress_log import read_now, segments
+from alignflow.flows.journal import runs
+from alignflow.flows.journal.progress_log import read_now, segments
 
 POLL_S = 1.0
 

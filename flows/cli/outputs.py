@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 from typing import Any
 
-from alignflow.flows import api, reconfigure, runs
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.refs import references
-from alignflow.flows.trust.config import decode_config
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 
 def run_id_for(flow: str, checked: Any, given: str | None) -> str | None:
@@ -40,32 +39,19 @@ def start_or_resume(known: Any, checked: Any, progress: Any) -> Any:
                          progress=progress)
     if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
         copy_out(store, output["model"], ckpt.output_dir)
+        if output.get("critic"):  # --save_value_network: OpenRLHF's <save_path>_critic
+            copy_out(store, output["critic"], ckpt.output_dir.rstrip("/") + "_critic")
     return output
 
 
 def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) -> Any:
     """The run resumed; a finished one gives its output (OpenRLHF loads the last checkpoint,
     finds nothing left to train and ends). What this command names is the user's own."""
-    if api.get_status(run_id, store=store) == runs.SUCCESSFUL:
-        print(f"run {run_id} already finished (ckpt.load_enable): nothing left to train",
-              file=sys.stderr)
-        _warn_unused(store, run_id, checked)
-        return api.get_output(run_id, store=store)
     named = [r.value for r in references(checked.config)]
     flow = known.flow if ".py:" in known.flow else None
     return api.resume(run_id, store=store, executor=known.executor, address=known.address,
-                      progress=progress, trust=named, flow=flow, config=checked.config)
-
-
-def _warn_unused(store: Any, run_id: str, checked: Any) -> None:
-    """A finished run follows no new flag: say which ones differ from its config."""
-    meta = runs.read_run(store, run_id)
-    stored = decode_config(meta, type(checked.config))
-    differ = reconfigure.changes(stored, checked.config)
-    if differ:
-        print(f"warning: config keys given now differ from run {run_id}'s and are not used: "
-              f"{', '.join(differ)}; start a new run (another --ckpt_path or --run-id)",
-              file=sys.stderr)
+                      progress=progress, trust=named, flow=flow, config=checked.config,
+                      finished_output=True)
 
 
 def _exists(store: Any, run_id: str) -> bool:

@@ -32,7 +32,7 @@ def check_vllm(plan: RunPlan, model: str | None) -> None:
     head = _head_size(model)
     if head is None:
         return
-    from alignflow.tasks.engines.vllm_config import CPU_HEAD_SIZES, MIN_HEAD_SIZE
+    from alignflow.tasks.engines.vllm.config import CPU_HEAD_SIZES, MIN_HEAD_SIZE
 
     on_cpu = any(not e.on_gpu for e in engines)
     if head < MIN_HEAD_SIZE or (on_cpu and head not in CPU_HEAD_SIZES):
@@ -57,10 +57,10 @@ def _head_size(model: str | None) -> int | None:
 def check_cpus(plan: RunPlan) -> None:
     """The CPUs the plan's Ray actors reserve fit the cluster (`plan.cluster`). Counted
     low, so a refusal is sure: the first one-worker host without GPUs may take over a warm
-    pool process, which reserves none (`flows/ray_pool.py`)."""
+    pool process, which reserves none (`flows/ray/pool.py`)."""
     if plan.executor != "ray" or plan.cluster.cpus_per_node is None:  # (CPUs not counted)
         return
-    from alignflow.tasks.engines.vllm_placement import CPU_ENGINE_RAY_CPUS
+    from alignflow.tasks.engines.vllm.placement import CPU_ENGINE_RAY_CPUS
 
     plain = next((h for h in plan.groups if not h.gpus_per_worker
                   and h.nodes * h.workers_per_node == 1), None)

@@ -5,9 +5,9 @@ plain line per finished task otherwise (CI logs, `--detach`, cron, Ray job logs)
 
 Tasks are named by their keys, so the line, `alignflow status`, `--rerun-from` and the
 `iteration` column of SQL say the same number (`iter-0003` is iteration 3, the 4th of 10).
-While tasks run, a heartbeat (`flows/heartbeat.py`) adds a line every few seconds with how
+While tasks run, a heartbeat (`flows/control/heartbeat.py`) adds a line every few seconds with how
 far each task is (`iter-0003/generate running 40s: 24/64 sequences`), so a silence means a
-stall, not a long step. Every line also goes to the store (`flows/progress_log.py`), where
+stall, not a long step. Every line also goes to the store (`flows/journal/progress_log.py`), where
 `alignflow logs -f RUN` follows it from any machine.
 
 The ETA is the mean time between the starts of iterations that ran tasks (replayed
@@ -85,7 +85,7 @@ class Progress:
         self.running: dict[str, float] = {}  # task key -> when it started (clock)
         self.beats: dict[str, dict] = {}  # task key -> its last beat
         self.counts = {"done": 0, "cached": 0, "failed": 0}
-        self.sink: Any = None  # the store's progress log (`flows/progress_log.py`)
+        self.sink: Any = None  # the store's progress log (`flows/journal/progress_log.py`)
         self._lock = threading.Lock()
         self._live: Any = None
         self._closed = False

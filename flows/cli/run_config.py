@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.errors import ConfigError, ConfigProblems
-from alignflow.flows import planning, registry
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.config import load_plain, resolve_config
-from alignflow.flows.loader import canonical_ref, load_flow
+from alignflow.flows.control import planning, registry
+from alignflow.flows.control.loader import canonical_ref, load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
 
@@ -82,7 +82,7 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
 
 def plan_here(config: Any, cluster: Cluster | None = None) -> RunPlan | None:
     """The run's plan for `cluster` (default this machine; a named cluster's resources are
-    read once the run has joined it: `flows/planning.py`), or None for a config that makes
+    read once the run has joined it: `flows/control/planning.py`), or None for a config that makes
     none."""
     if not isinstance(config, planning.Planned):
         return None

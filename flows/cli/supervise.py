@@ -4,7 +4,7 @@ when the driver dies.
 The command runs the driver as a child process and waits for it. A driver that dies
 (killed, out of memory, its machine's process lost) leaves its run RUNNING: the supervisor
 starts `alignflow resume RUN` at once (a plain resume takes over the dead driver's lease),
-up to the driver's budget (`--max-restarts`, `flows/recovery.py`), each restart said in one
+up to the driver's budget (`--max-restarts`, `flows/control/recovery.py`), each restart said in one
 line. A run that ended — finished, failed in user code, canceled, or out of a role's
 budget — is left as it is: what a restart cannot fix needs a person. SIGINT and SIGTERM go
 to the driver, and the supervisor stops with it (exit code the driver's).
@@ -19,8 +19,9 @@ import sys
 import time
 from typing import Any
 
-from alignflow.flows import recovery, runs
-from alignflow.flows.driver import backoff
+from alignflow.flows.control import recovery
+from alignflow.flows.control.live import backoff
+from alignflow.flows.journal import runs
 
 QUICK_S = 60.0  # a driver that died sooner than this after its start: back off first
 
@@ -66,7 +67,7 @@ class Supervisor:
                 signal.signal(sig, handler)
 
     def _drivers(self) -> int:
-        from alignflow.flows.adopt import SUPERVISED_ENV
+        from alignflow.flows.ray.adopt import SUPERVISED_ENV
 
         cmd, env, streak = self.first, dict(os.environ, **{SUPERVISED_ENV: "1"}), 0
         while True:
@@ -142,11 +143,11 @@ def set_budget(args: Any) -> None:
 
 def supervise_run(known: Any, flags: list[str], checked: Any) -> int:
     """`alignflow run … --supervise`: the run's command in a child, restarted as a resume."""
-    from alignflow.flows import api
     from alignflow.flows.cli.detach import child_command, run_name
     from alignflow.flows.cli.outputs import run_id_for
     from alignflow.flows.config.refs import references
-    from alignflow.flows.identity import new_run_id
+    from alignflow.flows.control import api
+    from alignflow.flows.journal.identity import new_run_id
 
     stem = os.path.basename(known.flow).split(":")[-1]
     run_id = run_id_for(stem, checked, known.run_id) or \
@@ -161,7 +162,7 @@ def supervise_run(known: Any, flags: list[str], checked: Any) -> int:
 
 def supervise_resume(args: Any) -> int:
     """`alignflow resume RUN --supervise`: the resume in a child, restarted likewise."""
-    from alignflow.flows import api
+    from alignflow.flows.control import api
 
     again = resume_command(args.run_id, store=args.store, address=args.address,
                            flow=args.flow, trust=tuple(args.trust))

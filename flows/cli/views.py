@@ -9,9 +9,10 @@ from typing import Any
 
 from alignflow.artifacts.layout import require_store
 from alignflow.errors import FlowError, StoreFileRefused
-from alignflow.flows import api, runs
 from alignflow.flows.cli.clusters import simulated
 from alignflow.flows.cli.follow import running_now
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 
 def _when(t: float | None) -> str:
@@ -108,9 +109,9 @@ def _current_code(meta: dict) -> dict[str, str]:
     """Task name -> code hash of the code on disk now, read as text: a flow file's, or a
     built-in flow's modules'. Nothing is imported (`status` never runs code a store names,
     and stays fast)."""
-    from alignflow.flows.identity import file_task_hashes
-    from alignflow.flows.registry import BUILTIN
-    from alignflow.flows.static_hashes import flow_task_hashes
+    from alignflow.flows.control.registry import BUILTIN
+    from alignflow.flows.journal.identity import file_task_hashes
+    from alignflow.flows.journal.static_hashes import flow_task_hashes
 
     ref = meta.get("flow_ref", "")
     path, sep, _ = ref.rpartition(":")

@@ -4,4 +4,4 @@ derived from the renames), the release a command line comes from and what it mea
 (`era`), sorting a command line onto config keys (`argv`, `hardware`), what is said out loud
 (`notes`), reading and translating a launch script (`script`, `translate`) and the flag
 table of docs/openrlhf.md (`table`). The aliases a config class accepts are in
-`flows/aliases.py`; the defaults are the config classes' own (OpenRLHF 0.11's)."""
+`flows/compat/aliases.py`; the defaults are the config classes' own (OpenRLHF 0.11's)."""

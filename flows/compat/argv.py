@@ -81,7 +81,7 @@ def sort_argv(flags: list[str], sets: list[str], cls: type, clis: tuple[str, ...
         elif norm in WANDB_KEY_FLAGS and values and values[0].lower() not in TRUE_WORDS:
             out.env["WANDB_API_KEY"] = values[0]  # a secret: never into run.json
             out.flags += [f"--{name}", "true"]
-        elif flag is not None and flag.name in era.LENGTHS:
+        elif flag is not None and flag.name in era.OWN:
             continue  # their release's meaning: era.apply
         elif flag is None or (is_key(keys, name) and not _switch(flag)):
             out.flags += ([f"--{name}"] if name else []) + values  # the loader's

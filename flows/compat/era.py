@@ -9,7 +9,11 @@ only to what its flags name:
   the missing one at that release's default; over-long prompts keep their start until v0.9.0
   (`data.truncation_side=right`), their end from v0.9.1;
 - the `--bf16` era (until v0.9.1): without `--bf16` the model trains in its own dtype;
-- `--pretrain_data` without `--ptx_coef`: that release's ptx_coef.
+- `--pretrain_data` without `--ptx_coef`: that release's ptx_coef;
+- IS correction until v0.9.0 (`--vllm_is_truncated_threshold T`, one value, default 2) is
+  the one-sided clamp min(ratio, T): `algo.advantage.is_correction_threshold` = (0, T);
+- losses until v0.10.2 are each micro-batch's own mean (`train.loss_normalizer=micro_batch`),
+  from v0.10.3 one mean over the optimizer step: a command line of flat flags gets the former.
 """
 
 from __future__ import annotations
@@ -17,14 +21,22 @@ from __future__ import annotations
 from typing import Any
 
 from alignflow.flows.compat import reference
-from alignflow.flows.compat.rules import CONVERTED as LENGTHS
+from alignflow.flows.compat.rules import CONVERTED
+from alignflow.flows.compat.rules import SEED as SEEDS
 
+OWN = CONVERTED  # the flags whose keys `apply` sets
+LENGTHS = ("prompt_max_len", "generate_max_len")
+IS_THRESHOLD, IS_KEY = "vllm_is_truncated_threshold", "algo.advantage.is_correction_threshold"
 LAST_RIGHT_TRUNCATION = reference.release("v0.9.0")
+LAST_ONE_SIDED_IS = reference.release("v0.9.0")
+LAST_MICRO_BATCH_MEAN = reference.release("v0.10.2")
 MEANING = {
     "prompt_max_len": "prompt tokens P: `data.max_len` = P + G (unless --max_len), over-long "
                       "prompts cut to P keeping their start until v0.9.0 (`data.truncation_side"
                       "=right`), their end from v0.9.1",
     "generate_max_len": "response tokens G: `rollout.max_new_tokens` = G, `data.max_len` = P + G",
+    IS_THRESHOLD: "until v0.9.0 one value T (default 2): the IS weight is min(ratio, T), "
+                  f"`{IS_KEY}` = (0, T); from v0.9.1 two values, the band (low, high)",
 }
 
 
@@ -71,6 +83,39 @@ def apply(found: list[tuple[Any, reference.Flag | None]], keys: Any, at: referen
         flag = _flag(found, "ptx_coef")
         if flag is not None:
             _put(out, "algo.ptx.ptx_coef", flag.default_at(at), "--pretrain_data")
+    _is_threshold(found, given, at, out)
+    _loss_normalizer(found, keys, at, out)
+
+
+def _is_threshold(found: list, given: dict[str, list[str]], at: reference.Release,
+                  out: Any) -> None:
+    """Two values: the band; one (the flag until v0.9.0), or IS correction switched on by
+    a command line of that era: OpenRLHF's clamp(max=T), which is the band (0, T)."""
+    values = given.get(IS_THRESHOLD)
+    if not values and not ("enable_vllm_is_correction" in given and at <= LAST_ONE_SIDED_IS):
+        return
+    if values and len(values) > 1:
+        _put(out, IS_KEY, ",".join(values), f"--{IS_THRESHOLD}")
+        return
+    flag = _flag(found, IS_THRESHOLD)
+    high = values[0] if values else str(reference.value_of(flag.default_at(at)) if flag else 2)
+    why = f"--{IS_THRESHOLD} {high}" if values else "--enable_vllm_is_correction"
+    _put(out, IS_KEY, f"0,{high}", f"{why} (OpenRLHF <= v0.9.0: the IS weight is "
+         f"min(ratio, {high}))")
+
+
+def _loss_normalizer(found: list, keys: Any, at: reference.Release, out: Any) -> None:
+    """A command line of OpenRLHF flags up to v0.10.2 (the flat ones): each micro-batch's
+    own mean, unless it names `train.loss_normalizer` itself."""
+    key = "train.loss_normalizer"
+    if key not in keys.paths or at > LAST_MICRO_BATCH_MEAN:
+        return
+    named = [g[0].replace("-", "_") for g, flag in found]
+    if key in named or not any(flag is not None and flag.name not in SEEDS
+                               for _g, flag in found):
+        return
+    _put(out, key, "micro_batch", f"OpenRLHF v{_text(at)}'s flags (each micro-batch's own "
+         "mean until v0.10.2)")
 
 
 def _has(found: list, name: str, at: reference.Release) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from alignflow.flows.config.lookup import value_at
-from alignflow.flows.planning import Plan
+from alignflow.flows.control.planning import Plan
 
 
 def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
@@ -28,9 +28,9 @@ def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
 def _rl_notes(cfg: Any) -> list[str]:
     out = []
     reward = value_at(cfg, "reward")
-    if value_at(cfg, "algo.dynamic_filtering_enable"):
-        out.append("algo.dynamic_filtering_enable: groups outside the range are dropped, not "
-                   "replaced by new prompts (OpenRLHF refills the batch)")
+    if value_at(cfg, "algo.dynamic_filtering_enable") and getattr(cfg, "uses_generator", False):
+        out.append("algo.dynamic_filtering_enable: with a generator worker, groups outside the "
+                   "range are dropped, not replaced by new prompts (OpenRLHF refills the batch)")
     if reward is not None and any(s.endswith(".py") for s in reward.specs):
         out.append("reward_func is called once per batch (OpenRLHF: once per sample), with "
                    "responses decoded without special tokens")
@@ -50,7 +50,8 @@ def _ckpt_notes(cfg: Any) -> list[str]:
 
 def _offline_notes(cfg: Any) -> list[str]:
     evaluation = value_at(cfg, "eval")
-    if evaluation is not None and evaluation.steps == -1 and (
-            evaluation.dataset or evaluation.ratio):
+    if not hasattr(evaluation, "ratio"):  # RL: eval.steps = -1 never evaluates, as OpenRLHF
+        return []
+    if evaluation.steps == -1 and (evaluation.dataset or evaluation.ratio):
         return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
     return []

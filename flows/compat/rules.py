@@ -25,7 +25,7 @@ SISTER = {"train_ppo": "train_ppo_ray", "train_kd": "train_sft", "train_kto": "t
           "train_prm": "train_rm"}
 LIVING = ("train_sft", "train_dpo", "train_rm", "train_ppo_ray")
 # flags whose meaning is their release's (`era.py`), not a rename
-CONVERTED = ("prompt_max_len", "generate_max_len")
+CONVERTED = ("prompt_max_len", "generate_max_len", "vllm_is_truncated_threshold")
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,10 @@ EXTRA: dict[str, Target] = {
     **{name: Target((name,)) for name in ("perf", "actor_init_on_gpu", "disable_trace_cache")},
 }
 
-NO_EVAL = "RL evaluation on a separate prompt set is not implemented"
 MUON = "the Muon optimizer is not implemented (AdamW)"
 VLM = "vision-language models are not supported"
-DYNAMIC = "token-budget (dynamic) batching is not implemented; batches are counted in samples"
 # 0.11 keys alignflow has no key for: why (a value other than OpenRLHF's default is refused).
 MISSING: dict[str, str] = {
-    "eval.steps": NO_EVAL, "eval.dataset": NO_EVAL, "eval.split": NO_EVAL,
-    "eval.temperature": NO_EVAL, "eval.n_samples_per_prompt": NO_EVAL,
-    "ckpt.best_metric_key": NO_EVAL,
-    "critic.save_value_network": "exporting the critic as an HF folder is not implemented",
-    "actor.policy_loss_type": "GSPO is not implemented (ppo; dual clip with --dual_clip)",
     "actor.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     "model.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     **{f"{p}optim": MUON for p in ("", "actor.", "critic.")},
@@ -70,13 +63,6 @@ MISSING: dict[str, str] = {
        for k in ("lr", "momentum", "ns_steps", "nesterov", "no_nesterov")},
     **{f"{p}lr_scheduler": "alignflow schedules a warmup then a cosine to min_lr_ratio only"
        for p in ("", "actor.", "critic.")},
-    "train.enable_ema": "an EMA copy of the policy is not implemented",
-    "train.ema_beta": "an EMA copy of the policy is not implemented",
-    "train.dynamic_batch_enable": DYNAMIC, "rollout.max_tokens_per_gpu": DYNAMIC,
-    "train.max_tokens_per_gpu": DYNAMIC,
-    "rollout.vllm_generate_batch_size": "over-sampling prompts beyond rollout.batch_size is "
-                                        "not implemented",
-    "reward.stop_properly_penalty_coef": "the stop-properly penalty is not implemented",
     "data.image_key": VLM, "data.max_images_per_prompt": VLM,
     "actor.freeze_visual_encoder": VLM,
     "ds.experts_implementation": "MoE expert kernels are not available",
@@ -89,9 +75,6 @@ MISSING: dict[str, str] = {
                                               "non-reentrant",
     "model.gradient_checkpointing_reentrant": "alignflow's activation checkpointing is "
                                               "non-reentrant",
-    "model.nll_loss_coef": "DPO's NLL term is not implemented",
-    "model.margin_loss_enable": "per-row reward margins are not implemented (model.margin "
-                                "is one constant margin)",
     "ckpt.disable_ds": "alignflow's checkpoints are its own; there is no DeepSpeed one to skip",
     "use_ms": "ModelScope is not supported (local folders, offline names and the HF cache are)",
     "algo.ptx.pretrain_data_probs": "one pretraining data set only (no mixing)",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.compat.script import Launch
 from alignflow.flows.config import dump_yaml, resolve_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control.loader import load_flow
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from alignflow.errors import require
-from alignflow.flows import aliases
+from alignflow.flows.compat import aliases
 from alignflow.flows.tracking.config import LoggerConfig
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.loss_config import DPOModelConfig
@@ -27,8 +27,8 @@ from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
-from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.config import TrainerConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import Optimizer, TrainConfig
 
 
@@ -49,7 +49,7 @@ class LoopConfig(Optimizer):
     OPENRLHF: ClassVar[tuple[str, ...]] = ("train_sft", "train_ppo_ray")  # its flags' CLIs
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.loops(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_LOOPS
-    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/control/reconfigure.py`
     KIND: ClassVar[str] = "sft"
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -105,7 +105,8 @@ class LoopConfig(Optimizer):
         return TrainSpec(kind=self.KIND, loss=self.model if self.KIND == "dpo" else None,
                          train_batch_size=self.train.batch_size,
                          micro_train_batch_size=self.train.micro_batch_size,
-                         save_steps=self.ckpt.save_steps, eval_steps=-1)
+                         save_steps=self.ckpt.save_steps, eval_steps=-1,
+                         loss_normalizer=self.train.loss_normalizer)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,13 +8,20 @@ round's DPO reference is the policy itself, scored once before the round trains)
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
-from alignflow.flows import planning
-from alignflow.flows.engine import task
+from alignflow.flows.control import planning
+from alignflow.flows.engine import expect, task
 from alignflow.flows.loops.config import LoopConfig
 from alignflow.flows.offline.steps import make_plan, train_steps
-from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
+from alignflow.flows.rl.shared_steps import (
+    export_model,
+    generate_rollouts,
+    load_prompts,
+    score_rollouts,
+    sync_weights,
+)
 from alignflow.tasks.loops import examples, select
 from alignflow.tasks.offline import reference
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput
@@ -76,3 +83,30 @@ def train_round(cfg: LoopConfig, data: OfflineData, round_: int, step: int,
         out = on(train_steps, f"{k}/train-{c:04d}")(data, ref, None, c, plan, cfg.train_spec())
     on(sync_weights, f"{k}/sync")(out.checkpoint, round_ + 1)
     return out
+
+
+def run_rounds(cfg: LoopConfig, choose: Callable, learn: Callable, chosen_key: str) -> dict:
+    """The loop both loop flows run: prompts once; per round generate → score →
+    `choose(key, rollouts, scores, round)` (the round's selection) → when it chose rows,
+    `learn(key, rollouts, selection, round, step)` (the trainer's step after it); a last
+    evaluation round when asked; the export. The flow's output, the rows chosen per round
+    under `chosen_key`."""
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.model.model_name_or_path, cfg.rollout.max_new_tokens)
+    declare_host(cfg)
+    rewards, chosen, step = [], [], 0
+    expect(cfg.rounds)
+    for r in range(cfg.rounds):
+        k = round_key(r)
+        rollouts, scores = generate_and_score(cfg, prompts, r)
+        picked = choose(k, rollouts, scores, r)
+        if picked.rows:
+            step = learn(k, rollouts, picked, r, step)
+        rewards.append(scores.metrics["reward_mean"])
+        chosen.append(picked.rows)
+    if cfg.final_eval:
+        _, scores = generate_and_score(cfg, prompts, cfg.rounds)
+        rewards.append(scores.metrics["reward_mean"])
+    final = on(export_model, "export")()
+    return {"rounds": cfg.rounds, "reward_mean": rewards, chosen_key: chosen,
+            "model": final["path"]}

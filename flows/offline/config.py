@@ -4,7 +4,7 @@ knobs of the objective), `ref.*`, `data.*`, `eval.*`, `train.*`, `ckpt.*`, `ds.*
 optimiser at the top level (`adam.*`, `lr_warmup_ratio`, `min_lr_ratio`, `max_norm`).
 
 OpenRLHF 0.9's flags (`--pretrain`, `--dataset`, `--beta`, `--ipo`, `--save_steps`, ...)
-map onto these keys (`flows/aliases.py`).
+map onto these keys (`flows/compat/aliases.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from alignflow.errors import require
-from alignflow.flows import aliases
+from alignflow.flows.compat import aliases
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.modeling.model_config import (
     ModelConfig,
@@ -42,7 +42,7 @@ from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.placement import GroupPlacement
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.ckpt import CkptConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer, TrainConfig
 from alignflow.tasks.trainers.plan import Plan
 
@@ -72,7 +72,7 @@ class OfflineConfig(Optimizer):
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.offline(*OPENRLHF)
     RETIRED: ClassVar[frozenset[str]] = aliases.RETIRED_OFFLINE
     # keys the first tasks fix for the whole run (a resume cannot change them once
-    # committed: `flows/reconfigure.py`)
+    # committed: `flows/control/reconfigure.py`)
     RESUME_FIXED: ClassVar[dict[str, str]] = {
         "data.": "prepare", "eval.": "prepare", "train.batch_size": "plan",
         "train.max_epochs": "plan", "train.max_steps": "plan", "ckpt.save_steps": "plan"}
@@ -148,7 +148,8 @@ class OfflineConfig(Optimizer):
                          save_steps=self.ckpt.save_steps, eval_steps=self.eval.steps,
                          placeholder_token=self.data.placeholder_token,
                          reward_tokens=self.data.reward_tokens,
-                         packing=self.ds.packing_samples and objective(self.KIND).packing)
+                         packing=self.ds.packing_samples and objective(self.KIND).packing,
+                         loss_normalizer=self.train.loss_normalizer)
 
 
 def _data(**kw):

@@ -12,23 +12,9 @@ from __future__ import annotations
 
 from alignflow.flows.engine import flow
 from alignflow.flows.offline.config import DistillConfig
-from alignflow.flows.offline.steps import (
-    declare_policy,
-    finish,
-    plan_steps,
-    prepare_data,
-    teacher_chunk,
-    train_chunk,
-)
+from alignflow.flows.offline.steps import train_offline
 
 
 @flow(name="distill")
 def distill(cfg: DistillConfig) -> dict:
-    data = prepare_data(cfg)
-    plan = plan_steps(cfg, data)
-    declare_policy(cfg, plan)
-    losses = []
-    for c in range(plan.chunks):
-        logits = teacher_chunk(cfg, data, plan, c)
-        losses.append(train_chunk(cfg, data, plan, c, logits=logits))
-    return finish(plan, losses)
+    return train_offline(cfg, teacher=True)

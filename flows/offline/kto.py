@@ -13,21 +13,9 @@ from __future__ import annotations
 
 from alignflow.flows.engine import flow
 from alignflow.flows.offline.config import KTOConfig
-from alignflow.flows.offline.steps import (
-    declare_policy,
-    finish,
-    plan_steps,
-    prepare_data,
-    reference_of,
-    train_chunk,
-)
+from alignflow.flows.offline.steps import train_offline
 
 
 @flow(name="kto")
 def kto(cfg: KTOConfig) -> dict:
-    data = prepare_data(cfg)
-    plan = plan_steps(cfg, data)
-    ref = reference_of(cfg, data)
-    declare_policy(cfg, plan)
-    losses = [train_chunk(cfg, data, plan, c, ref=ref) for c in range(plan.chunks)]
-    return finish(plan, losses)
+    return train_offline(cfg, reference=True)

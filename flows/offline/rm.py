@@ -11,19 +11,9 @@ from __future__ import annotations
 
 from alignflow.flows.engine import flow
 from alignflow.flows.offline.config import RMConfig
-from alignflow.flows.offline.steps import (
-    declare_policy,
-    finish,
-    plan_steps,
-    prepare_data,
-    train_chunk,
-)
+from alignflow.flows.offline.steps import train_offline
 
 
 @flow(name="rm")
 def rm(cfg: RMConfig) -> dict:
-    data = prepare_data(cfg)
-    plan = plan_steps(cfg, data)
-    declare_policy(cfg, plan)
-    losses = [train_chunk(cfg, data, plan, c) for c in range(plan.chunks)]
-    return finish(plan, losses)
+    return train_offline(cfg)

@@ -12,29 +12,15 @@ CSFT is the same loop over examples whose prompt carries the row's score.
 from __future__ import annotations
 
 from alignflow.flows.engine import flow
-from alignflow.flows.offline.config import CSFTConfig, OfflineConfig, SFTConfig
-from alignflow.flows.offline.steps import (
-    declare_policy,
-    finish,
-    plan_steps,
-    prepare_data,
-    train_chunk,
-)
-
-
-def _supervised(cfg: OfflineConfig) -> dict:
-    data = prepare_data(cfg)
-    plan = plan_steps(cfg, data)
-    declare_policy(cfg, plan)
-    losses = [train_chunk(cfg, data, plan, c) for c in range(plan.chunks)]
-    return finish(plan, losses)
+from alignflow.flows.offline.config import CSFTConfig, SFTConfig
+from alignflow.flows.offline.steps import train_offline
 
 
 @flow(name="sft")
 def sft(cfg: SFTConfig) -> dict:
-    return _supervised(cfg)
+    return train_offline(cfg)
 
 
 @flow(name="csft")
 def csft(cfg: CSFTConfig) -> dict:
-    return _supervised(cfg)
+    return train_offline(cfg)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 
 from alignflow.artifacts.scope import current_scope
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
 from alignflow.flows.offline.config import OfflineConfig
-from alignflow.flows.workers import worker_group
+from alignflow.flows.ray.workers import worker_group
 from alignflow.tasks.offline import prepare, reference, teacher, train
 from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint
@@ -105,3 +105,18 @@ def finish(plan: Plan, losses: list[float]) -> dict:
     """Export the trained model as an HF folder; the flow's output."""
     final = export_model.options(worker=POLICY, key="export")("model")
     return {"steps": plan.total_steps, "loss": losses, "model": final["path"]}
+
+
+def train_offline(cfg: OfflineConfig, *, reference: bool = False,
+                  teacher: bool = False) -> dict:
+    """The loop every offline flow runs: prepare → plan → reference log-probs (DPO, KTO)
+    → the policy host → per chunk: the teacher's logits (distillation), train → export."""
+    data = prepare_data(cfg)
+    plan = plan_steps(cfg, data)
+    ref = reference_of(cfg, data) if reference else None
+    declare_policy(cfg, plan)
+    losses = []
+    for c in range(plan.chunks):
+        logits = teacher_chunk(cfg, data, plan, c) if teacher else None
+        losses.append(train_chunk(cfg, data, plan, c, ref=ref, logits=logits))
+    return finish(plan, losses)

@@ -3,7 +3,7 @@ OpenRLHF 0.11's names (`actor.*`, `critic.*`, `ref.*`, `reward.*`, `rollout.*`, 
 `algo.*`, `data.*`, `ckpt.*`, `ds.*`), with alignflow-only keys beside them.
 
 OpenRLHF 0.9's flags (`--advantage_estimator group_norm`, `--n_samples_per_prompt 4`,
-`--init_kl_coef 0.01`, ...) map onto these keys (`flows/aliases.py`).
+`--init_kl_coef 0.01`, ...) map onto these keys (`flows/compat/aliases.py`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from alignflow.errors import ConfigError, require
-from alignflow.flows import aliases
-from alignflow.flows.rl import async_config
+from alignflow.flows.compat import aliases
+from alignflow.flows.rl import async_config, checks
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
 from alignflow.tasks.plan.records import RunPlan
+from alignflow.tasks.rl.evaluate import RLCkptConfig, RLEvalConfig
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,
@@ -30,10 +31,9 @@ from alignflow.tasks.rl.learn_config import (
     RLRewardConfig,
 )
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
-from alignflow.tasks.steps.ckpt import CkptConfig
 from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
 from alignflow.tasks.steps.prompts import DataConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import TrainConfig
 
 
@@ -43,16 +43,28 @@ class RLTrainConfig(TrainConfig, Colocation, AsyncTrainKeys):
 
     num_episodes: passes over the prompt data
     max_iterations: cap on iterations (alignflow; null: no cap)
+    enable_ema: keep a moving average of the policy's weights, updated after every optimizer step, and export it instead of the trained weights (checkpointed: a resumed run continues it)
+    ema_beta: β of that average: θ_ema ← (1 − β)·θ + β·θ_ema
+    dynamic_batch_enable: micro-batches by token budget instead of by count: as many samples as fit max_tokens_per_gpu (training) and rollout.max_tokens_per_gpu (reference, values, log-prob passes)
+    max_tokens_per_gpu: prompt + response tokens of one training micro-batch with dynamic_batch_enable (a longer sample goes alone)
     """
 
     batch_size: int = 128
     micro_batch_size: int = 1
     num_episodes: int = 1
     max_iterations: int | None = None
+    dynamic_batch_enable: bool = False
+    max_tokens_per_gpu: int = 16192
+    enable_ema: bool = False
+    ema_beta: float = 0.992
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(math.isfinite(self.ema_beta) and 0.0 <= self.ema_beta <= 1.0, "ema_beta",
+                "a float in [0, 1]", self.ema_beta)
         require(self.num_episodes >= 1, "num_episodes", "an integer >= 1", self.num_episodes)
+        require(self.max_tokens_per_gpu >= 1, "max_tokens_per_gpu", "an integer >= 1",
+                self.max_tokens_per_gpu)
         if self.max_iterations is not None:
             require(self.max_iterations >= 1, "max_iterations", "an integer >= 1 or null",
                     self.max_iterations)
@@ -64,7 +76,7 @@ class RLConfig:
 
     OPENRLHF: ClassVar[tuple[str, ...]] = aliases.RL_CLIS  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
-    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/reconfigure.py`
+    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/control/reconfigure.py`
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
@@ -74,7 +86,8 @@ class RLConfig:
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(n_samples_per_prompt=8))
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: RLTrainConfig = field(default_factory=RLTrainConfig)
-    ckpt: CkptConfig = field(default_factory=CkptConfig)
+    eval: RLEvalConfig = field(default_factory=RLEvalConfig)
+    ckpt: RLCkptConfig = field(default_factory=RLCkptConfig)
     ds: DSConfig = field(default_factory=DSConfig)
     vllm: VLLMSection = field(default_factory=VLLMSection)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
@@ -95,12 +108,19 @@ class RLConfig:
                     f">= 2 for algo.advantage.estimator={estimator!r} (it compares the "
                     "samples of a prompt)", self.rollout.n_samples_per_prompt)
         async_config.check(self.train, self.async_)
+        checks.check(self)
         if self.uses_generator and self.rollout.max_new_tokens is None:
             raise ConfigError("rollout.max_new_tokens = null (each prompt's budget from "
                               "data.max_len) is for synchronous runs; asynchronous generation "
                               "and agent episodes need a number")
 
     TRAINED: ClassVar[tuple[str, ...]] = ("actor",)  # roles this flow trains
+
+    @property
+    def refills(self) -> bool:
+        """Whether dynamic filtering refills (synchronous runs, as OpenRLHF: `refill.py`);
+        a generator worker's batches are filtered without refills."""
+        return self.algo.dynamic_filtering_enable and not self.uses_generator
 
     def _check_data_parallel(self) -> None:
         """Every rank of a trained role gets an equal share of each minibatch."""
@@ -178,14 +198,37 @@ class RLConfig:
         return max(kept, self.staleness + 3) if self.uses_generator else kept
 
     @property
+    def critic_start(self) -> str:
+        """The critic's initial weights, as OpenRLHF picks them: critic.model_name_or_path,
+        else the first reward model (`--reward_pretrain a,b` -> a) when rewards come from
+        one and not from a remote server or function, else the actor's model."""
+        if self.critic.model_name_or_path:
+            return self.critic.model_name_or_path
+        model = (self.reward.model_name_or_path or "").split(",")[0].strip()
+        return model if model and not self.reward.remote_url else self.actor.model_name_or_path
+
+    @property
+    def rollout_max_tokens(self) -> int | None:
+        """The token budget of an inference micro-batch (reference, values, log-probs) with
+        dynamic batching: rollout.max_tokens_per_gpu, else train.max_tokens_per_gpu (as
+        OpenRLHF fills it in); None: micro-batches of rollout.micro_batch_size samples."""
+        if not self.train.dynamic_batch_enable:
+            return None
+        return self.rollout.max_tokens_per_gpu or self.train.max_tokens_per_gpu
+
+    @property
     def learn(self) -> LearnSettings:
         """What the learn steps take from this config."""
+        dynamic = self.train.dynamic_batch_enable
         return LearnSettings(algo=self.algo, actor=self.actor, critic=self.critic,
                              reward=self.reward, train=self.train,
                              packing=self.ds.packing_samples,
                              n_samples=self.rollout.n_samples_per_prompt,
                              temperature=self.rollout.temperature,
-                             max_len=self.rollout.max_new_tokens or self.data.max_len)
+                             max_len=self.rollout.max_new_tokens or self.data.max_len,
+                             max_tokens=self.train.max_tokens_per_gpu if dynamic else None,
+                             rollout_max_tokens=self.rollout_max_tokens,
+                             keep_groups=self.rollout.batch_size if self.refills else None)
 
 
 def _estimator(name: str, **algo):

@@ -12,22 +12,19 @@ serves them all; each is registered under its own name with its own default esti
         policy    ← learn(rollouts, scores, reference)   (advantages inside; generation
                     for the next iterations runs meanwhile when asynchronous)
         the new policy reaches the generator (sync, or the next batches' weights)
+        every eval.steps iterations: evaluate on the eval prompts (eval/*, best export)
     export the final policy as an HF folder
 """
 
 from __future__ import annotations
 
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.evaluation import Evaluation
 from alignflow.flows.rl.pipeline import rollouts_for
-from alignflow.flows.rl.steps import (
-    declare_hosts,
-    learn_actor,
-    on,
-    reference_step,
-)
-from alignflow.flows.shared_steps import export_model, load_prompts
+from alignflow.flows.rl.shared_steps import export_model, load_prompts
+from alignflow.flows.rl.steps import declare_hosts, learn_actor, on, reference_step
 
 
 @flow(name="grpo")
@@ -39,6 +36,7 @@ def grpo(cfg: RLConfig) -> dict:
     plan = planning.current(cfg)
     host = declare_hosts(cfg, plan, iterations)
     source = rollouts_for(cfg, plan, prompts, host, iterations)
+    evals = Evaluation(cfg, host)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
@@ -52,7 +50,9 @@ def grpo(cfg: RLConfig) -> dict:
             rollouts, scores, ref, it, cfg.learn, state), it)
         state = learned.state
         history.append(scores.metrics["reward_mean"])
+        evals.after(it, source.latest)  # every eval.steps iterations: eval/*, best export
         if cfg.ckpt.hf_export_due(it + 1, iterations):
             on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
-    return {"iterations": iterations, "reward_mean": history, "model": final["path"]}
+    return {"iterations": iterations, "reward_mean": history, "model": final["path"],
+            **evals.output}

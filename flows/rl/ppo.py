@@ -2,11 +2,12 @@
 
     prompts ← load once
     for each iteration:
-        rollouts ← generate(policy)
+        rollouts ← generate(policy)   (with dynamic filtering: refilled, `refill.py`)
         scores, reference, values ← score / reference logprobs / critic values  (parallel)
         policy ← learn_actor(...)   (GAE advantages and returns committed here)
         critic ← learn_critic(returns)
         sync(policy → engine)
+        every eval.steps iterations: evaluate on the eval prompts (eval/*, best export)
 
 With an estimator other than `gae` (OpenRLHF's `--advantage_estimator` under train_ppo_ray)
 no critic is loaded, run or trained: nothing would read its values.
@@ -14,9 +15,12 @@ no critic is loaded, run or trained: nothing would read its values.
 
 from __future__ import annotations
 
-from alignflow.flows import planning
+from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, flow, gather
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.evaluation import Evaluation
+from alignflow.flows.rl.pipeline import rollouts_for
+from alignflow.flows.rl.shared_steps import export_model, load_prompts, sync_weights
 from alignflow.flows.rl.steps import (
     critic_values,
     declare_hosts,
@@ -24,13 +28,6 @@ from alignflow.flows.rl.steps import (
     learn_critic,
     on,
     reference_step,
-)
-from alignflow.flows.shared_steps import (
-    export_model,
-    generate_rollouts,
-    load_prompts,
-    score_rollouts,
-    sync_weights,
 )
 
 
@@ -43,16 +40,18 @@ def ppo(cfg: RLConfig) -> dict:
     plan = planning.current(cfg)
     critic = "critic" in plan.roles
     host = declare_hosts(cfg, plan, iterations)
+    source = rollouts_for(cfg, plan, prompts, host, iterations)  # refilled when filtering
+    evals = Evaluation(cfg, host)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
-        rollouts = on(generate_rollouts, host["actor"], f"{k}/generate")(
-            prompts, it, cfg.rollout, max_len=cfg.data.max_len)
-        pending = [on(score_rollouts, host["reward"], f"{k}/score").submit(rollouts, it),
+        rollouts = source.take(it)
+        pending = [source.score(rollouts, it),
                    reference_step(cfg, host, f"{k}/reference", rollouts, it)]
         if critic:
+            budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}
             pending.append(on(critic_values, host["critic"], f"{k}/values").submit(
-                rollouts, it, cfg.rollout.micro_batch_size))
+                rollouts, it, cfg.rollout.micro_batch_size, **budget))
         scores, ref, *valued = gather(*pending)
         values = valued[0] if critic else None
         learned = on(learn_actor, host["actor"], f"{k}/learn")(
@@ -63,7 +62,13 @@ def ppo(cfg: RLConfig) -> dict:
                 rollouts, values, it, cfg.learn, learned)
         on(sync_weights, host["actor"], f"{k}/sync")(learned.checkpoint, learned.policy_version)
         history.append(scores.metrics["reward_mean"])
+        evals.after(it)  # every eval.steps iterations: eval/* metrics, the best export
         if cfg.ckpt.hf_export_due(it + 1, iterations):
             on(export_model, host["actor"], f"{k}/export")()
     final = on(export_model, host["actor"], "export")()
-    return {"iterations": iterations, "reward_mean": history, "model": final["path"]}
+    out = {"iterations": iterations, "reward_mean": history, "model": final["path"],
+           **evals.output}
+    if critic and cfg.critic.save_value_network:
+        out["critic"] = on(export_model, host["critic"], "export_critic")("critic",
+                                                                         role="critic")["path"]
+    return out

@@ -19,8 +19,8 @@ import time
 
 from alignflow.flows.engine import Done, task, wait_durable
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.flows.rl.steps import on
-from alignflow.flows.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.tasks.plan.build import GENERATOR
 from alignflow.tasks.rl import async_generate, episodes
 from alignflow.tasks.rl.async_records import PolicyRef
@@ -41,6 +41,11 @@ class SyncRollouts:
     def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
                  iterations: int) -> None:
         self.cfg, self.prompts, self.hosts, self.iterations = cfg, prompts, hosts, iterations
+
+    @property
+    def latest(self) -> PolicyRef | None:
+        """The newest policy of a generator worker (None: the actor host's engine has it)."""
+        return None
 
     def take(self, it: int) -> StepOutput | None:
         """The committed batch iteration `it` learns from (None: dropped as too stale)."""
@@ -71,6 +76,10 @@ class ScheduledRollouts(SyncRollouts):
         self.pending: dict[int, object] = {}    # iteration -> future of its batch
         self.ready: dict[int, StepOutput] = {}  # batches committed, not yet learned from
         self.scores: dict[int, StepOutput] = {}  # agent episodes: rewards come with the batch
+
+    @property
+    def latest(self) -> PolicyRef | None:
+        return self.published[-1]
 
     def policy_for(self, it: int) -> PolicyRef:
         """The weights batch `it` is sampled with: the policy after it − s learn steps."""

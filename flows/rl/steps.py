@@ -9,19 +9,20 @@ from __future__ import annotations
 import functools
 
 from alignflow.flows.engine import Done, task
+from alignflow.flows.ray.workers import worker_group
 from alignflow.flows.rl.config import RLConfig
-from alignflow.flows.workers import worker_group
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl import learn, reference
+from alignflow.tasks.rl import learn_critic as learn_critic_step
 from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
 from alignflow.tasks.steps.host import HostSpec, ModelHost
 
 reference_logprobs = task(version=1)(reference.reference)
 critic_values = task(version=1)(reference.values)
 learn_actor = task(version=1)(learn.learn_actor)
-learn_critic = task(version=1)(learn.learn_critic)
+learn_critic = task(version=1)(learn_critic_step.learn_critic)
 
 
 def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
@@ -35,7 +36,9 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
         spec = HostSpec(plan=host.for_steps(steps), engines=plan.engines_of(host),
                         sampled_by=sampled_by, pretrain=cfg.actor.model_name_or_path,
                         ref_pretrain=cfg.ref.model_name_or_path,
-                        critic_pretrain=cfg.critic.model_name_or_path, dtype=cfg.ds.param_dtype,
+                        critic_pretrain=cfg.critic_start, dtype=cfg.ds.param_dtype,
+                        critic_normalize=cfg.reward.normalize_enable,
+                        ema_beta=cfg.train.ema_beta if cfg.train.enable_ema else None,
                         rewards=cfg.reward if "reward" in host.roles else None,
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
@@ -65,8 +68,9 @@ def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, ite
     """The reference step's future; an already resolved None when the run has no `ref` role."""
     if "ref" not in host:
         return Done(None)
+    budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}
     return on(reference_logprobs, host["ref"], key).submit(
-        rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature)
+        rollouts, iteration, cfg.rollout.micro_batch_size, cfg.rollout.temperature, **budget)
 
 
 

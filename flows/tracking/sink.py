@@ -90,6 +90,13 @@ class LiveLog:
                 print(f"alignflow: closing a logger of run {self.run_id}: {exc}", file=sys.stderr)
 
 
-def open_sink(store: Any, run_id: str, config: Any) -> LiveLog | None:
+def open_sink(state: Any, config: Any, driver: Any) -> LiveLog | None:
+    """Live metrics (TensorBoard, W&B) from each commit of `driver`, when the config's
+    `logger` asks; the run's committed tasks first."""
     cfg = logger_config(config)
-    return LiveLog(store, run_id, cfg, config) if cfg is not None else None
+    if cfg is None:
+        return None
+    sink = LiveLog(state.store, state.run_id, cfg, config)
+    sink.catch_up(driver.manifests)
+    driver.listeners.append(lambda manifest: sink.committed(manifest, driver.manifests))
+    return sink

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from alignflow.artifacts import usercode
 from alignflow.errors import FlowError
-from alignflow.flows import registry
 from alignflow.flows.config.refs import Reference
+from alignflow.flows.control import registry
 from alignflow.flows.trust.sayso import Sayso, resolved
 
 STORE_FLAG = "--trust-store for a store you own"

@@ -20,9 +20,9 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact, redact_tree
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import codec, runs
 from alignflow.flows.config import from_dict, known_part, to_dict
 from alignflow.flows.config.types import init_fields, key_of, retired, section
+from alignflow.flows.journal import codec, runs
 
 _TAG = "__type__"
 # Leaf keys that say what a run trains: a config that decodes to other values is refused.

@@ -28,7 +28,6 @@ from alignflow.artifacts.sources import identify, is_url, model_source
 from alignflow.artifacts.sources.fetch import changed, pin_value
 from alignflow.artifacts.sources.kinds import normal
 from alignflow.artifacts.usercode import Allowances
-from alignflow.flows import runs
 from alignflow.flows.trust.check import untrusted
 from alignflow.flows.trust.config import identity
 
@@ -105,15 +104,14 @@ def pin(config: Any, recorded: dict | None = None, named: Iterable[str] = (),
     return Pins(record, allowed, tuple(notes))
 
 
-def pin_resume(store: Any, meta: dict, config: Any, named: Iterable[str],
-               given_config: bool) -> Allowances:
+def pin_resume(meta: dict, config: Any, named: Iterable[str],
+               given_config: bool) -> tuple[Allowances, dict]:
     """A resume's pins: the recorded hashes, checked now (`pin`); sources named on this
-    command line — or by the run's command given again — may have changed. A changed
-    record is written back to run.json."""
+    command line — or by the run's command given again — may have changed. Returns the
+    allowances and the run.json fields to record (`sources`, when a record changed)."""
     named = set(named) | ({s for _, s in source_specs(config)} if given_config else set())
     pins = pin(config, meta.get("sources"), named, str(meta.get("run_id")))
     for note in pins.notes:
         print(f"note: run {meta.get('run_id')}: {note}", file=sys.stderr)
-    if pins.record and pins.record != meta.get("sources"):
-        runs.update_run(store, meta["run_id"], sources=pins.record)
-    return pins.allowed
+    changed = bool(pins.record) and pins.record != meta.get("sources")
+    return pins.allowed, ({"sources": pins.record} if changed else {})

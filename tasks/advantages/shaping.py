@@ -60,6 +60,15 @@ def overlong_penalty(max_len: int, buffer_len: int, factor: float = 1.0) -> Leng
     return penalty
 
 
+def stop_properly(reward: Tensor, truncated: Tensor, coef: float) -> Tensor:
+    """ProRL's stop-properly penalty (OpenRLHF's `reward.stop_properly_penalty_coef`) on the
+    responses cut at the length limit: r' = coef·r for coef in [0, 1], r' = coef for
+    coef < 0 (a fixed reward); the others keep r. (B,) rewards, (B,) bool → (B,)."""
+    if coef >= 0:
+        return torch.where(truncated, reward * coef, reward)
+    return torch.where(truncated, torch.full_like(reward, coef), reward)
+
+
 def discounted_returns(token_rewards: Tensor, action_mask: Tensor, gamma: float = 1.0) -> Tensor:
     """G_t = Σ_{k≥t} γ^{k−t} r_k m_k, computed right to left; masked positions hold 0.
 

@@ -10,9 +10,9 @@ file named in a stored config is imported on resume only from a trusted place
 
 from __future__ import annotations
 
-import hashlib
 import types
 from pathlib import Path
+from typing import Any
 
 from alignflow.artifacts import usercode
 from alignflow.tasks.agents import api
@@ -28,12 +28,12 @@ def _shim_modules() -> dict[str, types.ModuleType]:
     return {"openrlhf": root, "openrlhf.utils": utils, "openrlhf.utils.agent": api}
 
 
-def _import(path: Path) -> types.ModuleType:
-    """The agent file, imported (only if this process allows it: `artifacts/usercode.py`)
-    while `openrlhf.utils.agent` resolves to alignflow's implementation."""
-    name = f"alignflow_agent_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+def _executor_class(path: Path) -> Any:
+    """The agent file's `AgentExecutor`, through the one loader of user files (only if this
+    process allows the file: `artifacts/usercode.py`), while `openrlhf.utils.agent`
+    resolves to alignflow's implementation."""
     try:
-        return usercode.load_file(path, module_name=name, what="agent file",
+        return usercode.load_attr(path, "AgentExecutor", kind="agent", what="agent file",
                                   names=_shim_modules())
     except usercode.UntrustedCode:
         raise
@@ -49,7 +49,7 @@ def load_agent_executor(path: str | Path, *, max_turns: int = 4,
     if path.suffix != ".py" or not path.is_file():
         raise AgentError(f"agent file {path} not found; expected a .py file defining "
                          "AgentExecutor (OpenRLHF's agent API)")
-    cls = getattr(_import(path), "AgentExecutor", None)
+    cls = _executor_class(path)
     if not (isinstance(cls, type) and issubclass(cls, api.AgentExecutorBase)):
         raise AgentError(f"agent file {path} defines no class AgentExecutor subclassing "
                          "AgentExecutorBase (from openrlhf.utils.agent)")

@@ -32,6 +32,7 @@ class Episode:
     extra_logs: dict[str, float]
     turns: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
+    score: float | None = None  # OpenRLHF's `scores` (dynamic filtering); None: the reward
 
 
 def run_episodes(executor, requests: list[tuple[str, str | None]], engine: BatchingEngine,
@@ -114,4 +115,6 @@ def check_episode(out: Any, where: str, tokenizer) -> Episode:
                    reward=as_number(out.get("reward"), f"{where}: reward"),
                    extra_logs={k: as_number(v, f"{where}: extra_logs[{k!r}]")
                                for k, v in dict(logs).items()},
-                   turns=_turns(out, tokens, ranges, tokenizer), done=bool(out.get("done")))
+                   turns=_turns(out, tokens, ranges, tokenizer), done=bool(out.get("done")),
+                   score=None if out.get("scores") is None
+                   else as_number(out.get("scores"), f"{where}: scores"))

@@ -67,7 +67,8 @@ def prepare_preferences(
     input_template: str | None = None,
     max_len: int | None = None,
 ) -> Prepared:
-    """Rows `{pair_id, prompt, chosen, rejected}` (texts; prompt + chosen = full sample).
+    """Rows `{pair_id, prompt, chosen, rejected, margin}` (texts; prompt + chosen = full
+    sample; margin: the row's `margin` column, as OpenRLHF's reward data reads it, or None).
 
     Pairs whose prompt + chosen or prompt + rejected exceed `max_len` tokens are dropped.
     """
@@ -82,8 +83,21 @@ def prepare_preferences(
                                        _n_tokens(tokenizer, prompt + rejected)) > max_len:
             dropped += 1
             continue
-        rows.append({"pair_id": index, "prompt": prompt, "chosen": chosen, "rejected": rejected})
+        rows.append({"pair_id": index, "prompt": prompt, "chosen": chosen, "rejected": rejected,
+                     "margin": _margin(row, index)})
     return Prepared(rows, dropped)
+
+
+def _margin(row: dict, index: int) -> float | None:
+    """The pair's `margin` (OpenRLHF: `data["margin"]` when present and not None)."""
+    value = row.get("margin")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"preference row {index}: margin={value!r}; expected a number or "
+                          "null") from None
 
 
 def _sft_messages(row: dict, input_key: str, output_key: str | None) -> list[dict]:

@@ -106,7 +106,8 @@ def prepare_prompts(
     prompt_max_len: int | None = None,
     overlong: Overlong = "drop",
 ) -> Prepared:
-    """RL prompts: rows `{prompt_id, prompt, label}`; `prompt_id` is the source row index."""
+    """RL prompts: rows `{prompt_id, prompt, label, datasource}`; `prompt_id` is the source
+    row index, `datasource` the row's own `datasource` column (OpenRLHF's; else None)."""
     require_keys(dataset, input_key, label_key)
     refuse_empty(dataset, input_key)
     rows, dropped, truncated = [], 0, 0
@@ -119,5 +120,7 @@ def prepare_prompts(
             continue
         truncated += cut
         label = row[label_key] if label_key else ""
-        rows.append({"prompt_id": index, "prompt": text, "label": label})
+        source = row.get("datasource")
+        rows.append({"prompt_id": index, "prompt": text, "label": label,
+                     "datasource": None if source is None else str(source)})
     return Prepared(rows, dropped, truncated)

@@ -207,7 +207,7 @@ def _create(opts, emulated) -> StrictGroup:
 def group_on(store, rank: int, size: int, timeout: datetime.timedelta,
              emulated: Emulated) -> StrictGroup:
     """A strict group on `store` built directly (a group beside the default one, e.g. the
-    weight-sync group of vLLM engines, `tasks/engines/vllm_broadcast.py`)."""
+    weight-sync group of vLLM engines, `tasks/engines/vllm/broadcast.py`)."""
     _refuse_shared_devices(store, rank, size, emulated)
     return StrictGroup(_gloo_group(store, rank, size, timeout), emulated)
 

@@ -1,1 +1,2 @@
-"""Generation engines: the contract (`base`) and the default HF engine (`hf`)."""
+"""Generation engines: the contract (`base`), the HF engine (`hf`, on CPU and GPU), the HF
+stand-in for vLLM on a simulated cluster (`standin`), sampling, and vLLM (`vllm/`)."""

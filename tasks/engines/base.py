@@ -1,4 +1,5 @@
-"""The generation-engine contract: what every engine (HF today, vLLM later) takes and returns.
+"""The generation-engine contract: what every engine (HF, vLLM, the simulated-cluster
+stand-in) takes and returns.
 
 Behaviour logprobs are defined once, here, so the learner can recompute them exactly:
 for each sampled response token `y_t`, `log softmax(logits_t / temperature)[y_t]` in float32 —

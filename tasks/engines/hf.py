@@ -67,7 +67,7 @@ class HFEngine:
         step = self.micro_rollout_batch_size
         for start in range(0, len(rows), step):
             self._decode(rows[start : start + step], params, seed)
-            beat(min(start + step, len(rows)), len(rows), "sequences")  # `flows/heartbeat.py`
+            beat(min(start + step, len(rows)), len(rows), "sequences")  # `flows/control/heartbeat.py`
         return [self._sample(r) for r in rows]
 
     def _sample(self, row: _Row) -> GeneratedSample:

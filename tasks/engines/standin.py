@@ -20,8 +20,8 @@ import torch
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
-from alignflow.tasks.engines.vllm_weights import WeightBucket, pack_buckets
+from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
 from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.simulate import node
@@ -35,7 +35,7 @@ def build_engine(model_path: str, config: VLLMEngineConfig, *, policy_version: i
     gpus = config.tensor_parallel_size if config.on_gpu else 0
     if importlib.util.find_spec("vllm") is not None:
         host_device(gpus, kind="vllm engine")  # the sighting; vLLM picks its own device
-        from alignflow.tasks.engines.vllm import VLLMEngine
+        from alignflow.tasks.engines.vllm.engine import VLLMEngine
 
         return VLLMEngine(model_path, config, policy_version=policy_version)
     if node.index() is None:
@@ -91,14 +91,14 @@ class HFStandIn:
         self.hf.update_weights(staged, version=version)
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
-        from alignflow.tasks.engines.vllm import _model_file, _safetensors_items
+        from alignflow.tasks.engines.vllm.engine import _model_file, _safetensors_items
 
         with _model_file(store, rel_dir) as path:
             self.update_weights(_safetensors_items(path), version=version)
 
     def join_sync_group(self, host: str, port: int, first_rank: int, world: int, backend: str,
                         timeout_s: float) -> None:
-        from alignflow.tasks.engines.vllm_broadcast import SyncGroup
+        from alignflow.tasks.engines.vllm.broadcast import SyncGroup
 
         self._group = SyncGroup(backend, host, port, first_rank, world, timeout_s)
 

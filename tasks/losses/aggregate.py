@@ -9,6 +9,7 @@ gradient accumulation needs. Left as None, the normaliser is the micro-batch's o
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
@@ -47,8 +48,9 @@ def token_mean(
 def seq_mean_token_mean(
     x: Tensor, mask: Tensor, *, num_seqs: int | None = None, **_: object
 ) -> Tensor:
-    """Σ_b (Σ_t x·m / Σ_t m) / N_seqs: each sequence weighs the same, whatever its length."""
-    n = mask.shape[0] if num_seqs is None else num_seqs
+    """Σ_b (Σ_t x·m / Σ_t m) / N_seqs: each sequence weighs the same, whatever its length;
+    N_seqs the sequences with a token (as OpenRLHF counts them; default: this batch's)."""
+    n = max(int((mask.sum(-1) > 0).sum()), 1) if num_seqs is None else num_seqs
     return masked_mean(x, mask, dim=-1).sum() / n
 
 
@@ -69,17 +71,22 @@ AGGREGATIONS: dict[Aggregation, Callable[..., Tensor]] = {
 }
 
 
-def aggregate(
-    x: Tensor,
-    mask: Tensor,
-    mode: Aggregation = "token-mean",
-    *,
-    num_tokens: float | None = None,
-    num_seqs: int | None = None,
-    max_len: int | None = None,
-) -> Tensor:
+@dataclass(frozen=True)
+class Normaliser:
+    """What a loss is divided by when micro-batches must sum to the step's loss: the
+    step's valid tokens, its sequences with a token, Dr.GRPO's constant length (each None:
+    counted on the batch at hand)."""
+
+    num_tokens: float | None = None
+    num_seqs: int | None = None
+    max_len: int | None = None
+
+
+def aggregate(x: Tensor, mask: Tensor, mode: Aggregation = "token-mean",
+              norm: Normaliser | None = None) -> Tensor:
     """Reduce per-token `x` (B, T) under `mask` with the named mode; see the module docstring."""
     fn = AGGREGATIONS.get(mode)
     if fn is None:
         raise ConfigError(f"loss aggregation {mode!r}: expected one of {get_args(Aggregation)}")
-    return fn(x, mask, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+    norm = norm or Normaliser()
+    return fn(x, mask, num_tokens=norm.num_tokens, num_seqs=norm.num_seqs, max_len=norm.max_len)

@@ -13,7 +13,8 @@ Variants (OpenRLHF 0.11's `algo.advantage.is_correction_type`), thresholds `low 
 - `seq-mask-tis`: s_b = exp(Σ_t m_bt r_bt / Σ_t m_bt) (geometric mean over the sequence);
                   w_bt = e^{r_bt} · 1[low ≤ s_b ≤ high]                 (whole sequence dropped)
 
-The corrected loss is agg(w_t · ℓ_t^ppo(π_θ, π_old, A_t)) over the action mask.
+The corrected loss is agg(w_t · ℓ_t^ppo(π_θ, π_old, A_t)) over the action mask:
+`policy.policy_loss(logp, old_logp, ..., weights=is_weights(old_logp, behaviour_logp, ...))`.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.losses.aggregate import Aggregation, aggregate, masked_mean
-from alignflow.tasks.losses.policy import POLICY_LOSSES, PolicyLossName, policy_metrics
+from alignflow.tasks.losses.aggregate import masked_mean
+from alignflow.tasks.losses.kl import LOG_RATIO_LIMIT
 
 ISCorrection = Literal["tis", "icepop", "seq-mask-tis"]
-LOG_RATIO_LIMIT = 20.0
 
 
 def tis(log_ratio: Tensor, mask: Tensor, *, low: float, high: float) -> Tensor:
@@ -81,24 +81,3 @@ def is_weights(old_logp: Tensor, behaviour_logp: Tensor, mask: Tensor, *,
                    "is_trunc_frac": masked_mean(changed, maskf),
                    "is_mismatch_kl": masked_mean(-log_ratio, maskf)}
     return w, metrics
-
-
-def corrected_policy_loss(
-    logp: Tensor, old_logp: Tensor, behaviour_logp: Tensor, adv: Tensor, mask: Tensor, *,
-    kind: ISCorrection = "tis", low: float = 0.5, high: float = 5.0,
-    name: PolicyLossName = "ppo", eps_low: float = 0.2, eps_high: float | None = None,
-    dual_clip: float = 3.0, agg: Aggregation = "token-mean", num_tokens: float | None = None,
-    num_seqs: int | None = None, max_len: int | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """agg(w_t · ℓ_t): the named PPO-family token loss against the proximal `old_logp`,
-    weighted by the IS correction from `behaviour_logp`; returns (loss, metrics)."""
-    if name not in POLICY_LOSSES:
-        raise ConfigError(f"policy loss {name!r}: expected one of {get_args(PolicyLossName)}")
-    w, is_metrics = is_weights(old_logp, behaviour_logp, mask, kind=kind, low=low, high=high)
-    extra = {"dual_clip": dual_clip} if name == "dual_clip" else {}
-    per_token = POLICY_LOSSES[name](logp, old_logp, adv, eps_low=eps_low, eps_high=eps_high,
-                                    **extra)
-    loss = aggregate(per_token * w.to(per_token.dtype), mask, agg, num_tokens=num_tokens,
-                     num_seqs=num_seqs, max_len=max_len)
-    metrics = policy_metrics(logp, old_logp, adv, mask, eps_low=eps_low, eps_high=eps_high)
-    return loss, metrics | is_metrics

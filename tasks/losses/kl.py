@@ -21,12 +21,14 @@ from alignflow.tasks.losses.aggregate import upcast
 
 KLEstimator = Literal["k1", "k2", "k3"]
 ESTIMATE_CLAMP = 10.0  # OpenRLHF's
-LOG_RATIO_GUARD = 20.0  # numerical only: every estimate is already clamped there
+# The one guard on a log-ratio of two policies (KL estimates, PPO's ratio, the IS weights):
+# exp(±20) stays finite in float32, as OpenRLHF 0.11 clamps it (0.9.10 had none).
+LOG_RATIO_LIMIT = 20.0
 
 
 def log_ratio(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """x = logp − ref_logp (at least float32), held to [−20, 20]."""
-    return (upcast(logp) - upcast(ref_logp)).clamp(-LOG_RATIO_GUARD, LOG_RATIO_GUARD)
+    return (upcast(logp) - upcast(ref_logp)).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
 
 
 def _clamped(estimate: Tensor) -> Tensor:

@@ -20,6 +20,12 @@ from alignflow.errors import ConfigError
 DPOVariant = Literal["sigmoid", "ipo", "cdpo"]
 
 
+def chosen_nll(pi_c: Tensor, chosen_tokens: Tensor) -> Tensor:
+    """DPO's NLL term (OpenRLHF's `--nll_loss_coef`): −pi_c / |y_c|, the chosen response's
+    mean per-token negative log-likelihood; (B,) summed log-probs, (B,) token counts → (B,)."""
+    return -pi_c / chosen_tokens.to(pi_c.dtype).clamp(min=1)
+
+
 def dpo_logits(pi_c: Tensor, pi_r: Tensor, ref_c: Tensor, ref_r: Tensor) -> Tensor:
     """h = (pi_c − pi_r) − (ref_c − ref_r), the DPO log-ratio margin."""
     return (pi_c - pi_r) - (ref_c - ref_r)

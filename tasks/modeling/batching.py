@@ -15,6 +15,37 @@ def chunks(n: int, size: int) -> Iterator[range]:
         yield range(start, min(start + size, n))
 
 
+def first_fit(idx: list[int], lengths: list[int], budget: int) -> list[list[int]]:
+    """`idx` in bins of at most `budget` tokens (`lengths[i]` each), each sample into the
+    first bin with room (OpenRLHF's `get_minimum_num_micro_batch_size`); a sample longer
+    than the budget fills a bin of its own. Deterministic; bins keep `idx` order."""
+    bins: list[list[int]] = []
+    used: list[int] = []
+    for i in idx:
+        n = lengths[i]
+        for b, total in enumerate(used):
+            if total + n <= budget:
+                bins[b].append(i)
+                used[b] += n
+                break
+        else:
+            bins.append([i])
+            used.append(n)
+    return bins
+
+
+def inference_chunks(prompts: Sequence[list[int]], responses: Sequence[list[int]],
+                     micro_batch: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices of forward-only micro-batches: `micro_batch` samples each, or as many as
+    fit `max_tokens` prompt + response tokens (OpenRLHF's `rollout.max_tokens_per_gpu`)."""
+    n = len(prompts)
+    if max_tokens is None:
+        return [list(r) for r in chunks(n, micro_batch)]
+    return first_fit(list(range(n)), [len(p) + len(r) for p, r in zip(prompts, responses,
+                                                                      strict=True)],
+                     max_tokens)
+
+
 def padded_pairs(prompt_ids: Sequence[list[int]], response_ids: Sequence[list[int]],
                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask, action_mask): prompts left-padded, responses right-padded.

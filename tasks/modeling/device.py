@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Literal
 
 import torch
 from torch import nn
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.modeling.attention import ATTENTIONS
+from alignflow.tasks.modeling.attention import Attention as Attention  # re-exported
 from alignflow.tasks.simulate import node, sightings
-
-Attention = Literal["sdpa", "eager", "flash_attention_2"]
-ATTENTIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
 
 
 def host_device(num_gpus: float, *, first_gpu: int = 0, kind: str = "host") -> torch.device:

@@ -102,3 +102,4 @@ class TrainSpec:
     placeholder_token: str = "ки"
     reward_tokens: tuple[str, ...] | None = None
     packing: bool = False
+    loss_normalizer: str = "step"  # train.loss_normalizer: step, or micro_batch (<= v0.10.2)

@@ -43,7 +43,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               eval_loss=objectives.sft),  # no teacher logits at eval: report CE
     Objective("prm", rows.prm_rows, objectives.prm, False, SFT_SAMPLES, step_tokens=True),
     Objective("rm", rows.pair_rows, objectives.rm, False, PREFERENCES, value_head=True),
-    Objective("dpo", rows.pair_rows, objectives.dpo, False, PREFERENCES, reference=True),
+    Objective("dpo", rows.pair_rows, objectives.dpo, False, PREFERENCES, reference=True,
+              eval_loss=objectives.dpo_eval),
     Objective("kto", rows.kto_rows, objectives.kto, False, PREFERENCES, reference=True,
               kl_sample=True),
 )}

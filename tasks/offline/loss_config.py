@@ -27,16 +27,20 @@ class DPOModelConfig(ModelConfig):
     ipo_enable: the IPO loss (same as loss_type=ipo)
     label_smoothing: cDPO's share of flipped labels, in [0, 0.5)
     loss_type: sigmoid | ipo | cdpo (alignflow; OpenRLHF picks by the two keys above)
+    nll_loss_coef: weight of the chosen responses' mean token NLL added to the loss (0: off)
     """
 
     beta: float = 0.1
     ipo_enable: bool = False
     label_smoothing: float = 0.0
     loss_type: DPOVariant = "sigmoid"
+    nll_loss_coef: float = 0.0
 
     def __post_init__(self) -> None:
         require(math.isfinite(self.beta) and self.beta > 0, "beta", "a finite float > 0",
                 self.beta)
+        require(math.isfinite(self.nll_loss_coef) and self.nll_loss_coef >= 0, "nll_loss_coef",
+                "a finite float >= 0", self.nll_loss_coef)
         require(0.0 <= self.label_smoothing < 0.5, "label_smoothing", "a float in [0, 0.5)",
                 self.label_smoothing)
         require(self.loss_type in get_args(DPOVariant), "loss_type",
@@ -74,10 +78,12 @@ class RMModelConfig(ModelConfig):
 
     loss_type: sigmoid (-log σ(r_c - r_r - m)) or logexp (log(1 + e^(r_r - r_c + m)))
     margin: a constant margin m (alignflow; null: none)
+    margin_loss_enable: each pair's margin from the data set's `margin` column (0 where absent) in the sigmoid loss, as OpenRLHF (its logexp loss takes none); added to margin
     """
 
     loss_type: RewardLossName = "sigmoid"
     margin: float | None = None
+    margin_loss_enable: bool = False
 
     def __post_init__(self) -> None:
         require(self.loss_type in get_args(RewardLossName), "loss_type",

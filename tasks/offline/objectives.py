@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from alignflow.tasks.losses.preference import dpo_loss, kto_loss
+from alignflow.tasks.losses.preference import chosen_nll, dpo_loss, kto_loss
 from alignflow.tasks.losses.reward_model import prm_loss, reward_loss
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, kd_loss, token_logprobs
 from alignflow.tasks.offline.batches import (
@@ -146,16 +146,29 @@ def rm(model, idx: list[int], ctx: Context, denom: float) -> Out:
     values = model.token_values(ids, attention)
     scores = values[torch.arange(len(seqs)), attention.sum(-1) - 1]
     r_c, r_r = scores.split(len(idx))
-    loss = reward_loss(r_c, r_r, name=ctx.spec.loss.loss_type, margin=ctx.spec.loss.margin)
+    cfg = ctx.spec.loss
+    loss = reward_loss(r_c, r_r, name=cfg.loss_type, margin=_margins(ctx, idx, r_c))
     return _pair_out(loss, r_c.detach(), r_r.detach(), denom)
+
+
+def _margins(ctx: Context, idx: list[int], like: torch.Tensor):
+    """The RM loss's margin: the constant `margin`, plus each pair's own from the data
+    (`margin_loss_enable`; a pair without one: 0). OpenRLHF's logexp loss reads none."""
+    cfg = ctx.spec.loss
+    if not cfg.margin_loss_enable or cfg.loss_type == "logexp":
+        return cfg.margin
+    rows = ctx.examples.get("margin") or [None] * len(ctx.examples["input_ids"])
+    own = torch.tensor([rows[i] or 0.0 for i in idx], dtype=like.dtype, device=like.device)
+    return own + (cfg.margin or 0.0)
 
 
 def _ref(ctx: Context, key: str, idx: list[int]) -> torch.Tensor:
     return ctx.reference[key][idx]
 
 
-def dpo(model, idx: list[int], ctx: Context, denom: float) -> Out:
-    """DPO / IPO / cDPO on summed response log-probs against the cached reference."""
+def dpo(model, idx: list[int], ctx: Context, denom: float, nll: bool = True) -> Out:
+    """DPO / IPO / cDPO on summed response log-probs against the cached reference, plus
+    `nll_loss_coef` × the chosen responses' mean token NLL (OpenRLHF's, when > 1e-8)."""
     prompts, chosen, rejected = _pairs(ctx, idx)
     logps = response_logps(model, prompts * 2, chosen + rejected, ctx.pad_id)
     pi_c, pi_r = logps.split(len(idx))
@@ -164,7 +177,17 @@ def dpo(model, idx: list[int], ctx: Context, denom: float) -> Out:
     out = dpo_loss(pi_c, pi_r, _ref(ctx, "chosen", idx), _ref(ctx, "rejected", idx),
                    variant=variant, beta=cfg.beta,
                    label_smoothing=cfg.label_smoothing if variant == "cdpo" else 0.0)
-    return _pair_out(out.loss, out.chosen_reward, out.rejected_reward, denom)
+    coef = cfg.nll_loss_coef if nll else 0.0
+    if coef <= 1e-8:
+        return _pair_out(out.loss, out.chosen_reward, out.rejected_reward, denom)
+    nll = chosen_nll(pi_c, torch.tensor([len(c) for c in chosen], device=pi_c.device))
+    return _pair_out(out.loss + coef * nll, out.chosen_reward, out.rejected_reward, denom,
+                     {"nll_loss": float(nll.detach().sum()) / denom})
+
+
+def dpo_eval(model, idx: list[int], ctx: Context, denom: float) -> Out:
+    """DPO's eval loss: the preference loss alone (OpenRLHF's evaluate leaves the NLL out)."""
+    return dpo(model, idx, ctx, denom, nll=False)
 
 
 def kto(model, idx: list[int], ctx: Context, denom: float) -> Out:

@@ -12,12 +12,7 @@ import torch
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.offline.batches import (
-    kl_partner,
-    kl_response,
-    load_examples,
-    response_logps,
-)
+from alignflow.tasks.offline.batches import kl_partner, kl_response, load_examples, response_logps
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput
 from alignflow.tasks.offline.tables import OFFLINE_REFERENCE

@@ -43,7 +43,8 @@ def pair_rows(ds, tok, cfg: OfflineDataConfig) -> list[dict]:
                                  ids["rejected"][i] + eos, cfg.max_len)
         rows.append({"example_id": str(row["pair_id"]), "prompt": row["prompt"],
                      "response": row["chosen"], "rejected": row["rejected"], "input_ids": p,
-                     "chosen_ids": c, "rejected_ids": r, "truncated": cut})
+                     "chosen_ids": c, "rejected_ids": r, "truncated": cut,
+                     "margin": row.get("margin")})
     return rows
 
 

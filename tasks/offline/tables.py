@@ -13,8 +13,9 @@ def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
 
 
 # One row per prepared example. SFT-like kinds fill input_ids/loss_mask (PRM: labels);
-# pair kinds fill input_ids (the prompt), chosen_ids and rejected_ids.
-OFFLINE_EXAMPLES = schemas.register(TableSchema("offline_examples", "1.0", pa.schema([
+# pair kinds fill input_ids (the prompt), chosen_ids and rejected_ids, and (1.1) margin:
+# the data set's per-pair `margin` column (OpenRLHF's margin loss; null: none given).
+OFFLINE_EXAMPLES = schemas.register(TableSchema("offline_examples", "1.1", pa.schema([
     _f("run_id", pa.string(), False),
     _f("task_key", pa.string(), False),
     _f("example_id", pa.string(), False),
@@ -29,6 +30,7 @@ OFFLINE_EXAMPLES = schemas.register(TableSchema("offline_examples", "1.0", pa.sc
     _f("rejected_ids", pa.list_(pa.int32())),
     _f("labels", pa.list_(pa.int32())),
     _f("truncated", pa.bool_()),
+    _f("margin", pa.float64()),
 ])))
 
 # Reference log-probs (summed over response tokens) per example; `kl` = the KTO KL sample

@@ -22,12 +22,7 @@ from alignflow.tasks.offline.batches import host_examples
 from alignflow.tasks.offline.config import TrainSpec
 from alignflow.tasks.offline.kinds import Objective, objective
 from alignflow.tasks.offline.objectives import Context, step_denominator
-from alignflow.tasks.offline.records import (
-    OfflineData,
-    ReferenceOutput,
-    TeacherOutput,
-    TrainOutput,
-)
+from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput, TrainOutput
 from alignflow.tasks.offline.reference import load_reference
 from alignflow.tasks.offline.rows import single_token
 from alignflow.tasks.steps.host_api import Trained
@@ -47,20 +42,26 @@ def make_context(host: Trained, spec: TrainSpec, examples: dict, reference: dict
     return ctx
 
 
-def run_step(trainer, obj: Objective, ctx: Context, idx: list[int], micro: int):
+def run_step(trainer, obj: Objective, ctx: Context, idx: list[int], micro: int,
+             loss_normalizer: str = "step"):
     """One optimizer step over `idx` (this rank's share of it); returns (trainer stats,
-    per-example values in `idx` order), both over all ranks."""
+    per-example values in `idx` order), both over all ranks. A token-level loss is divided
+    by the step's tokens, or (`micro_batch`, OpenRLHF <= v0.10.2) by each micro-batch's
+    own, the micro-batch weighing its share of the step's examples."""
+    own = loss_normalizer == "micro_batch" and obj.token_level
     denom = step_denominator(obj.token_level, ctx, idx)
     per: dict[str, list] = {}
 
     def loss_fn(model, batch):
-        out = obj.loss(model, batch["idx"], ctx, denom)
+        mine = step_denominator(True, ctx, batch["idx"]) if own else denom
+        out = obj.loss(model, batch["idx"], ctx, mine)
         for key, values in out.per_example.items():
             per.setdefault(key, []).extend(values)
         return out.loss, out.metrics
     rank, world = reduce.rank_and_size()
     batches = micro_batches(sharding.shard(idx, rank, world), micro)
-    stats = trainer.step(batches, loss_fn, weights=[1.0] * len(batches))
+    weights = [len(b["idx"]) / len(idx) if own else 1.0 for b in batches]
+    stats = trainer.step(batches, loss_fn, weights=weights)
     return reduce.global_shares(stats), reduce.gather_lists(per)
 
 
@@ -123,7 +124,8 @@ def train(host: Trained, data: OfflineData, reference: ReferenceOutput | None,
     rows, metrics, sums = [], [], {}
     for step in steps:
         idx = plan.indices(step, spec.train_batch_size)
-        stats, per = run_step(trainer, obj, ctx, idx, spec.micro_train_batch_size)
+        stats, per = run_step(trainer, obj, ctx, idx, spec.micro_train_batch_size,
+                              spec.loss_normalizer)
         done = trainer.global_step
         beat(steps.index(step) + 1, len(steps), "optimizer steps")
         rows += _example_rows(obj, ctx.examples, idx, per, done)

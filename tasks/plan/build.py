@@ -7,15 +7,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from alignflow.tasks.engines.vllm_config import VLLMSection
-from alignflow.tasks.modeling.lora import LoraConfig
+from alignflow.tasks.engines.vllm.config import VLLMSection
+from alignflow.tasks.modeling.lora_config import LoraConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
 from alignflow.tasks.plan.placement import PlacementConfig, Workers
 from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.config import TrainerConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 GENERATOR = "rollout"  # the generator worker's name
 

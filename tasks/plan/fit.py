@@ -1,7 +1,7 @@
 """Whether a cluster holds a run's plan, decided as Ray would place it: every worker group
 is one placement group (one bundle per node it spans, on distinct nodes when it spans
-several: `flows/groups.py`), every vLLM engine in actors one bundle of its tensor-parallel
-GPUs on one node (`tasks/engines/vllm_placement.py`), hybrid engines inside their host's
+several: `flows/ray/groups.py`), every vLLM engine in actors one bundle of its tensor-parallel
+GPUs on one node (`tasks/engines/vllm/placement.py`), hybrid engines inside their host's
 GPUs. A plan Ray cannot place would wait for its GPUs until a timeout; it is refused before
 anything starts, in one line naming the numbers.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alignflow.tasks.engines.vllm_placement import CPU_ENGINE_RAY_CPUS, engine_bundle
+from alignflow.tasks.engines.vllm.placement import CPU_ENGINE_RAY_CPUS, engine_bundle
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import HostPlan, VLLMEngines
 
@@ -53,7 +53,7 @@ def engine_groups(engines: VLLMEngines | None) -> list[Group]:
 def problem(groups: list[Group], cluster: Cluster) -> str | None:
     """Why `cluster` cannot hold `groups`, or None when it can. CPUs count on a GPU cluster
     that states them; on a CPU machine the hosts share its cores (one machine's warm
-    workers reserve none: `flows/ray_pool.py`)."""
+    workers reserve none: `flows/ray/pool.py`)."""
     counted = cluster.cpus_per_node if cluster.gpus > 0 else None
     free = [[float(cluster.gpus_per_node), counted] for _ in range(cluster.nodes)]
     for group in sorted(groups, key=lambda g: (-max(b[0] for b in g.bundles), -g.gpus)):

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from alignflow.artifacts.journal import journal_record
-from alignflow.tasks.engines.vllm_config import Transport, VLLMEngineConfig, VLLMSection
-from alignflow.tasks.modeling.lora import LoraConfig
-from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig, VLLMSection
+from alignflow.tasks.modeling.lora_config import LoraConfig
+from alignflow.tasks.trainers.config import TrainerConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 Backend = Literal["torch", "deepspeed"]
 EngineKind = Literal["hf", "vllm"]

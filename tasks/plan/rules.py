@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EngineKind, HostPlan, VLLMEngines
 

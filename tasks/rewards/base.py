@@ -22,12 +22,15 @@ from alignflow.errors import ConfigError
 class RewardOutput:
     """rewards: float32 (N,); scores: per-source components (N,); extra_logs: metrics (N,);
     batch_logs: metrics of the whole batch (an `extra_logs` value that was one number, as
-    OpenRLHF's example reward functions return a batch accuracy)."""
+    OpenRLHF's example reward functions return a batch accuracy); filter_scores: what
+    dynamic filtering reads (OpenRLHF's `scores`: a source's `scores["score"]`, else its
+    reward), set by `CombinedReward`."""
 
     rewards: Tensor
     scores: dict[str, Tensor] = field(default_factory=dict)
     extra_logs: dict[str, Tensor] = field(default_factory=dict)
     batch_logs: dict[str, float] = field(default_factory=dict)
+    filter_scores: Tensor | None = None
 
 
 @runtime_checkable

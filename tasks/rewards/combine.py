@@ -3,6 +3,12 @@
 reward = Σ_i w_i · r_i. `scores[name]` holds source i's own reward r_i, and its components
 and logs are kept as `scores[f"{name}/{key}"]` / `extra_logs[f"{name}/{key}"]`, so the
 score step can commit every part as a column. Clipping belongs to the advantage code.
+
+What dynamic filtering reads is OpenRLHF's `scores`, not the reward: a reward function or
+server may shape its reward (a format penalty, -0.5 for no answer) and give the 0/1
+correctness as `scores` (kept as `scores["score"]`); OpenRLHF filters on that, falling back
+to the reward when a source gives none. Here: filter score = Σ_i w_i · s_i, s_i = source i's
+`score` when it has one, else r_i.
 """
 
 from __future__ import annotations
@@ -35,17 +41,19 @@ class CombinedReward:
               labels: list[str | None]) -> RewardOutput:
         check_batch(queries, prompts, labels)
         total = torch.zeros(len(queries), dtype=torch.float32)
+        filtered = torch.zeros(len(queries), dtype=torch.float32)
         scores: dict[str, Tensor] = {}
         logs: dict[str, Tensor] = {}
         batch: dict[str, float] = {}
         for name, source in self.sources.items():
             out = source.score(queries, prompts, labels)
             total += self.weights[name] * out.rewards
+            filtered += self.weights[name] * out.scores.get("score", out.rewards)
             scores[name] = out.rewards
             scores |= {f"{name}/{k}": v for k, v in out.scores.items()}
             logs |= {f"{name}/{k}": v for k, v in out.extra_logs.items()}
             batch |= {f"{name}/{k}": v for k, v in out.batch_logs.items()}
-        return RewardOutput(total, scores, logs, batch)
+        return RewardOutput(total, scores, logs, batch, filter_scores=filtered)
 
     def offload(self) -> None:
         """Free the memory of every source that can (reward models); rules have nothing."""

@@ -6,7 +6,7 @@ pooling looks for `pad_token_id` in the ids, which is wrong when pad == eos and 
 in eos). Decoder heads (`model.score`, per token) are read through a forward hook; other
 models (e.g. BERT's CLS classifier) use their own pooled logits with right padding.
 Optional normalisation uses `config.mean` / `config.std`, which OpenRLHF stores in a
-trained RM's config. `offload()` / `reload()` park the weights in a safetensors temp file
+trained RM's config (none there: mean 0, std 1, as OpenRLHF reads it). `offload()` / `reload()` park the weights in a safetensors temp file
 so an RL flow can free an idle reward model's memory.
 """
 
@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.modeling.critic import norm_stats
 from alignflow.tasks.modeling.device import model_device, to_model
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
@@ -60,12 +61,10 @@ class ModelRewardModel:
     def _norm_stats(self, normalize: bool) -> tuple[float, float]:
         if not normalize:
             return 0.0, 1.0
-        stats = self.model.config.to_dict()  # the HF model's config.json, not a flow config
-        mean, std = stats.get("mean"), stats.get("std")
-        if mean is None or std is None or not std > 0:
-            raise ConfigError(f"reward model {self.path}/config.json lacks 'mean'/'std' (std > 0) "
-                              f"needed for normalize=True")
-        return float(mean), float(std)
+        try:  # the HF model's config.json, not a flow config
+            return norm_stats(self.model.config)
+        except ConfigError as exc:
+            raise ConfigError(f"reward model {self.path}: {exc}") from None
 
     def score(self, queries: list[str], prompts: list[str],
               labels: list[str | None]) -> RewardOutput:

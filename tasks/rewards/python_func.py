@@ -7,12 +7,12 @@ floats per sample, or one number: a metric of the batch, as OpenRLHF's own
 `examples/python/math_reward_func.py` returns its accuracy). Everything it returns is
 checked (length, numbers, finite) and a fault names the file. The function runs in a child
 process with a time budget per call (`sandbox.py`): a hang or a crash fails the run in one
-line, never the process driving it. Each path is imported under its own module name.
+line, never the process driving it. The file loads through the one loader of user files
+(`artifacts/usercode.py:load_attr`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,11 +28,6 @@ from alignflow.tasks.rewards.sandbox import ChildFunc
 
 FUNC_NAME = "reward_func"
 DEFAULT_TIMEOUT = 300.0  # seconds one call may take (reward.func_timeout)
-
-
-def _module_name(path: Path) -> str:
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    return f"alignflow_reward_{path.stem}_{digest}"
 
 
 def _scores(values: object, n: int, where: str) -> dict:
@@ -53,7 +48,7 @@ class PythonRewardFunc:
         if not self.path.is_file():
             raise ConfigError(f"reward function file {self.path} not found; expected a .py "
                               f"file defining {func_name}(queries, prompts, labels)")
-        self._func = ChildFunc(self.path, func_name, _module_name(self.path), timeout)
+        self._func = ChildFunc(self.path, func_name, timeout)
         self._func.start()
 
     def __getstate__(self) -> dict:  # ship to Ray workers by path, not by pickled code

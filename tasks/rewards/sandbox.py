@@ -36,9 +36,8 @@ def _context() -> mp.context.BaseContext:
 class ChildFunc:
     """`reward_func` of one allowed file, called in a child process with a time budget."""
 
-    def __init__(self, path: Path, func_name: str, module_name: str, timeout: float) -> None:
+    def __init__(self, path: Path, func_name: str, timeout: float) -> None:
         self.path, self.func_name, self.timeout = path, func_name, timeout
-        self.module_name = module_name
         self.where = f"{func_name} in {path}"
         self._proc: Any = None
         self._conn: Any = None
@@ -52,8 +51,7 @@ class ChildFunc:
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=usercode.serve_calls, daemon=True,
                                  name="alignflow-reward-func",
-                                 args=(child, str(self.path), self.func_name, allowed,
-                                       self.module_name))
+                                 args=(child, str(self.path), self.func_name, allowed))
         self._proc.start()
         child.close()
         self._conn = parent

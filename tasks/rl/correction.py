@@ -17,7 +17,7 @@ import torch
 
 from alignflow.errors import require
 from alignflow.tasks.losses.is_correction import ISCorrection
-from alignflow.tasks.modeling.batching import chunks
+from alignflow.tasks.modeling.batching import inference_chunks
 from alignflow.tasks.modeling.forward import response_logprobs
 
 
@@ -33,19 +33,20 @@ def check_is_correction(cfg) -> None:
 
 @torch.no_grad()
 def proximal_logprobs(model, prompts: list[list[int]], responses: list[list[int]], *,
-                      micro_batch: int, packed: bool, pad_id: int,
-                      temperature: float) -> torch.Tensor:
-    """(B, R) log-probs of every response token under `model` as it stands (π_old)."""
+                      micro_batch: int, packed: bool, pad_id: int, temperature: float,
+                      max_tokens: int | None = None) -> torch.Tensor:
+    """(B, R) log-probs of every response token under `model` as it stands (π_old), in
+    micro-batches of `micro_batch` samples or of `max_tokens` tokens (`inference_chunks`)."""
     width = max(len(r) for r in responses)
     out = torch.zeros(len(responses), width, dtype=torch.float32)
     was_training = model.training
     model.eval()
     try:
-        for idx in chunks(len(responses), micro_batch):
+        for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
             lp, _ = response_logprobs(model, [prompts[i] for i in idx],
                                       [responses[i] for i in idx], packed=packed,
                                       pad_id=pad_id, temperature=temperature)
-            out[idx.start:idx.stop, : lp.shape[1]] = lp.float()
+            out[idx, : lp.shape[1]] = lp.float()
     finally:
         model.train(was_training)
     return out

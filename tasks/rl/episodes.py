@@ -75,7 +75,9 @@ def _scores(keys: dict, eps: list[Episode]) -> pa.Table:
     return pa.table({**keys, "reward": pa.array([e.reward for e in eps], pa.float32()),
                      "scores": pa.array([[("agent", e.reward)] + [(k, e.extra_logs[k])
                                                                  for k in names if k in e.extra_logs]
-                                         for e in eps], pa.map_(pa.string(), pa.float32()))},
+                                         for e in eps], pa.map_(pa.string(), pa.float32())),
+                     "filter_score": pa.array([e.reward if e.score is None else e.score
+                                               for e in eps], pa.float32())},
                     schema=SCORES.arrow_schema)
 
 
@@ -84,8 +86,18 @@ def agent_episodes(host: Sampler, prompts: StepOutput, iteration: int, cfg: Roll
                    replaces_staleness: int | None = None) -> EpisodeOutput:
     """`n_samples_per_prompt` episodes per batch prompt, sampled with `policy`."""
     scope = current_scope()
-    host.use_policy(scope.store, policy)
     batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
+    rows, eps = run_batch(host, batch, cfg, agent, policy, sample_offset)
+    return _commit(scope, iteration, batch, rows, eps, host.tokenizer, policy.version,
+                   replaces_staleness)
+
+
+def run_batch(host: Sampler, batch: pa.Table, cfg: RolloutConfig, agent: AgentConfig,
+              policy: PolicyRef, sample_offset: int = 0
+              ) -> tuple[list[tuple[int, int]], list[Episode]]:
+    """(prompt row, sample index) and the episode of each of `batch`'s prompts' samples."""
+    scope = current_scope()
+    host.use_policy(scope.store, policy)
     rows = [(p, s + sample_offset) for p in range(batch.num_rows)
             for s in range(cfg.n_samples_per_prompt)]
     executor, tok = host.agent, host.tokenizer
@@ -97,9 +109,8 @@ def agent_episodes(host: Sampler, prompts: StepOutput, iteration: int, cfg: Roll
     params = AgentSamplingParams(max_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                  top_p=cfg.top_p, top_k=cfg.top_k, stop=list(cfg.stop))
     texts, labels = batch.column("prompt").to_pylist(), batch.column("label").to_pylist()
-    eps = run_episodes(executor, [(texts[p], labels[p]) for p, _ in rows], engine, tok, params,
-                       agent.max_length)
-    return _commit(scope, iteration, batch, rows, eps, tok, policy.version, replaces_staleness)
+    return rows, run_episodes(executor, [(texts[p], labels[p]) for p, _ in rows], engine, tok,
+                              params, agent.max_length)
 
 
 def _commit(scope, iteration, batch, rows, eps, tok, version, replaces_staleness):

@@ -13,7 +13,7 @@ from alignflow.artifacts.parquet_io import read_table
 from alignflow.errors import SchemaError
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from alignflow.tasks.advantages.normalize import RunningMoments
-from alignflow.tasks.advantages.shaping import overlong_penalty
+from alignflow.tasks.advantages.shaping import overlong_penalty, stop_properly
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.modeling.batching import to_padded
 from alignflow.tasks.rewards.combine import groups_in_range
@@ -38,6 +38,8 @@ class Experience:
     reward: torch.Tensor     # (B,)
     values: torch.Tensor | None
     versions: list[int] | None = None  # policy version of each sample's oldest token
+    filter_score: torch.Tensor | None = None  # (B,) what dynamic filtering reads (else reward)
+    truncated: torch.Tensor | None = None  # (B,) bool: cut at the length limit (not episodes)
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,16 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
                     reference: StepOutput | None, values: StepOutput | None) -> Experience:
     roll = read_table(store, rollouts.refs,
                       columns=["run_id", "iteration", *KEY, "prompt_ids", "response_ids",
-                               "behaviour_logprobs", "action_mask", "policy_version"])
+                               "behaviour_logprobs", "action_mask", "policy_version",
+                               "finish_reason"])
     keys = roll.select(KEY)
     responses = roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
     mask = to_padded(action_masks(responses, roll.column("action_mask").to_pylist()), width)
-    reward = _column(store, scores, ["reward"], keys, "scores").column("reward")
+    scored = _column(store, scores, ["reward", "filter_score"], keys, "scores")
+    reward = scored.column("reward")
+    filtered = [r if f is None else f for r, f in zip(
+        reward.to_pylist(), scored.column("filter_score").to_pylist(), strict=True)]
     ref = None
     if reference is not None:
         ref = to_padded(_column(store, reference, ["ref_logprobs"], keys, "reference")
@@ -83,7 +89,55 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         old_logp=to_padded(roll.column("behaviour_logprobs").to_pylist(), width),
         ref_logp=ref, mask=mask,
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
-        versions=roll.column("policy_version").to_pylist())
+        versions=roll.column("policy_version").to_pylist(),
+        filter_score=torch.tensor(filtered, dtype=torch.float32),
+        truncated=_truncated(roll))
+
+
+def _truncated(roll: pa.Table) -> torch.Tensor:
+    """Responses cut at the length limit (OpenRLHF: finish_reason "length"); a multi-turn
+    episode (it has an action mask) is never, as OpenRLHF's agent executor marks none."""
+    return torch.tensor([f == "length" and m is None for f, m in zip(
+        roll.column("finish_reason").to_pylist(), roll.column("action_mask").to_pylist(),
+        strict=True)], dtype=torch.bool)
+
+
+def first_groups(exp: Experience, n: int, keep: int, low: float, high: float
+                 ) -> tuple[Experience, dict[str, float]]:
+    """A refilled batch (`flows/rl/refill.py`): the first `keep` groups of `n` samples whose
+    filter score passes (low, high), in the order drawn; and the pass rate over all drawn
+    groups (OpenRLHF's `dynamic_filtering_pass_rate`, in %). When the prompts ran out first,
+    the first failing groups fill the batch up to `keep` (filtered out by `compute`, as
+    without refills), so a step always has rollout.batch_size groups."""
+    passing = groups_in_range(_filter_scores(exp), n, low, high)
+    chosen = passing.nonzero().flatten()[:keep].tolist()
+    short = keep - len(chosen)
+    if short > 0:
+        chosen = sorted(chosen + (~passing).nonzero().flatten()[:short].tolist())
+    rows = [g * n + j for g in chosen for j in range(n)]
+    rate = 100.0 * int(passing.sum()) / len(passing) if len(passing) else 0.0
+    return _rows(exp, rows), {"rollout/dynamic_filtering_pass_rate": rate,
+                              "rollout/refill_groups_drawn": float(len(passing))}
+
+
+def _rows(exp: Experience, rows: list[int]) -> Experience:
+    """The experience of `rows` only, in that order."""
+    index = torch.tensor(rows, dtype=torch.long)
+
+    def take(t):
+        return None if t is None else t[index.to(t.device)]
+    return dataclasses.replace(
+        exp, keys=exp.keys.take(pa.array(rows, pa.int64())),
+        prompts=[exp.prompts[i] for i in rows], responses=[exp.responses[i] for i in rows],
+        old_logp=take(exp.old_logp), ref_logp=take(exp.ref_logp), mask=take(exp.mask),
+        reward=take(exp.reward), values=take(exp.values),
+        versions=None if exp.versions is None else [exp.versions[i] for i in rows],
+        filter_score=take(exp.filter_score), truncated=take(exp.truncated))
+
+
+def lengths(exp: Experience) -> list[int]:
+    """Prompt + response tokens of each sample (what a token budget counts)."""
+    return [len(p) + len(r) for p, r in zip(exp.prompts, exp.responses, strict=True)]
 
 
 def action_masks(responses: list[list[int]], masks: list[list[int] | None]) -> list[list[float]]:
@@ -115,13 +169,14 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     if moments is not None:
         moments.update(reward)
         reward = moments.normalize(reward)
+    reward = _shaped(reward, exp, shaping, settings.max_len)
     est = algo.advantage
     cfg = AdvantageConfig(estimator=est.estimator, n=n, gamma=est.gamma, lambd=est.lambd,
                           kl_coef=kl_coef, reward_clip=shaping.clip_range,
-                          whiten_std=not est.no_std_norm,  # OpenRLHF: group_norm keeps its std
-                          length_penalty=_length_penalty(shaping, settings.max_len))
+                          whiten_std=not est.no_std_norm)  # OpenRLHF: group_norm keeps its std
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
-    kept = (groups_in_range(exp.reward, n, *algo.dynamic_filtering_range).repeat_interleave(n)
+    kept = (groups_in_range(_filter_scores(exp), n, *algo.dynamic_filtering_range)
+            .repeat_interleave(n)
             if algo.dynamic_filtering_enable else torch.ones(len(reward), dtype=torch.bool))
     seq_kl = None if kl is None else kl.sum(-1) / exp.mask.sum(-1).clamp(min=1)
     metrics = {**({} if seq_kl is None else {"kl": float(seq_kl.mean())}), "kl_coef": kl_coef,
@@ -131,10 +186,24 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     return Advantages(out.advantages, out.returns, kept, seq_kl, metrics)
 
 
-def _length_penalty(shaping: RLRewardConfig, max_len: int):
-    if shaping.overlong_buffer_len is None:
-        return None
-    return overlong_penalty(max_len, shaping.overlong_buffer_len, shaping.overlong_penalty_factor)
+def _filter_scores(exp: Experience) -> torch.Tensor:
+    """OpenRLHF's `scores` where the sources gave them, else the raw reward (never the
+    shaped one: length penalties and clipping are not what a group is filtered on)."""
+    return exp.reward if exp.filter_score is None else exp.filter_score.to(exp.reward.device)
+
+
+def _shaped(reward: torch.Tensor, exp: Experience, shaping: RLRewardConfig,
+            max_len: int) -> torch.Tensor:
+    """The reward with OpenRLHF's length penalties, in its order: DAPO's overlong term
+    added, then the stop-properly penalty on truncated responses (clipping comes later)."""
+    if shaping.overlong_buffer_len is not None:
+        penalty = overlong_penalty(max_len, shaping.overlong_buffer_len,
+                                   shaping.overlong_penalty_factor)
+        reward = reward.float() + penalty(exp.mask.bool().sum(-1))
+    coef = shaping.stop_properly_penalty_coef
+    if coef is not None and exp.truncated is not None:
+        reward = stop_properly(reward.float(), exp.truncated.to(reward.device), coef)
+    return reward
 
 
 def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Table:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.losses.aggregate import Aggregation
+from alignflow.tasks.losses.aggregate import Aggregation, Normaliser
 from alignflow.tasks.losses.kl import KLEstimator
 from alignflow.tasks.losses.policy import kl_loss
 from alignflow.tasks.rl.learn_config import KLConfig
@@ -89,12 +89,12 @@ class KLPenalty:
         return 0.0 if self.in_loss else self.beta
 
     def loss(self, logp: Tensor, ref_logp: Tensor, mask: Tensor, agg: Aggregation,
-             norm: dict) -> Tensor | None:
+             norm: Normaliser) -> Tensor | None:
         """β·agg(KL) when the KL is a loss term (and β > 0), else None."""
         if not self.in_loss or self.beta <= 0:
             return None
         return self.beta * kl_loss(logp, ref_logp, mask, estimator=self.estimator, agg=agg,
-                                   **norm)
+                                   norm=norm)
 
     def update(self, measured_kl: float, n_samples: int) -> None:
         """Adapt β after a step (no-op when fixed)."""

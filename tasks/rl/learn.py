@@ -2,9 +2,9 @@
 rollout_advantages, metrics and a checkpoint of the trained role.
 
 `learn_actor` computes advantages (the KL penalty in the reward or as a loss term, the
-named estimator), then runs `max_epochs` passes of PPO-clip over the batch in seeded
-`train_batch_size` minibatches, one optimizer step each. `learn_critic` fits the value
-model to the returns with a clipped loss.
+named estimator), then runs `max_epochs` passes of PPO-clip (or GSPO) over the batch in
+seeded `train_batch_size` minibatches, one optimizer step each (`minibatch.py`: micro-batches
+and normalisers). `learn_critic` (`learn_critic.py`) fits the value model to the returns.
 
 On a data-parallel host every rank loads the whole batch and computes the same advantages
 (so their normalisation is global by construction); each rank trains on its equal share of
@@ -15,19 +15,18 @@ sums gradients over ranks: N workers step exactly as one would on the whole mini
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from alignflow.artifacts.parquet_io import read_table
-from alignflow.artifacts.scope import beat, current_scope
+from alignflow.artifacts.scope import current_scope
 from alignflow.errors import ConfigError
 from alignflow.tasks.advantages.normalize import RunningMoments
-from alignflow.tasks.distributed import reduce, sharding
-from alignflow.tasks.losses.aggregate import masked_mean
-from alignflow.tasks.losses.is_correction import corrected_policy_loss
-from alignflow.tasks.losses.policy import policy_loss, value_loss
-from alignflow.tasks.modeling.batching import padded_pairs, to_padded
+from alignflow.tasks.distributed import reduce
+from alignflow.tasks.losses.aggregate import Normaliser, aggregate, masked_mean
+from alignflow.tasks.losses.is_correction import is_weights
+from alignflow.tasks.losses.policy import policy_loss
 from alignflow.tasks.modeling.device import model_device
 from alignflow.tasks.modeling.forward import response_logprobs
-from alignflow.tasks.rl import experience, mismatch, ptx
+from alignflow.tasks.rl import experience, minibatch, mismatch, ptx
 from alignflow.tasks.rl.consumption import consumption_table, staleness_metrics
 from alignflow.tasks.rl.correction import proximal_logprobs
 from alignflow.tasks.rl.experience import Advantages, Experience
@@ -38,37 +37,45 @@ from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.host_api import RLHost
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import LearnOutput, LearnState, StepOutput
-from alignflow.tasks.trainers.plan import Plan, micro_batches
 
 
 def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, norm,
                proximal=None):
     """PPO-clip against the behaviour log-probs, or (IS correction on) against the
-    proximal log-probs with each token weighted by the truncated ratio to the behaviour."""
+    proximal log-probs with each token weighted by the truncated ratio to the behaviour.
+    GSPO takes its sequence ratio against the behaviour log-probs either way (OpenRLHF:
+    the rollout's log-probs with IS correction on, no IS weight)."""
     algo, actor, width = settings.algo, settings.actor, logp.shape[1]
     eps_low, eps_high = actor.clip_bounds
-    common = dict(name="dual_clip" if actor.dual_clip else "ppo", eps_low=eps_low,
-                  eps_high=eps_high, dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg,
-                  **norm)
+    name = "dual_clip" if actor.dual_clip else "ppo"
+    common = dict(name=name, eps_low=eps_low, eps_high=eps_high,
+                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, norm=norm)
+    if actor.policy_loss_type == "gspo":
+        common |= {"name": "gspo", "dual_clip": actor.dual_clip}
+        proximal = None
     if proximal is None:
         return policy_loss(logp, exp.old_logp[idx, :width], adv, mask, **common)
     corr = algo.advantage
     low, high = corr.is_correction_threshold
-    return corrected_policy_loss(logp, proximal[idx, :width], exp.old_logp[idx, :width], adv,
-                                 mask, kind=corr.is_correction_type, low=low, high=high,
-                                 **common)
+    weights, is_metrics = is_weights(proximal[idx, :width], exp.old_logp[idx, :width], mask,
+                                     kind=corr.is_correction_type, low=low, high=high)
+    loss, metrics = policy_loss(logp, proximal[idx, :width], adv, mask, weights=weights,
+                                **common)
+    return loss, metrics | is_metrics
 
 
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,
-                pad_id: int, norm: dict[str, float], iteration: int, proximal=None):
-    """The loss of one micro-batch, normalised by the whole minibatch (`norm`: num_tokens,
-    num_seqs, max_len), so accumulating micro-batches equals one big batch. A non-finite
-    loss stops the step before its backward (`finite.py`)."""
+                pad_id: int, norm_of: Callable[[list[int]], Normaliser], iteration: int,
+                proximal=None):
+    """The loss of one micro-batch, divided by what `norm_of(idx)` says (num_tokens,
+    num_seqs, max_len: the step's, or the micro-batch's own; `minibatch.py`). A
+    non-finite loss stops the step before its backward (`finite.py`)."""
     algo, actor = settings.algo, settings.actor
     world = reduce.rank_and_size()[1]
 
     def loss_fn(model, batch):
         idx = batch["idx"]
+        norm = norm_of(idx)
         logp, ent = response_logprobs(model, [exp.prompts[i] for i in idx],
                                       [exp.responses[i] for i in idx],
                                       packed=settings.packing, pad_id=pad_id,
@@ -84,41 +91,25 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
                  "advantages": adv.advantages[idx, :width]}
         loss = loss if kl_term is None else loss + kl_term
         # every rank adds the step's ptx batch; gradients are summed over the ranks
-        loss = ptx.with_ptx(loss, model, batch, algo.ptx.ptx_coef / world, pad_id)
-        if actor.entropy_coef:
-            loss = loss - actor.entropy_coef * masked_mean(ent, mask)
+        loss = ptx.with_ptx(loss, model, batch,
+                            algo.ptx.ptx_coef / world * batch.get("ptx_scale", 1.0), pad_id)
+        if actor.entropy_coef:  # OpenRLHF: a token mean over the step, whatever the policy's
+            loss = loss - actor.entropy_coef * aggregate(ent, mask, "token-mean", norm)
         check_finite(loss, iteration=iteration, what="policy", samples=[int(i) for i in idx],
                      parts=parts, mask=mask)
         # the trainer sums micro-batch stats: weight each by its share of the minibatch
-        share = float(mask.sum()) / norm["num_tokens"]
+        share = float(mask.sum()) / norm.num_tokens
         stats = {k: float(v) * share for k, v in m.items()}
         return loss, stats | {"entropy": float(masked_mean(ent, mask)) * share}
     return loss_fn
 
 
-def _train(trainer, plan: Plan, settings: LearnSettings, make_loss, step_extra=None):
-    """Every step of `plan`: one optimizer step per minibatch (this rank's share of it);
-    returns the mean stats over all ranks. `step_extra(global_step)` adds keys to each
-    step's first micro-batch (the ptx texts)."""
-    sums: dict[str, float] = {}
-    rank, world = reduce.rank_and_size()
-    for step in range(plan.total_steps):
-        mb = plan.indices(step, settings.train.batch_size)
-        batches = micro_batches(sharding.shard(mb, rank, world), settings.train.micro_batch_size)
-        if step_extra is not None:
-            batches[0] |= step_extra(trainer.global_step)
-        stats = trainer.step(batches, make_loss(mb), weights=[1.0] * len(batches))
-        stats = reduce.global_shares(stats)
-        beat(step + 1, plan.total_steps, "optimizer steps")
-        for k, v in stats.items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-    steps = max(plan.total_steps, 1)
-    return {k: v / steps for k, v in sums.items()} | {"optimizer_steps": float(plan.total_steps)}
-
-
-def _plan(seed: int, n: int, settings: LearnSettings) -> Plan:
-    """`max_epochs` passes over the batch in seeded minibatches (the last one may be short)."""
-    return Plan.for_epochs(seed, n, settings.train.batch_size, settings.train.max_epochs)
+def _refilled(exp: Experience, settings: LearnSettings):
+    """A refilled batch cut to its first `keep_groups` passing groups (else as it is)."""
+    if settings.keep_groups is None:
+        return exp, {}
+    low, high = settings.algo.dynamic_filtering_range
+    return experience.first_groups(exp, settings.n_samples, settings.keep_groups, low, high)
 
 
 def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoments | None:
@@ -136,7 +127,7 @@ def _current_logprobs(host: RLHost, exp: Experience, settings: LearnSettings):
         return None
     return proximal_logprobs(host.actor.model, exp.prompts, exp.responses,
                              micro_batch=settings.train.micro_batch_size,
-                             packed=settings.packing,
+                             max_tokens=settings.rollout_max_tokens, packed=settings.packing,
                              pad_id=host.tokenizer.pad_token_id,
                              temperature=settings.temperature)
 
@@ -146,21 +137,23 @@ def _update_policy(host: RLHost, exp: Experience, adv: Advantages, settings: Lea
                    current) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
     exp, adv = experience.to_device(exp, adv, model_device(host.actor.model))
-    kept = exp.mask * adv.kept[:, None]
+    counts = minibatch.Counts.of(exp.mask, adv.kept, experience.lengths(exp),
+                                 settings.train.loss_normalizer, settings.max_len)
     proximal = current if settings.algo.advantage.is_correction_enable else None
 
     def make_loss(mb):
-        norm = {"num_tokens": float(kept[mb].sum().clamp(min=1)),
-                "num_seqs": max(int(adv.kept[mb].sum()), 1), "max_len": settings.max_len}
-        return _actor_loss(exp, adv, settings, penalty, pad, norm, iteration, proximal)
+        return _actor_loss(exp, adv, settings, penalty, pad,
+                           lambda idx: counts.norm(mb, idx), iteration, proximal)
 
     ptx_cfg = settings.algo.ptx
     step_extra = None
     if ptx_cfg.enabled:
         texts = ptx.pretrain_ids(host, ptx_cfg)
         step_extra = lambda step: {"ptx": ptx.ptx_batch(texts, step, ptx_cfg.batch_size)}  # noqa: E731
-    return _train(host.actor, _plan(seed, len(exp.responses), settings), settings, make_loss,
-                  step_extra)
+    ema = host.ema
+    return minibatch.train_steps(host.actor, minibatch.plan(seed, len(exp.responses), settings),
+                                 settings, counts, make_loss, step_extra,
+                                 None if ema is None else lambda: ema.update(host.actor.model))
 
 
 def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
@@ -173,8 +166,10 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
         raise ConfigError("learn: algo.kl needs reference log-probs, but the flow ran no "
                           "reference step (declare the 'ref' role: RLConfig.roles())")
     host.wake("actor")
+    _ = host.ema  # the policy's EMA starts from the weights before any step (when on)
     gpu_memory.start(host)
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
+    exp, refill = _refilled(exp, settings)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, adv, scope.task_key),
@@ -182,7 +177,8 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
     scope.write("rollout_consumption", consumption_table(exp, scope.task_key, iteration,
                                                          host.policy_version),
                 partition={"iter": iteration})
-    metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | {"kl_coef": penalty.beta}
+    metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | \
+        {"kl_coef": penalty.beta} | refill
     current = _current_logprobs(host, exp, settings)
     metrics |= mismatch.measure(host, exp, current)
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
@@ -198,55 +194,3 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
     write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     next_state = LearnState(penalty.beta, moments.state() if moments else {})
     return LearnOutput(folder, host.policy_version, metrics, next_state, (adv_ref,))
-
-
-def _value_loss(prompts, responses, old, ret, mask, pad: int, clip: float, tokens: float,
-                iteration: int):
-    def loss_fn(model, batch):
-        idx = batch["idx"]
-        ids, attn, action = padded_pairs([prompts[i] for i in idx],
-                                         [responses[i] for i in idx], pad)
-        w = action.shape[1]
-        v = model(ids, attn, w)
-        loss = value_loss(v, old[idx, :w], ret[idx, :w], mask[idx, :w], clip=clip,
-                          num_tokens=tokens)
-        check_finite(loss, iteration=iteration, what="value", samples=[int(i) for i in idx],
-                     parts={"values": v, "old values": old[idx, :w], "returns": ret[idx, :w]},
-                     mask=mask[idx, :w])
-        return loss, {"value_loss": float(loss)}
-    return loss_fn
-
-
-def learn_critic(host: RLHost, rollouts: StepOutput, values: StepOutput, iteration: int,
-                 settings: LearnSettings, actor: LearnOutput) -> LearnOutput:
-    """Clipped value regression onto the returns the actor's learn step committed."""
-    scope = current_scope()
-    host.wake("critic")
-    gpu_memory.start(host)
-    roll = read_table(scope.store, rollouts.refs, columns=["prompt_ids", "response_ids"])
-    prompts, responses = roll.column("prompt_ids").to_pylist(), roll.column("response_ids").to_pylist()
-    width = max(len(r) for r in responses)
-    old = to_padded(read_table(scope.store, values.refs, columns=["values"])
-                    .column("values").to_pylist(), width)
-    ret = to_padded(read_table(scope.store, actor.advantages, columns=["returns"])
-                    .column("returns").to_pylist(), width)
-    mask = to_padded([[1.0] * len(r) for r in responses], width)
-    device = model_device(host.critic.model)
-    old, ret, mask = old.to(device), ret.to(device), mask.to(device)
-    pad, clip = host.tokenizer.pad_token_id, settings.critic.value_clip
-
-    def make_loss(mb):
-        tokens = float(mask[mb].sum().clamp(min=1))
-        return _value_loss(prompts, responses, old, ret, mask, pad, clip, tokens, iteration)
-
-    metrics = _train(host.critic, _plan(scope.seed, len(responses), settings), settings,
-                     make_loss)
-    metrics = {f"critic/{k}": v for k, v in metrics.items()}
-    folder = host.save(scope.store, f"runs/{scope.run_id}/checkpoints/{scope.task_key}", "critic")
-    metrics |= gpu_memory.peak_metrics(host, "critic")
-    host.idle("critic")
-    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
-    return LearnOutput(folder, host.policy_version, metrics)
-
-
-

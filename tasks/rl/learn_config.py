@@ -88,7 +88,7 @@ class EstimatorConfig:
 class AlgoConfig:
     """The algorithm: advantage estimation, the KL term, and the papers' tricks.
 
-    dynamic_filtering_enable: DAPO's dynamic sampling: train only on groups whose mean reward lies strictly inside dynamic_filtering_range (alignflow does not draw new prompts to refill the batch)
+    dynamic_filtering_enable: DAPO's dynamic sampling: train only on groups whose mean score (the reward function's `scores`, else its reward) lies strictly inside dynamic_filtering_range; a synchronous run draws more prompts until rollout.batch_size groups pass (rollout.vllm_generate_batch_size per round)
     dynamic_filtering_range: (low, high) of that mean
     loss_agg: how token losses become one number (Dr.GRPO: seq-mean-token-sum-norm)
     """
@@ -120,12 +120,14 @@ class RLRewardConfig(Workers, RewardConfig):
 
     clip_range: rewards are clipped to [low, high] (one number c: [-c, c])
     overlong_buffer_len: DAPO length penalty: responses in the last N tokens before rollout.max_new_tokens lose up to overlong_penalty_factor of reward
+    stop_properly_penalty_coef: ProRL's penalty on responses cut at the length limit (after the overlong one): in [0, 1] scales their reward, < 0 replaces it (null: off)
     normalize_running: standardise rewards with running mean/std over the run (alignflow; OpenRLHF has no such key)
     """
 
     clip_range: tuple[float, float] | float = (-10.0, 10.0)
     overlong_buffer_len: int | None = None
     overlong_penalty_factor: float = 1.0
+    stop_properly_penalty_coef: float | None = None
     normalize_running: bool = False
 
     def __post_init__(self) -> None:
@@ -139,6 +141,10 @@ class RLRewardConfig(Workers, RewardConfig):
         if self.overlong_buffer_len is not None:
             require(self.overlong_buffer_len >= 1, "overlong_buffer_len",
                     "an integer >= 1 or null", self.overlong_buffer_len)
+        coef = self.stop_properly_penalty_coef
+        if coef is not None:
+            require(math.isfinite(coef) and coef <= 1, "stop_properly_penalty_coef",
+                    "a float in [0, 1] (a scale), a negative one (a fixed reward) or null", coef)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,3 +162,6 @@ class LearnSettings:
     n_samples: int  # responses per prompt (groups are consecutive rows)
     temperature: float  # logits are scaled as when sampling
     max_len: int  # generation length (DAPO's overlong penalty, Dr.GRPO's constant)
+    max_tokens: int | None = None  # token budget of a training micro-batch (dynamic batching)
+    rollout_max_tokens: int | None = None  # of an inference micro-batch (dynamic batching)
+    keep_groups: int | None = None  # refilled dynamic filtering: train on the first N passing

@@ -1,8 +1,10 @@
 """Reference logprobs and critic values. Reads: rollouts. Commits: rollout_reference /
 rollout_values.
 
-Both run on padded micro-batches: on CPU a packed row's block-diagonal mask still costs
-attention over the whole row (no varlen kernels), so packing many sequences is slower.
+Both run on padded micro-batches (`rollout.micro_batch_size` samples, or with dynamic
+batching as many as fit `rollout.max_tokens_per_gpu` tokens): on CPU a packed row's
+block-diagonal mask still costs attention over the whole row (no varlen kernels), so
+packing many sequences is slower.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import torch
 
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.artifacts.scope import current_scope
-from alignflow.tasks.modeling.batching import chunks, padded_pairs
+from alignflow.tasks.modeling.batching import inference_chunks, padded_pairs
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.host_api import RLHost
@@ -37,21 +39,22 @@ def _keyed(table: pa.Table, scope, column: str, values: list[list[float]]) -> pa
 
 @torch.no_grad()
 def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
-              temperature: float = 1.0) -> StepOutput:
+              temperature: float = 1.0, max_tokens: int | None = None) -> StepOutput:
     """log π_ref(response token) for every response token, at the sampling temperature."""
     scope = current_scope()
     table = _read(scope, rollouts)
     prompts = table.column("prompt_ids").to_pylist()
     responses = table.column("response_ids").to_pylist()
     pad = host.tokenizer.pad_token_id
-    out: list[list[float]] = []
+    out: list[list[float]] = [[] for _ in prompts]
     gpu_memory.start(host)
     with host.reference_model() as model:
-        for idx in chunks(len(prompts), micro_batch):
+        for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
             lp, _ = response_logprobs(model, [prompts[i] for i in idx],
                                       [responses[i] for i in idx], packed=False, pad_id=pad,
                                       temperature=temperature)
-            out.extend(lp[j, : len(responses[i])].tolist() for j, i in enumerate(idx))
+            for j, i in enumerate(idx):
+                out[i] = lp[j, : len(responses[i])].tolist()
     host.idle("ref")
     ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
                       partition={"iter": iteration})
@@ -59,21 +62,23 @@ def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: i
 
 
 @torch.no_grad()
-def values(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8) -> StepOutput:
+def values(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
+           max_tokens: int | None = None) -> StepOutput:
     """V(s_t) before every response token, from the critic."""
     scope = current_scope()
     table = _read(scope, rollouts)
     prompts = table.column("prompt_ids").to_pylist()
     responses = table.column("response_ids").to_pylist()
     pad = host.tokenizer.pad_token_id
-    out: list[list[float]] = []
+    out: list[list[float]] = [[] for _ in prompts]
     critic = host.critic.model
     gpu_memory.start(host)
-    for idx in chunks(len(prompts), micro_batch):
+    for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
         ids, mask, action = padded_pairs([prompts[i] for i in idx], [responses[i] for i in idx],
                                          pad)
         v = critic(ids, mask, action.shape[1])
-        out.extend(v[j, : int(action[j].sum())].tolist() for j in range(len(idx)))
+        for j, i in enumerate(idx):
+            out[i] = v[j, : int(action[j].sum())].tolist()
     ref = scope.write(VALUES, _keyed(table, scope, "values", out), partition={"iter": iteration})
     return StepOutput((ref,), table.num_rows,
                       gpu_memory.record(scope, host, "critic", iteration))

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from alignflow.errors import require
 from alignflow.tasks.modeling.model_config import RefConfig
 from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
+
+PolicyLossType = Literal["ppo", "gspo"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +28,7 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: upper clip when eps_clip_low_high is not set (null: eps_clip)
     dual_clip: dual-clip bound c > 1 for negative advantages (null: off)
     entropy_coef: weight of the entropy bonus (null or 0: off)
+    policy_loss_type: ppo (a ratio per token), or gspo (GSPO: the clip on the sequence's geometric-mean ratio, a mean per sequence)
     """
 
     model_name_or_path: str = "smollm2-135m"
@@ -34,9 +38,12 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: float | None = None
     dual_clip: float | None = None
     entropy_coef: float | None = None
+    policy_loss_type: PolicyLossType = "ppo"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(self.policy_loss_type in get_args(PolicyLossType), "policy_loss_type",
+                f"one of {get_args(PolicyLossType)}", self.policy_loss_type)
         require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
                 "a finite float > 0", self.eps_clip)
         if self.eps_clip_low_high is not None:
@@ -71,15 +78,17 @@ def _critic_adam() -> AdamConfig:
 class CriticConfig(Workers, Optimizer):
     """The value model (PPO with GAE only).
 
-    model_name_or_path: its initial weights (e.g. the reward model); null: the actor's model
+    model_name_or_path: its initial weights; null: the first reward model (reward.model_name_or_path) unless reward.remote_url is given, else the actor's model (as OpenRLHF)
     value_clip: clip range of the value update around the old values
     freezing_steps: the actor is not updated in the first N iterations while the critic warms up (-1: off)
+    save_value_network: export the trained critic as an HF folder too (runs/<id>/final/critic; with ckpt.output_dir copied to <output_dir>_critic)
     """
 
     adam: AdamConfig = field(default_factory=_critic_adam)
     model_name_or_path: str | None = None
     value_clip: float = 0.5
     freezing_steps: int = -1
+    save_value_network: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -31,8 +31,10 @@ class RolloutConfig:
     max_new_tokens: response length cap in tokens (null: each prompt gets data.max_len minus its length, as OpenRLHF)
     top_k: sample from the k most likely tokens (0: off)
     stop: strings that end a response
-    micro_batch_size: prompts per generation forward batch
+    micro_batch_size: prompts per generation forward batch (and samples per reference / value pass)
     engine: hf, vllm, or auto (vLLM where installed and GPUs are placed or vllm.num_engines > 0)
+    max_tokens_per_gpu: with train.dynamic_batch_enable, prompt + response tokens of one reference / value / log-prob pass (null: train.max_tokens_per_gpu)
+    vllm_generate_batch_size: with algo.dynamic_filtering_enable, prompts drawn per round: rounds go on until batch_size groups pass the filter, the first batch_size are trained on (null: batch_size); an asynchronous run generates batch_size prompts per iteration ahead of learning whatever it is
     """
 
     batch_size: int = 1024
@@ -44,8 +46,17 @@ class RolloutConfig:
     stop: tuple[str, ...] = ()
     micro_batch_size: int = 1
     engine: EngineName = "auto"
+    max_tokens_per_gpu: int | None = None
+    vllm_generate_batch_size: int | None = None
 
     def __post_init__(self) -> None:
+        if self.vllm_generate_batch_size is not None:
+            require(self.vllm_generate_batch_size >= self.batch_size, "vllm_generate_batch_size",
+                    f"an integer >= batch_size={self.batch_size} or null",
+                    self.vllm_generate_batch_size)
+        if self.max_tokens_per_gpu is not None:
+            require(self.max_tokens_per_gpu >= 1, "max_tokens_per_gpu", "an integer >= 1 or null",
+                    self.max_tokens_per_gpu)
         for name in ("batch_size", "n_samples_per_prompt", "micro_batch_size"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
         if self.max_new_tokens is not None:
@@ -58,6 +69,11 @@ class RolloutConfig:
         require(self.engine in ("auto", "hf", "vllm"), "engine", "one of auto, hf, vllm",
                 self.engine)
         object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def prompts_per_round(self) -> int:
+        """Prompts drawn per generation round (over-sampling for dynamic filtering)."""
+        return self.vllm_generate_batch_size or self.batch_size
 
     @property
     def samples_per_iteration(self) -> int:
@@ -111,15 +127,18 @@ def cut_to_budget(sample: GeneratedSample, budget: int) -> GeneratedSample:
 
 
 def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutConfig,
-             round_: int | None = None, max_len: int | None = None) -> StepOutput:
+             round_: int | None = None, max_len: int | None = None,
+             start: int | None = None, quiet: bool = False) -> StepOutput:
     """One iteration's rollouts: `n_samples_per_prompt` responses for each batch prompt.
     Loops (rejection sampling, iterative DPO) pass their `round_`, stored with each row;
-    `max_len` (data.max_len) sizes each prompt's budget when max_new_tokens is null."""
+    `max_len` (data.max_len) sizes each prompt's budget when max_new_tokens is null;
+    `start`: the first prompt drawn (default: the iteration's share); `quiet`: a refill
+    round after the first writes no metrics of the iteration."""
     if not rollout_engine.drives(host):  # rank 0 of the host generates for all of it
         rollout_engine.follow(host)
         return StepOutput((), 0, {})
     scope = current_scope()
-    batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size)
+    batch = prompt_batch(scope.store, prompts, iteration, cfg.batch_size, start)
     tok = host.tokenizer
     gpu_memory.start(host)
     prompt_ids = batch.column("prompt_ids").to_pylist()
@@ -137,7 +156,8 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
               sum(s.finish_reason == "length" for s in samples) / len(samples),
               float(sum(lengths)))
     metrics = dict(zip(METRICS, values, strict=True)) | gpu_memory.peak_metrics(host, "actor")
-    write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
+    if not quiet:
+        write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     return StepOutput((ref,), table.num_rows, metrics)
 
 

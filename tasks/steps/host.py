@@ -48,6 +48,7 @@ from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Precision, Trainer
 from alignflow.tasks.trainers.build import load_trainer, trainable_lm
+from alignflow.tasks.trainers.ema import EMA
 from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
@@ -65,6 +66,8 @@ class HostSpec:
     pretrain: str  # the policy's starting point (and the tokenizer)
     ref_pretrain: str | None = None  # default: pretrain
     critic_pretrain: str | None = None  # default: pretrain
+    critic_normalize: bool = False  # reward.normalize_enable: values by the config's mean/std
+    ema_beta: float | None = None  # train.enable_ema: the policy's EMA with this β (None: off)
     dtype: Precision = "fp32"  # of the engine's and the reference's weights
     rewards: RewardConfig | None = None
     micro_rollout_batch_size: int = 8
@@ -134,6 +137,13 @@ class ModelHost(Memo, GroupMember, EngineSide):
         return load_trainer(lambda: trainable_lm(path, plan.ds, attn_implementation=attn),
                             plan.config, plan.ds, device)
 
+    @functools.cached_property
+    def ema(self) -> EMA | None:
+        """The policy's moving average (train.enable_ema), from the actor's weights when it
+        is first asked for: before any step of a new run, or replaced by `restore`."""
+        beta = self.spec.ema_beta
+        return None if beta is None or not self.has("actor") else EMA(self.actor.model, beta)
+
     @property
     def trainer(self) -> Trainer:
         """The trained model's trainer (the policy), as every training step names it."""
@@ -198,8 +208,9 @@ class ModelHost(Memo, GroupMember, EngineSide):
         """The value model: fully trained (no adapters) on the actor's backend."""
         plan = self._trained("critic")
         path = resolve_model(self.spec.critic_pretrain or self.spec.pretrain)
-        return load_trainer(lambda: Critic.from_pretrained(path), plan.config, plan.ds,
-                            self.device)
+        normalize = self.spec.critic_normalize
+        return load_trainer(lambda: Critic.from_pretrained(path, normalize=normalize),
+                            plan.config, plan.ds, self.device)
 
     @functools.cached_property
     def reward(self):
@@ -220,6 +231,8 @@ class ModelHost(Memo, GroupMember, EngineSide):
         version, step = self.policy_version, trainer.global_step
 
         def after(nbytes: int) -> list:
+            if role == "actor" and self.ema is not None and group.rank_and_size()[0] == 0:
+                nbytes += self.ema.save(store, rel)  # beside the policy's, before the index
             ref = scope.stage(CHECKPOINTS, index_table(
                 run_id=scope.run_id, task_key=scope.task_key, step=step, path=rel, kind=role,
                 policy_version=version, nbytes=nbytes))
@@ -255,5 +268,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
         for role, rel in self.latest.items():
             if self.has(role):
                 (self.actor if role == "actor" else self.critic).restore(store, rel)
+                if role == "actor" and self.ema is not None:
+                    self.ema.restore(store, rel)
         if self.spec.plan.engine is not None and "actor" in self.latest:
             self.sync_engine()

@@ -93,6 +93,10 @@ class RLHost(Trained, Synced, Scorer, Protocol):
     def critic(self) -> Trainer: ...
 
     @property
+    def ema(self) -> Any:
+        """The policy's moving average (`trainers/ema.py`), or None (train.enable_ema off)."""
+
+    @property
     def sampled_by(self) -> str:
         """The engine kind ("hf" | "vllm") the run's batches are sampled with."""
 

@@ -94,6 +94,7 @@ def load_prompts(cfg: DataConfig, tokenizer: str, max_new_tokens: int | None = N
         "prompt_ids": ids,
         "label": [None if r["label"] in (None, "") else str(r["label"]) for r in rows],
         "source": [cfg.prompt_dataset] * len(rows),
+        "datasource": [r.get("datasource") for r in rows],
     })
     ref = scope.write(PROMPTS, table)
     return StepOutput((ref,), len(rows), {"prompts": float(len(rows)),
@@ -101,10 +102,12 @@ def load_prompts(cfg: DataConfig, tokenizer: str, max_new_tokens: int | None = N
                                           "truncated": float(prepared.truncated)})
 
 
-def prompt_batch(store, prompts: StepOutput, iteration: int, batch_size: int) -> pa.Table:
-    """Rows of iteration `iteration`: the next `batch_size` prompts, wrapping around."""
+def prompt_batch(store, prompts: StepOutput, iteration: int, batch_size: int,
+                 start: int | None = None) -> pa.Table:
+    """Rows of iteration `iteration`: the next `batch_size` prompts, wrapping around (from
+    prompt `start` when given: a refilled iteration draws past its own share)."""
     table = read_table(store, prompts.refs)
     n = table.num_rows
-    start = iteration * batch_size
+    start = iteration * batch_size if start is None else start
     index = [(start + i) % n for i in range(batch_size)]
     return table.take(pa.array(index))

@@ -35,7 +35,7 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
     if engine.in_host:  # vLLM, or its HF stand-in on a simulated cluster
         built = build_engine(model_path, engine.vllm, policy_version=policy_version)
     else:
-        from alignflow.tasks.engines.vllm_actor import VLLMEngineActor
+        from alignflow.tasks.engines.vllm.actor import VLLMEngineActor
 
         built = VLLMEngineActor(model_path, engine.vllm, num_engines=actors.count,
                                 policy_version=policy_version, transport=actors.transport,

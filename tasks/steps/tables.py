@@ -21,7 +21,8 @@ _KEY = [
 ]
 _F32_LIST = pa.list_(pa.float32())
 
-PROMPTS = schemas.register(TableSchema("prompts", "1.0", pa.schema([
+# 1.1: datasource, a row's `datasource` column (RL evaluation reports per data source)
+PROMPTS = schemas.register(TableSchema("prompts", "1.1", pa.schema([
     pa.field("run_id", pa.string(), False),
     pa.field("task_key", pa.string(), False),
     pa.field("prompt_id", pa.string(), False),
@@ -30,12 +31,15 @@ PROMPTS = schemas.register(TableSchema("prompts", "1.0", pa.schema([
     pa.field("prompt_ids", pa.list_(pa.int32())),
     pa.field("label", pa.string()),
     pa.field("source", pa.string()),
+    pa.field("datasource", pa.string()),
 ])))
 
-SCORES = schemas.register(TableSchema("rollout_scores", "1.0", pa.schema([
+# 1.1: filter_score, what dynamic filtering reads (OpenRLHF's `scores`; null: the reward)
+SCORES = schemas.register(TableSchema("rollout_scores", "1.1", pa.schema([
     *_KEY,
     pa.field("reward", pa.float32()),
     pa.field("scores", pa.map_(pa.string(), pa.float32())),
+    pa.field("filter_score", pa.float32()),
 ])))
 
 REFERENCE = schemas.register(TableSchema("rollout_reference", "1.0", pa.schema([
@@ -84,4 +88,14 @@ TURNS = schemas.register(TableSchema("rollout_turns", "1.0", pa.schema([
     pa.field("done", pa.bool_()),
     pa.field("action_tokens", pa.int32()),
     pa.field("feedback_tokens", pa.int32()),
+])))
+
+# RL evaluation on its own prompt set (`tasks/rl/evaluate.py`): samples, then their rewards
+EVAL_SAMPLES = schemas.register(TableSchema("eval_samples", "1.0", pa.schema([
+    *_KEY, pa.field("prompt", pa.string()), pa.field("response", pa.string()),
+    pa.field("response_len", pa.int32()), pa.field("finish_reason", pa.string()),
+    pa.field("label", pa.string()), pa.field("datasource", pa.string()),
+])))
+EVAL_SCORES = schemas.register(TableSchema("eval_scores", "1.0", pa.schema([
+    *_KEY, pa.field("reward", pa.float32()),
 ])))

@@ -18,7 +18,7 @@ from torch import nn
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import Trainer, TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 LORA_INIT_SEED = 0  # adapters start the same in every process and every run
@@ -29,7 +29,7 @@ def build_trainer(model: nn.Module, cfg: TrainerConfig, ds: DSConfig | None = No
     ds = ds or DSConfig()
     if not ds.uses_deepspeed:
         return TorchTrainer(model, cfg)
-    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
     return DeepSpeedTrainer(model, cfg, ds, overrides=deepspeed_overrides(ds))
 
@@ -65,8 +65,8 @@ def zero3_loading(cfg: TrainerConfig, ds: DSConfig) -> Iterator[bool]:
     from transformers.integrations import HfDeepSpeedConfig
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
-    from alignflow.tasks.trainers.deepspeed_config import ds_config
-    from alignflow.tasks.trainers.deepspeed_trainer import join_deepspeed
+    from alignflow.tasks.trainers.deepspeed.config import ds_config
+    from alignflow.tasks.trainers.deepspeed.trainer import join_deepspeed
 
     join_deepspeed()  # zero.Init partitions over the rank's group
     alive = HfDeepSpeedConfig(ds_config(cfg, ds, pin_memory=torch.cuda.is_available(),

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from alignflow.errors import require
-from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.config import TrainerConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
+
+LossNormalizer = Literal["step", "micro_batch"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,15 +87,19 @@ class TrainConfig:
     batch_size: examples (RL: samples) per optimizer step
     micro_batch_size: examples per forward/backward; a step accumulates batch_size / micro_batch_size of them
     max_epochs: passes over the data (RL: over each iteration's samples)
+    loss_normalizer: step: token losses are divided by the whole step's tokens, so however a step is cut into micro-batches its loss is one mean (OpenRLHF >= v0.10.3); micro_batch: each micro-batch's own mean, weighted by its share of the step's examples (OpenRLHF <= v0.10.2: a command line of flat flags gets it)
     """
 
     batch_size: int = 128
     micro_batch_size: int = 1
     max_epochs: int = 1
+    loss_normalizer: LossNormalizer = "step"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "micro_batch_size", "max_epochs"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        require(self.loss_normalizer in get_args(LossNormalizer), "loss_normalizer",
+                f"one of {get_args(LossNormalizer)}", self.loss_normalizer)
         require(self.micro_batch_size < 1 or self.batch_size % self.micro_batch_size == 0,
                 "batch_size",
                 f"a multiple of micro_batch_size={self.micro_batch_size}", self.batch_size)

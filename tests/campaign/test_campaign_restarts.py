@@ -15,8 +15,8 @@ import yaml
 
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import runs
 from alignflow.flows.campaign import control
+from alignflow.flows.journal import runs
 from tests.campaign.conftest import write_prompts
 from tests.campaign.test_campaign_rounds import RID, cli
 

@@ -9,10 +9,10 @@ import pytest
 from alignflow.artifacts.store import Store
 from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
-from alignflow.flows import runs
 from alignflow.flows.campaign import control
 from alignflow.flows.cli.campaign import run as campaign_cli
-from alignflow.flows.lease import Lease
+from alignflow.flows.journal import runs
+from alignflow.flows.journal.lease import Lease
 from tests.campaign.conftest import write_prompts
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,8 @@ import sys
 import time
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -8,6 +8,7 @@ import torch
 
 from alignflow.tasks.advantages.estimators import group_normalize
 from alignflow.tasks.distributed import reduce, sharding
+from alignflow.tasks.losses.aggregate import Normaliser
 from alignflow.tasks.losses.policy import policy_loss
 from alignflow.tasks.losses.preference import dpo_loss
 from alignflow.tasks.modeling.logprobs import sequence_logprobs
@@ -60,7 +61,8 @@ def grpo_step(trainer, seed: int) -> dict[str, float]:
     def loss_fn(model, batch):
         i = batch["idx"]
         loss, _ = policy_loss(_logp(model, data["input_ids"][i]), old[i], adv[i],
-                              data["mask"][i], agg="token-mean", num_tokens=num_tokens)
+                              data["mask"][i], agg="token-mean",
+                              norm=Normaliser(num_tokens=num_tokens))
         return loss, {}
 
     micro = _micro(len(data["reward"]))

@@ -26,8 +26,8 @@ class Worker(GroupMember):
     def train(self, kind: str, stage: int) -> dict:
         from alignflow.tasks.modeling.loading import load_causal_lm
         from alignflow.tasks.trainers.base import TrainerConfig
-        from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-        from alignflow.tasks.trainers.ds_section import DSConfig
+        from alignflow.tasks.trainers.deepspeed.section import DSConfig
+        from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
         model = load_causal_lm(self.model_dir)
         ref = dp_work.dpo_reference(model, 0) if kind == "dpo" else None

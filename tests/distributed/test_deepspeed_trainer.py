@@ -11,11 +11,11 @@ pytest.importorskip("deepspeed")
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm
-from alignflow.tasks.trainers import deepspeed_checkpoint as ds_checkpoint
 from alignflow.tasks.trainers.base import Trainer, TrainerConfig
-from alignflow.tasks.trainers.deepspeed_config import ds_config
-from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed import checkpoint as ds_checkpoint
+from alignflow.tasks.trainers.deepspeed.config import ds_config
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
+from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 torch.set_num_threads(1)

@@ -15,7 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests.offline.conftest import run_flow
 
 pytestmark = pytest.mark.slow

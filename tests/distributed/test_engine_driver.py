@@ -17,7 +17,7 @@ def _host(model_dir: str):
     from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan
     from alignflow.tasks.steps.host import HostSpec, ModelHost
     from alignflow.tasks.trainers.base import TrainerConfig
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     ds = DSConfig(zero_stage=3)
     trainer = TrainerPlan(role="actor", backend="deepspeed", world_size=2, ds=ds,

@@ -20,7 +20,7 @@ def _train_and_save(rank: int, world: int, port: int, model_dir: str, store_dir:
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
     from tests.distributed import dp_work
     from tests.fast.test_gpu_collectives import gpu_group
 

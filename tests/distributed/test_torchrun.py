@@ -45,8 +45,8 @@ def test_two_ranks_resume_bitwise_and_world_size_is_checked(tiny_model_dir, tmp_
 
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
-    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
     alone = DeepSpeedTrainer(load_causal_lm(str(tiny_model_dir)), TrainerConfig(total_steps=4),
                              DSConfig(zero_stage=3))

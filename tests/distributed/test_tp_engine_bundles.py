@@ -36,9 +36,9 @@ class Probe:
 
 def _engines(rank: int, world: int, port: int, tp: int, count: int) -> dict:
     from alignflow.errors import ConfigError
-    from alignflow.tasks.engines import vllm_actor
-    from alignflow.tasks.engines import vllm_placement as placement
-    from alignflow.tasks.engines.vllm_config import VLLMSection
+    from alignflow.tasks.engines.vllm import actor as vllm_actor
+    from alignflow.tasks.engines.vllm import placement
+    from alignflow.tasks.engines.vllm.config import VLLMSection
     from tests.fixtures.ray import fake_gpu_ray
 
     vllm_actor.EngineHost = Probe

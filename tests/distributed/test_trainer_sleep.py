@@ -23,7 +23,7 @@ def _trainer(model_dir, stage: int | None, dtype: str = "fp32"):
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     torch.manual_seed(0)
     ds = DSConfig() if stage is None else DSConfig(zero_stage=stage)

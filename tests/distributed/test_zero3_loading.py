@@ -20,7 +20,7 @@ def _load(rank: int, world: int, port: int, model_dir: str, lora: bool) -> dict:
     from alignflow.tasks.modeling.lora import LoraConfig
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer, load_trainer, trainable_lm
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
     from tests.distributed import dp_work
     from tests.fast.test_gpu_collectives import gpu_group
 
@@ -67,7 +67,7 @@ def _stream(rank: int, world: int, port: int, model_dir: str, lora: bool) -> dic
     from alignflow.tasks.modeling.lora import LoraConfig
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import load_trainer, trainable_lm
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
     from tests.fast.test_gpu_collectives import gpu_group
 
     gpu_group(rank, world, port)

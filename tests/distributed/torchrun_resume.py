@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 from alignflow.artifacts.store import Store
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import TrainerConfig
-from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-from alignflow.tasks.trainers.ds_section import DSConfig
+from alignflow.tasks.trainers.deepspeed.section import DSConfig
+from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 from tests.distributed import dp_work
 
 STAGE = 3

@@ -89,7 +89,7 @@ def test_segment_length_defaults_to_a_quarter_of_the_budget():
 
 def test_a_resumed_run_gets_its_async_settings_back():
     """run.json holds the config as the codec writes it (attribute names: `async_`)."""
-    from alignflow.flows import codec
+    from alignflow.flows.journal import codec
     from alignflow.flows.trust.config import decode_config
 
     cfg = _cfg(["async.max_staleness=2", "train.partial_rollout_enable=true"])

@@ -12,7 +12,7 @@ from alignflow.flows.offline.config import DPOConfig, RMConfig
 from alignflow.flows.rl.config import PPOConfig, RLConfig
 from alignflow.tasks.plan.placement import Colocation, Workers, host_workers
 from alignflow.tasks.trainers.build import build_trainer
-from alignflow.tasks.trainers.ds_section import UNAVAILABLE, DSConfig
+from alignflow.tasks.trainers.deepspeed.section import UNAVAILABLE, DSConfig
 from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
 

@@ -36,7 +36,8 @@ def _run_json(store, run_id: str, flow: str, **extra) -> None:
                  "flow_sha256": "cd" * 32, "flow_file": "/src/flows/grpo.py"}} | extra)
 
 
-def _rl_iteration(store, run_id: str, it: int, reward_scale: float) -> None:
+def _rl_iteration(store, run_id: str, it: int, reward_scale: float,
+                  evaluated: bool = False) -> None:
     samples = [(p, s) for p in range(2) for s in range(4)]
     rewards = [reward_scale * (it + 1) * (0.5 + 0.2 * s + 0.1 * p) for p, s in samples]
     norm = [r - sum(rewards) / len(rewards) for r in rewards]
@@ -51,9 +52,13 @@ def _rl_iteration(store, run_id: str, it: int, reward_scale: float) -> None:
         partition={"iter": it})
     metrics = {"loss": 1.0 / (it + 1), "entropy": 3.0 - 0.3 * it, "kl": 0.01 * it,
                "kl_coef": 0.0, "lr": 1e-3 * (4 - it), "optimizer_steps": 4.0}
+    if evaluated:  # an RL evaluation's metrics (tasks/rl/evaluate.py)
+        metrics |= {"eval/default/pass1": 0.2 + 0.1 * it, "eval/default/pass4": 0.5 + 0.1 * it,
+                    "eval/num_samples": 8.0}
     mref = write_table(store, "metrics", {"task_key": [f"iter-{it:04d}/learn"] * len(metrics),
                                           "step": [it] * len(metrics), "key": list(metrics),
-                                          "value": list(metrics.values()), "ts": [T0] * 6},
+                                          "value": list(metrics.values()),
+                                          "ts": [T0] * len(metrics)},
                        run_id=run_id, task="learn", partition={"iter": it})
     for n, step in enumerate(RL_STEPS):
         arts = {"generate": [ref], "learn": [mref]}.get(step, [])
@@ -90,7 +95,7 @@ def report_store(store) -> None:
     """rl (4 iterations), dpo and sft (6 steps), failed (rl, error text), empty (no rows)."""
     _run_json(store, "rl", "grpo")
     for it in range(4):
-        _rl_iteration(store, "rl", it, 0.1)
+        _rl_iteration(store, "rl", it, 0.1, evaluated=True)
     _run_json(store, "dpo", "dpo", active=60.0)  # drivers ran 60 s of its 125 s
     _offline(store, "dpo", "preferences")
     _run_json(store, "sft", "sft")
@@ -135,12 +140,13 @@ def alts(page: str) -> list[str]:
 def test_rl_panels(pages):
     page = pages["rl"]
     assert titles(page) == ["Run", "Learning curves", "Reward: first vs last iteration",
-                            "Where the time went", "Other metrics", "Best and worst samples",
-                            "Config"]
+                            "Evaluation", "Where the time went", "Other metrics",
+                            "Best and worst samples", "Config"]
+    assert "eval/default/pass1, eval/default/pass4" in alts(page)
     # no return curve (it is the group-normalised advantage), the learn step's kl is the
     # same KL, kl_coef is constant, optimizer_steps a counter
     assert alts(page)[0] == "reward, KL, response length (tokens), entropy, policy loss"
-    assert alts(page)[3] == "train/lr"
+    assert alts(page)[4] == "train/lr"
     metrics = page[page.index("<h2>Other metrics</h2>"):page.index("<h2>Best and worst")]
     assert "kl_coef" not in metrics and "optimizer_steps" not in metrics
     assert "train/lr" in metrics  # the old run's `lr` row, named in the one namespace

@@ -1,4 +1,4 @@
-"""The `runs` view reads run.json as the engine writes it (flows/api.py `run()`)."""
+"""The `runs` view reads run.json as the engine writes it (flows/control/api.py `run()`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api
+from alignflow.flows.control import api
 from tests.flows_for_tests import steps
 
 

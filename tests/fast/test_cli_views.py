@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from alignflow.artifacts.parquet_io import ArtifactRef
-from alignflow.flows import codec
 from alignflow.flows.cli.views import summarize
+from alignflow.flows.journal import codec
 from alignflow.tasks.steps.records import StepOutput
 
 

@@ -46,8 +46,8 @@ def test_the_deepspeed_trainer_announces_it(tmp_path, monkeypatch, capsys):
     import torch
 
     from alignflow.tasks.trainers.base import TrainerConfig
-    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(deepspeed.ops.adam, "DeepSpeedCPUAdam", lambda *a, **k: "adam")

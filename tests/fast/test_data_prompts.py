@@ -32,9 +32,11 @@ def test_prompts_plain_template():
     ds = _ds([{"q": "1+1?", "y": "2"}, {"q": "2+3?", "y": "5"}])
     out = prepare_prompts(ds, input_key="q", label_key="y", input_template="Question: {}\nAnswer:")
     assert out.rows == [
-        {"prompt_id": 0, "prompt": "Question: 1+1?\nAnswer:", "label": "2"},
-        {"prompt_id": 1, "prompt": "Question: 2+3?\nAnswer:", "label": "5"},
+        {"prompt_id": 0, "prompt": "Question: 1+1?\nAnswer:", "label": "2", "datasource": None},
+        {"prompt_id": 1, "prompt": "Question: 2+3?\nAnswer:", "label": "5", "datasource": None},
     ]
+    sourced = prepare_prompts(_ds([{"q": "1+1?", "datasource": "math"}]), input_key="q")
+    assert sourced.rows[0]["datasource"] == "math"  # OpenRLHF's eval reports per source
     assert (out.dropped, out.truncated) == (0, 0)
 
 
@@ -42,14 +44,15 @@ def test_prompts_chat_template(tok):
     ds = _ds([{"q": "hi", "y": "1"}])
     out = prepare_prompts(ds, tok, input_key="q", label_key="y", apply_chat_template=True,
                           input_template="Q: {}")  # as OpenRLHF: unused with a chat template
-    assert out.rows == [{"prompt_id": 0, "prompt": f"{U}hi{E}{A}", "label": "1"}]
+    assert out.rows == [{"prompt_id": 0, "prompt": f"{U}hi{E}{A}", "label": "1",
+                         "datasource": None}]
 
 
 def test_prompts_message_list_input(tok):
     ds = _ds([{"m": [{"role": "system", "content": "s"}, {"role": "user", "content": "yo"}]}])
     out = prepare_prompts(ds, tok, input_key="m", apply_chat_template=True)
     assert out.rows == [{"prompt_id": 0, "prompt": f"<|im_start|>system\ns{E}{U}yo{E}{A}",
-                         "label": ""}]
+                         "label": "", "datasource": None}]
 
 
 def test_prompt_max_len_drop_and_truncate(tok):
@@ -75,10 +78,14 @@ def test_missing_key_error_names_key_dataset_and_keys():
 def test_preferences_strings_and_chat(tok):
     ds = _ds([{"prompt": "2+2?", "chosen": "4", "rejected": "5"}])
     plain = prepare_preferences(ds, input_template="Q: {}\nA:")
-    assert plain.rows == [{"pair_id": 0, "prompt": "Q: 2+2?\nA:", "chosen": "4", "rejected": "5"}]
+    assert plain.rows == [{"pair_id": 0, "prompt": "Q: 2+2?\nA:", "chosen": "4", "rejected": "5",
+                           "margin": None}]
     chat = prepare_preferences(ds, tok, apply_chat_template=True)
     assert chat.rows[0] == {"pair_id": 0, "prompt": f"{U}2+2?{E}{A}",
-                            "chosen": f"4{E}", "rejected": f"5{E}"}
+                            "chosen": f"4{E}", "rejected": f"5{E}", "margin": None}
+    margins = _ds([{"prompt": "p", "chosen": "c", "rejected": "r", "margin": m}
+                   for m in (1.5, None)])
+    assert [r["margin"] for r in prepare_preferences(margins).rows] == [1.5, None]
 
 
 def test_preferences_full_conversations(tok):

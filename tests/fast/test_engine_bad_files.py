@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import FlowError, LeaseHeld, RunNotFound, SchemaError
-from alignflow.flows import api, removal, runs
 from alignflow.flows.cli import views
-from alignflow.flows.lease import Lease
+from alignflow.flows.control import api, removal
+from alignflow.flows.journal import runs
+from alignflow.flows.journal.lease import Lease
 from tests import flows_for_tests as F
 
 

@@ -101,7 +101,8 @@ def test_typed_config_flags_reach_the_flow(env, capsys):
 
 def test_builtin_names_resume_all_and_tick(env, capsys, monkeypatch):
     from alignflow.artifacts.store import Store
-    from alignflow.flows import registry, runs
+    from alignflow.flows.control import registry
+    from alignflow.flows.journal import runs
 
     monkeypatch.setitem(registry.BUILTIN, "steps-demo", ("tests.flows_for_tests:steps", None))
     counts = str(env / "counts")
@@ -143,7 +144,8 @@ def test_ls_and_status_of_a_store_that_is_not_there_fail(capsys, tmp_path):
 
 
 def test_status_of_an_interrupted_run_says_how_to_continue(env, capsys, monkeypatch):
-    from alignflow.flows import api, runs
+    from alignflow.flows.control import api
+    from alignflow.flows.journal import runs
     from tests import flows_for_tests as F
 
     def interrupt(*_a, **_k):

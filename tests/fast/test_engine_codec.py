@@ -9,9 +9,9 @@ import pytest
 
 from alignflow.artifacts.parquet_io import ArtifactRef
 from alignflow.errors import FlowError
-from alignflow.flows import codec
 from alignflow.flows.engine import TaskError
-from alignflow.flows.identity import cache_key, new_run_id, task_seed
+from alignflow.flows.journal import codec
+from alignflow.flows.journal.identity import cache_key, new_run_id, task_seed
 
 
 @codec.register_type

@@ -10,9 +10,10 @@ import pytest
 
 from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError, RunNotFound, TaskFailed
-from alignflow.flows import api, runs
-from alignflow.flows.driver import Driver
+from alignflow.flows.control import api
+from alignflow.flows.control.driver import Driver
 from alignflow.flows.engine import TaskError
+from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
 
 

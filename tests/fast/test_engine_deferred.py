@@ -12,8 +12,9 @@ import pytest
 from alignflow.artifacts.scope import current_scope
 from alignflow.artifacts.store import Store
 from alignflow.errors import TaskFailed
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
 from alignflow.flows.engine import flow, task
+from alignflow.flows.journal import runs
 from tests.deferred_flows import deferred
 
 

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from alignflow.errors import ConfigError, FlowError, TaskFailed
-from alignflow.flows import api, runs
 from alignflow.flows.cli.progress import Progress
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
 
 
@@ -139,7 +140,7 @@ def test_an_address_is_checked_even_when_this_process_already_runs_ray(local_sto
     address nor runs on the wrong cluster."""
     import socket
 
-    from alignflow.flows import ray_local
+    from alignflow.flows.ray import local as ray_local
 
     ray_local.start(quiet=True)
     with socket.socket() as closed:
@@ -167,7 +168,7 @@ def test_a_worker_that_fails_to_start_fails_its_task_with_why(local_store, folde
 
 
 def test_a_pool_process_that_fails_to_install_a_group_keeps_the_error(local_store):
-    from alignflow.flows.worker_host import WorkerHost
+    from alignflow.flows.ray.worker_host import WorkerHost
 
     host = WorkerHost(None)  # a warm pool actor: becomes the group's host by `install`
     host.install(F.Unbuildable, "policy")

@@ -11,7 +11,8 @@ import pytest
 
 from alignflow.cli import main
 from alignflow.errors import StoreFileRefused
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
 
 pytestmark = pytest.mark.timeout(60)

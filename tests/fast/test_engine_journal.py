@@ -8,7 +8,8 @@ import pytest
 
 from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError, TaskFailed
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
 
 

@@ -13,8 +13,9 @@ import time
 import pytest
 
 from alignflow.errors import LeaseHeld
-from alignflow.flows import api, lease, procinfo, runs
-from alignflow.flows.lease import Lease, generations, lease_path, read_lease
+from alignflow.flows.control import api
+from alignflow.flows.journal import lease, procinfo, runs
+from alignflow.flows.journal.lease import Lease, generations, lease_path, read_lease
 from tests import flows_for_tests as F
 
 

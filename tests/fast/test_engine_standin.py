@@ -12,7 +12,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.engines import standin
 from alignflow.tasks.engines.base import SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.simulate import node
 

@@ -9,9 +9,10 @@ import time
 
 from alignflow.artifacts.scope import TaskScope, beat, use_scope
 from alignflow.cli import main
-from alignflow.flows import api, progress_log, runs
 from alignflow.flows.cli.follow import follow, running_now
-from alignflow.flows.heartbeat import Heartbeat
+from alignflow.flows.control import api
+from alignflow.flows.control.heartbeat import Heartbeat
+from alignflow.flows.journal import progress_log, runs
 from tests import flows_for_tests as F
 
 
@@ -61,7 +62,7 @@ def test_beats_reach_the_heartbeat_and_status(local_store, capsys):
                                                   "at": shown.beats["iter-0003/generate"]["at"]}}
     assert running_now(local_store, "r") == ["iter-0003/generate running 42s: 24/64 sequences"]
     runs.update_run(local_store, "r", status=runs.RUNNING)
-    from alignflow.flows.lease import Lease
+    from alignflow.flows.journal.lease import Lease
 
     lease = Lease(local_store, "r").acquire()  # a live driver
     try:

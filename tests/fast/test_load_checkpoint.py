@@ -8,7 +8,7 @@ import json
 
 from alignflow.artifacts.store import Store
 from alignflow.cli import main
-from alignflow.flows import runs
+from alignflow.flows.journal import runs
 
 
 def _argv(tmp_path, tiny_model_dir, *extra: str) -> list[str]:

@@ -7,15 +7,21 @@ import pytest
 import torch
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.losses.is_correction import (
-    IS_CORRECTIONS,
-    corrected_policy_loss,
-    is_weights,
-)
+from alignflow.tasks.losses.aggregate import Normaliser
+from alignflow.tasks.losses.is_correction import IS_CORRECTIONS, is_weights
 from alignflow.tasks.losses.policy import policy_loss
 
 torch.set_num_threads(1)
 LN = math.log
+
+
+def corrected_policy_loss(logp, old, behaviour, adv, mask, *, kind="tis", low=0.5, high=5.0,
+                          **kw):
+    """The PPO loss against `old` with each token weighted by the IS correction from
+    `behaviour` (`policy_loss(..., weights=is_weights(...))`, as the learner calls it)."""
+    w, is_metrics = is_weights(old, behaviour, mask, kind=kind, low=low, high=high)
+    loss, metrics = policy_loss(logp, old, adv, mask, weights=w, **kw)
+    return loss, metrics | is_metrics
 
 
 def _hand() -> tuple[torch.Tensor, ...]:
@@ -124,7 +130,8 @@ def test_micro_batches_add_up_to_the_whole_batch(kind) -> None:
     n, parts = float(mask.sum()), torch.zeros(())
     for rows in torch.arange(8).split(2):
         part, _ = corrected_policy_loss(logp[rows], old[rows], behaviour[rows], adv[rows],
-                                        mask[rows], kind=kind, low=0.3, num_tokens=n)
+                                        mask[rows], kind=kind, low=0.3,
+                                        norm=Normaliser(num_tokens=n))
         part.backward()
         parts = parts + part.detach()
     assert parts.item() == pytest.approx(whole.item(), abs=1e-6)

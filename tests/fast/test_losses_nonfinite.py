@@ -10,7 +10,7 @@ import torch
 from alignflow.tasks.losses import policy_loss
 from alignflow.tasks.losses.policy import importance_ratio
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.rl import learn
+from alignflow.tasks.rl import learn, minibatch
 from alignflow.tasks.rl.experience import Advantages, Experience
 from alignflow.tasks.rl.finite import NonFiniteLoss, check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
@@ -87,13 +87,16 @@ def test_a_nan_advantage_stops_the_learn_step_before_any_update(tiny_model_dir):
     exp, adv = _experience(4, tokenizer, float("nan"))
     penalty = KLPenalty.of(KLConfig(), None)
 
+    counts = minibatch.Counts.of(exp.mask, adv.kept, [3] * 4, max_len=8)
+
     def make_loss(mb):
-        norm = {"num_tokens": float(exp.mask[mb].sum()), "num_seqs": len(mb), "max_len": 8}
-        return learn._actor_loss(exp, adv, settings, penalty, tokenizer.pad_token_id, norm, 3)
+        return learn._actor_loss(exp, adv, settings, penalty, tokenizer.pad_token_id,
+                                 lambda idx: counts.norm(mb, idx), 3)
 
     with pytest.raises(NonFiniteLoss, match=r"^iteration 3: the policy loss is nan on a "
                                             r"micro-batch of 2 .*advantages \[\] \(\d+ not finite"):
-        learn._train(trainer, learn._plan(0, 4, settings), settings, make_loss)
+        minibatch.train_steps(trainer, minibatch.plan(0, 4, settings), settings, counts,
+                              make_loss)
     after = trainer.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert trainer.global_step == 0

@@ -12,6 +12,7 @@ from alignflow.tasks.losses import (
     policy_loss,
     value_loss,
 )
+from alignflow.tasks.losses.aggregate import Normaliser
 
 torch.set_num_threads(1)
 LN = math.log
@@ -50,7 +51,8 @@ def test_aggregation_modes_by_hand() -> None:
     norm, _ = policy_loss(logp, old, adv, mask, agg="seq-mean-token-sum-norm")
     # row sums / L_max=2: −0.85 and 0.8 → mean −0.025
     assert norm.item() == pytest.approx(-0.025)
-    norm4, _ = policy_loss(logp, old, adv, mask, agg="seq-mean-token-sum-norm", max_len=4)
+    norm4, _ = policy_loss(logp, old, adv, mask, agg="seq-mean-token-sum-norm",
+                           norm=Normaliser(max_len=4))
     assert norm4.item() == pytest.approx(-0.0125)
     with pytest.raises(ConfigError, match="token-mean"):
         policy_loss(logp, old, adv, mask, agg="sum")  # type: ignore[arg-type]
@@ -131,10 +133,10 @@ def test_microbatch_accumulation_equals_full_batch(agg: str) -> None:
     full.backward()
 
     acc_logp = torch.zeros(8, 8, dtype=torch.float64, requires_grad=True)
-    norm = {"num_tokens": int(mask.sum()), "num_seqs": 8, "max_len": 8}
+    norm = Normaliser(int(mask.sum()), 8, 8)
     total = 0.0
     for rows in torch.arange(8).split(2):  # 4 micro-batches × 2 rows
-        part, _ = policy_loss(acc_logp[rows], old[rows], adv[rows], mask[rows], agg=agg, **norm)
+        part, _ = policy_loss(acc_logp[rows], old[rows], adv[rows], mask[rows], agg=agg, norm=norm)
         part.backward()
         total += part.item()
     assert total == pytest.approx(full.item(), abs=1e-12)
@@ -195,18 +197,18 @@ def test_kl_loss_by_hand_and_gradient_sign() -> None:
 def test_value_and_kl_loss_accumulate_like_full_batch(which: str, agg: str) -> None:
     old, other, mask = _random_step(6)
 
-    def loss_of(x, rows, **norm):
+    def loss_of(x, rows, norm=None):
         if which == "value":
             return value_loss(x[rows], old[rows], other[rows], mask[rows], clip=0.2, agg=agg,
-                              **norm)
-        return kl_loss(x[rows], old[rows], mask[rows], estimator="k3", agg=agg, **norm)
+                              norm=norm)
+        return kl_loss(x[rows], old[rows], mask[rows], estimator="k3", agg=agg, norm=norm)
 
     full_x = torch.zeros(8, 8, dtype=torch.float64, requires_grad=True)
     full = loss_of(full_x, torch.arange(8))
     full.backward()
     acc_x = torch.zeros(8, 8, dtype=torch.float64, requires_grad=True)
-    norm = {"num_tokens": int(mask.sum()), "num_seqs": 8, "max_len": 8}
-    total = sum(loss_of(acc_x, rows, **norm) for rows in torch.arange(8).split(2))
+    norm = Normaliser(int(mask.sum()), 8, 8)
+    total = sum(loss_of(acc_x, rows, norm) for rows in torch.arange(8).split(2))
     total.backward()
     assert total.item() == pytest.approx(full.item(), abs=1e-12)
     assert torch.allclose(acc_x.grad, full_x.grad, atol=1e-12)

@@ -10,7 +10,7 @@ import pytest
 
 from alignflow.flows.compat import defaults, reference, refgen, rules, table
 from alignflow.flows.config.types import config_paths
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control.loader import load_flow
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md"
 FLOWS = ("grpo", "ppo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "dr_grpo", "sft",
@@ -88,5 +88,6 @@ def test_rows_say_where_a_flag_goes():
     assert table.row(ppo["zero_stage"])[2:4] == ("`ds.zero_stage`", "renamed")
     assert table.row(ppo["bf16"])[2:4] == ("`ds.param_dtype` = `bf16`", "sets")
     assert table.row(ppo["seed"])[3] == "run seed"
-    assert table.row(ppo["eval_steps"])[2:4] == ("none (`eval.steps`)", "refused")
+    assert table.row(ppo["eval_steps"])[2:4] == ("`eval.steps`", "renamed")
+    assert table.row(ppo["aux_loss_coef"])[2:4] == ("none (`actor.aux_loss_coef`)", "refused")
     assert table.row(reference.of_cli("train_kd")["kd_coef"])[2] == "`model.kd_coef`"

@@ -18,10 +18,16 @@ def _cfg(flow: str, *flags: str):
     return build_config(flow, None, [], list(flags))
 
 
+# what the command line's release means, whichever of its flags is given (era.py): losses
+# averaged per micro-batch up to v0.10.2 (flat flags), over the step from v0.10.3
+RELEASE_WIDE = {"train.loss_normalizer"}
+
+
 def _changed(flow: str, *flags: str, base: tuple[str, ...] = ()) -> dict:
-    """The keys a command line sets, against the flow's defaults (and `base`)."""
+    """The keys a command line sets, against the flow's defaults (and `base`), bar the
+    release's own loss normalisation."""
     base, cfg = _flat(to_dict(_cfg(flow, *base))), _flat(to_dict(_cfg(flow, *base, *flags)))
-    return {k: v for k, v in cfg.items() if base.get(k) != v}
+    return {k: v for k, v in cfg.items() if base.get(k) != v and k not in RELEASE_WIDE}
 
 
 def _flat(data: dict, prefix: str = "") -> dict:
@@ -43,6 +49,9 @@ def test_no_flag_moves_a_key_it_does_not_name():
     assert _changed("prm", "--placeholder_token", "<s>", base=prm) == {
         "data.placeholder_token": "<s>"}
     assert _cfg("prm", *prm).data.label_key == "label"  # v0.9.5's, whatever else is given
+    # a flat flag makes the command line one of v0.10.1.post2 or older: its losses
+    assert _cfg("grpo", "--use_tensorboard", "/tmp/tb").train.loss_normalizer == "micro_batch"
+    assert _cfg("grpo", "--logger.tensorboard_dir", "/tmp/tb").train.loss_normalizer == "step"
 
 
 def test_switches_of_older_releases_set_their_value():
@@ -97,11 +106,12 @@ def test_a_ptx_script_gets_its_releases_ptx_coef():
 
 
 def test_flags_without_a_key_ask_for_nothing_or_are_refused_with_why():
-    plan = check_run("grpo", None, [], ["--eval_steps", "-1", "--local_rank", "0"], check=False)
-    assert any("--eval_steps -1: OpenRLHF's default" in n for n in plan.notes)
-    with pytest.raises(ConfigError, match="--eval_steps 5: RL evaluation on a separate prompt "
-                                          "set is not implemented"):
-        _cfg("grpo", "--eval_steps", "5")
+    plan = check_run("grpo", None, [], ["--aux_loss_coef", "0", "--local_rank", "0"],
+                     check=False)
+    assert any("--aux_loss_coef 0: OpenRLHF's default" in n for n in plan.notes)
+    with pytest.raises(ConfigError, match="--aux_loss_coef 0.1: the MoE auxiliary loss is not "
+                                          "implemented"):
+        _cfg("grpo", "--aux_loss_coef", "0.1")
     with pytest.raises(ConfigError, match="unknown flag '--async_train'"):
         _cfg("dpo", "--async_train")  # not a train_dpo flag in any release
     assert _cfg("grpo", "--vllm_num_engines", "2").vllm.num_engines == 2

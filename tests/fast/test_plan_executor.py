@@ -11,8 +11,8 @@ import json
 import pytest
 
 from alignflow.cli import main
-from alignflow.flows import planning
 from alignflow.flows.cli.run_config import check_run
+from alignflow.flows.control import planning
 from alignflow.tasks.plan import cluster
 
 

@@ -50,7 +50,7 @@ def test_cpus_the_actors_reserve_must_fit(monkeypatch):
 
 
 def test_a_long_wait_says_what_it_waits_for(monkeypatch, capsys):
-    from alignflow.tasks.engines import vllm_placement
+    from alignflow.tasks.engines.vllm import placement as vllm_placement
 
     clock = iter(range(0, 1000, 4))
     monkeypatch.setattr("time.monotonic", lambda: next(clock))

@@ -1,4 +1,4 @@
-"""Recovery without a person, bounded per role (`flows/recovery.py`): a role replaced
+"""Recovery without a person, bounded per role (`flows/control/recovery.py`): a role replaced
 within its budget lets the run finish; one replaced too often stops the run with one line;
 a checkpoint lost with its process no longer fails the run (inline executor; no Ray)."""
 
@@ -12,10 +12,11 @@ import pytest
 
 from alignflow.artifacts.scope import current_scope
 from alignflow.errors import TaskFailed
-from alignflow.flows import api, recovery, runs
 from alignflow.flows.cli.progress import Progress
+from alignflow.flows.control import api, recovery
 from alignflow.flows.engine import flow, task
-from alignflow.flows.workers import worker_group
+from alignflow.flows.journal import runs
+from alignflow.flows.ray.workers import worker_group
 from tests import flows_for_tests as F
 
 

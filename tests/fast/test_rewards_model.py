@@ -3,6 +3,7 @@ padding independence, normalisation, offload/reload."""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,8 +87,27 @@ def test_normalisation_from_config(tiny_rm_dir, rm, tmp_path):
     out = norm.score(TEXTS, [""] * 4, [None] * 4)
     assert torch.allclose(out.rewards, (raw - 0.25) / 2.0, atol=1e-6)
     assert torch.allclose(out.scores["raw"], raw, atol=1e-6)
-    with pytest.raises(ConfigError, match="lacks 'mean'/'std'"):
-        ModelRewardModel(tiny_rm_dir, normalize=True)
+
+
+def openrlhf_normalized(raw: torch.Tensor, config: dict) -> torch.Tensor:
+    """OpenRLHF v0.11.0 models/model.py: mean/std buffers start at 0 and 1 and take the
+    config's values when it has a `mean`; the reward is (r - mean) / std."""
+    mean, std = (config["mean"], config["std"]) if "mean" in config else (0.0, 1.0)
+    return (raw - mean) / std
+
+
+def test_normalisation_without_stats_in_the_config_is_the_identity(tiny_rm_dir, rm, tmp_path):
+    """--normalize_reward with a reward model whose config has no mean/std: OpenRLHF
+    divides by its defaults (0, 1); the run must not fail where --dry-run passed."""
+    config = json.loads((Path(tiny_rm_dir) / "config.json").read_text())
+    assert "mean" not in config
+    out = ModelRewardModel(tiny_rm_dir, normalize=True).score(TEXTS, [""] * 4, [None] * 4)
+    assert torch.equal(out.rewards, openrlhf_normalized(_score(rm, TEXTS), config))
+    folder = tmp_path / "rm"
+    shutil.copytree(tiny_rm_dir, folder)
+    (folder / "config.json").write_text(json.dumps(config | {"mean": 1.0, "std": 0.0}))
+    with pytest.raises(ConfigError, match="std=0.0; expected a std > 0"):
+        ModelRewardModel(folder, normalize=True)
 
 
 def test_offload_frees_and_reload_is_bitwise(tiny_rm_dir):

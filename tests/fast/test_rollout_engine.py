@@ -8,7 +8,7 @@ from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
 from alignflow.flows.loops.config import RejectionSamplingConfig
 from alignflow.flows.rl.config import RLConfig
-from alignflow.tasks.engines.vllm_config import VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.modeling.device import check_attention, host_device
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster

@@ -15,8 +15,8 @@ import pytest
 from alignflow.artifacts import redact as redact_mod
 from alignflow.artifacts.redact import expand, redact
 from alignflow.errors import ConfigError, FlowError
-from alignflow.flows import api
 from alignflow.flows.config import load_config
+from alignflow.flows.control import api, runner
 from alignflow.flows.rl.config import RLConfig
 
 
@@ -52,7 +52,8 @@ def probe(monkeypatch, tmp_path):
     monkeypatch.delenv("ALIGNFLOW_TRUSTED_DIRS", raising=False)
     monkeypatch.setenv("ALIGNFLOW_TRUST_FILE", str(tmp_path / "none.toml"))
     seen: list = []
-    monkeypatch.setattr(api, "drive", lambda store, run_id, flow, config, **kw: seen.append(config))
+    monkeypatch.setattr(runner, "_run_body", lambda store, run_id, flow, config, driver:
+                        seen.append(config))
     return seen
 
 
@@ -88,6 +89,7 @@ def test_a_reference_is_stored_as_written(tmp_path, probe, monkeypatch):
 
 def test_wandb_records_no_key_in_its_argv_or_config(monkeypatch, tmp_path):
     from alignflow.artifacts.store import Store
+    from alignflow.flows.journal.runs import RunState
     from alignflow.flows.tracking.sink import open_sink
 
     monkeypatch.setattr(redact_mod, "_REFERENCED", {})
@@ -104,7 +106,8 @@ def test_wandb_records_no_key_in_its_argv_or_config(monkeypatch, tmp_path):
                                       "wandb-key-0123456789"])
     cfg = load_config(RLConfig, sets=["logger.wandb.key=wandb-key-0123456789",
                                       "reward.remote_url=http://a:pw99xyz@h/x"])
-    open_sink(Store.open(str(tmp_path / "store")), "r", cfg)
+    state = RunState(Store.open(str(tmp_path / "store")), "r", {}, {})
+    open_sink(state, cfg, types.SimpleNamespace(manifests={}, listeners=[]))
     assert "wandb-key-0123456789" not in " ".join(seen["argv"])
     assert sys.argv[-1] == "wandb-key-0123456789"  # the process's own argv is untouched
     assert seen["config"]["reward"]["remote_url"] == "http://a:***@h/x"

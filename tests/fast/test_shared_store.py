@@ -9,8 +9,9 @@ import pytest
 from alignflow.artifacts import shared
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
-from alignflow.flows import planning
 from alignflow.flows.config import load_config
+from alignflow.flows.control import planning
+from alignflow.flows.journal.runs import RunState
 from alignflow.flows.rl.config import RLConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
@@ -54,4 +55,4 @@ def test_the_run_start_refuses_it_before_recording_anything(plan, tmp_path, monk
     monkeypatch.setattr(type(config), "run_plan", lambda self, cluster=None: two_nodes)
     store = Store.open(str(tmp_path))
     with pytest.raises(ConfigError, match="spans a cluster of 2 nodes"):
-        planning.settle(store, {"run_id": "r"}, config)
+        planning.settle(RunState(store, "r", {"run_id": "r"}, {}), config)

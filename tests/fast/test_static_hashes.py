@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from alignflow.flows import registry
+from alignflow.flows.control import registry
+from alignflow.flows.control.loader import load_flow
 from alignflow.flows.engine import Task
-from alignflow.flows.loader import load_flow
-from alignflow.flows.static_hashes import flow_task_hashes
+from alignflow.flows.journal.static_hashes import flow_task_hashes
 
 MODULES = sorted({target.partition(":")[0] for target, _ in registry.BUILTIN.values()})
 
@@ -41,7 +41,7 @@ def test_static_hashes_equal_the_imported_tasks(module_name):
 
 
 def test_a_changed_function_changes_its_hash(tmp_path, monkeypatch):
-    from alignflow.flows import static_hashes
+    from alignflow.flows.journal import static_hashes
 
     before = flow_task_hashes("alignflow.flows.rl.grpo")
     real = static_hashes.module_file

@@ -9,7 +9,7 @@ import types
 
 import torch
 
-from alignflow.tasks.engines import vllm_process
+from alignflow.tasks.engines.vllm import process as vllm_process
 from alignflow.tasks.steps.host_engine import EngineSide, in_dtype
 
 

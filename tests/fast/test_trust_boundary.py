@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import pytest
 
 from alignflow.artifacts import usercode
 from alignflow.errors import FlowError
-from alignflow.flows import api, codec
 from alignflow.flows.config import load_config
+from alignflow.flows.control import api, runner
+from alignflow.flows.journal import codec
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.trust.config import identity
 
@@ -28,9 +30,10 @@ def _nothing_trusted(monkeypatch, tmp_path):
 
 @pytest.fixture
 def probe(monkeypatch):
-    """Replaces `drive`: records the code this process may run when the run would start."""
+    """Replaces the flow's body: records the code this process may run when it would start
+    (run.json records what the drive's start records)."""
     seen: list[usercode.Allowances] = []
-    monkeypatch.setattr(api, "drive", lambda *a, **kw: seen.append(usercode.current()))
+    monkeypatch.setattr(runner, "_run_body", lambda *a, **kw: seen.append(usercode.current()))
     return seen
 
 
@@ -187,8 +190,7 @@ def test_a_campaigns_stored_round_flow_is_never_imported(tmp_path, probe):
     assert "never imports a module a store names" in out["campaign-c"] and probe == []
     evil = store / "flowfile.py"
     evil.write_text(f"open({str(marker)!r}, 'w').close()\n")
-    (store / "runs" / "campaign-c" / "run.json").unlink()
-    (store / "runs" / "campaign-c").rmdir()
+    shutil.rmtree(store / "runs" / "campaign-c")  # its run.json and the released lease
     _campaign(store, f"{evil}:x.y")
     out = api.tick(str(store))
     assert "outside the trusted directories" in out["campaign-c"]

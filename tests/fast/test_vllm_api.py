@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from alignflow.tasks.engines import vllm_api
 from alignflow.tasks.engines.base import SamplingParams
-from alignflow.tasks.engines.vllm import VLLMEngine
-from alignflow.tasks.engines.vllm_broadcast import SyncGroup
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
-from alignflow.tasks.engines.vllm_worker import AlignflowWorkerExtension, UntruncatedLogprobs
+from alignflow.tasks.engines.vllm import api as vllm_api
+from alignflow.tasks.engines.vllm.broadcast import SyncGroup
+from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
+from alignflow.tasks.engines.vllm.engine import VLLMEngine
+from alignflow.tasks.engines.vllm.worker import AlignflowWorkerExtension, UntruncatedLogprobs
 
 ROOT = Path(__file__).resolve().parents[2]
 

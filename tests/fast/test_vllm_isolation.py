@@ -17,8 +17,8 @@ def _build(rank: int, world: int, port: int, model_dir: str) -> dict:
 
     import torch.distributed as dist
 
-    from alignflow.tasks.engines.vllm import VLLMEngine
-    from alignflow.tasks.engines.vllm_config import VLLMEngineConfig
+    from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
+    from alignflow.tasks.engines.vllm.engine import VLLMEngine
 
     if world > 1:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from alignflow.errors import EngineError
-from alignflow.tasks.engines.vllm_broadcast import SyncGroup
-from alignflow.tasks.engines.vllm_config import VLLMSection
-from alignflow.tasks.engines.vllm_weights import pack_buckets, unpack
+from alignflow.tasks.engines.vllm.broadcast import SyncGroup
+from alignflow.tasks.engines.vllm.config import VLLMSection
+from alignflow.tasks.engines.vllm.weights import pack_buckets, unpack
 
 
 def _tensors() -> dict[str, torch.Tensor]:
@@ -110,7 +110,7 @@ def test_the_nccl_group_is_vllms_stateless_one_and_closing_it_aborts_it(monkeypa
 def test_an_engine_restart_closes_the_sync_group_on_every_side(monkeypatch):
     import ray
 
-    from alignflow.tasks.engines.vllm_actor import VLLMEngineActor
+    from alignflow.tasks.engines.vllm.actor import VLLMEngineActor
 
     class Actor:
         def __init__(self) -> None:

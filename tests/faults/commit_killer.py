@@ -16,7 +16,7 @@ import sys
 
 from alignflow.artifacts import localfs
 from alignflow.artifacts.store import Store
-from alignflow.flows import api
+from alignflow.flows.control import api
 from tests import flows_for_tests as F
 
 CFG = {"iters": 4, "rows": 16}

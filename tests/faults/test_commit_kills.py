@@ -13,7 +13,8 @@ import pytest
 from alignflow.artifacts import gc
 from alignflow.artifacts.store import Store
 from alignflow.catalog import Catalog
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
 from tests.faults.commit_killer import CFG
 

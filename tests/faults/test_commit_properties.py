@@ -19,7 +19,7 @@ from alignflow.artifacts import localfs
 from alignflow.artifacts.commit import commit, load_manifest
 from alignflow.artifacts.store import Store
 from alignflow.errors import CommitConflict
-from alignflow.flows import runs
+from alignflow.flows.journal import runs
 
 KEYS = st.sampled_from(["a", "b", "iter-0000/generate", "iter-0000/learn", "iter-0001/learn"])
 OUTPUTS = st.one_of(st.integers(-5, 5), st.text(max_size=5), st.none())

@@ -42,7 +42,7 @@ def test_venvs_stores_caches_git_and_outputs_stay_out(path):
 
 def test_the_context_holds_the_sources_and_fits_the_budget():
     found = dict(context_files(ROOT, rules(IGNORE.read_text())))
-    for needed in ("pyproject.toml", "README.md", "alignflow/cli.py", "flows/api.py",
+    for needed in ("pyproject.toml", "README.md", "alignflow/cli.py", "flows/control/api.py",
                    "tasks/zoo/registry.py", "artifacts/store.py", "catalog/catalog.py",
                    "infra/docker/gpu.Dockerfile"):
         assert needed in found, needed

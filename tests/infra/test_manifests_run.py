@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests.infra.manifests import cluster_spec, container_env, run_pod, upload_manifest_sources
 from tests.infra.test_two_nodes import _free_ports, _script
 

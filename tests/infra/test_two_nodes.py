@@ -31,7 +31,8 @@ import psutil
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ import pytest
 from safetensors.torch import load_file
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

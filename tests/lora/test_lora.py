@@ -131,8 +131,8 @@ def test_errors_are_one_line(tiny_model_dir, memory_store):
 def test_deepspeed_zero3_lora_trains_and_merges_from_gathered_shards(tiny_model_dir):
     """DeepSpeed steps only the adapters; merged weights come from the gathered state."""
     pytest.importorskip("deepspeed")
-    from alignflow.tasks.trainers.deepspeed_trainer import DeepSpeedTrainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
     trainer = DeepSpeedTrainer(_lora_model(tiny_model_dir),
                                TrainerConfig(lr=1e-3, lr_warmup_ratio=0.0, total_steps=3),
@@ -158,7 +158,7 @@ def test_deepspeed_lora_checkpoint_holds_the_adapter_and_resumes_bitwise(tiny_mo
     """Phase 1 left full weights in a DeepSpeed LoRA checkpoint: only adapters now."""
     pytest.importorskip("deepspeed")
     from alignflow.tasks.trainers.build import build_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     ds = DSConfig(zero_stage=2)
     cfg = TrainerConfig(lr=3e-3, lr_warmup_ratio=0.25, min_lr_ratio=0.1, total_steps=4)

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.catalog.catalog import Catalog
 from alignflow.cli import main
-from alignflow.flows import api
+from alignflow.flows.control import api
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.modeling.logprobs import sequence_logprobs

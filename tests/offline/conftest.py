@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.flows import api
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:

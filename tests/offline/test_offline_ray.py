@@ -8,7 +8,7 @@ import pytest
 
 from alignflow.artifacts import gc
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api
+from alignflow.flows.control import api
 from tests.offline.conftest import run_flow
 
 pytestmark = pytest.mark.slow

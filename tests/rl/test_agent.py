@@ -11,9 +11,10 @@ import pytest
 
 from alignflow.catalog.catalog import Catalog
 from alignflow.errors import TaskFailed
-from alignflow.flows import api, runs
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
@@ -92,10 +93,17 @@ def test_a_raising_environment_fails_the_run_and_the_fix_resumes(agent_sets, tmp
 
 
 def test_agent_episodes_run_asynchronously(agent_sets, tmp_path):
-    """OpenRLHF's async agent script: episodes one version ahead, IS correction on."""
+    """OpenRLHF's async agent script: episodes one version ahead, IS correction on; its
+    eval set answered in episodes too (every 2 iterations: after the second)."""
     out = _run([*agent_sets, "train.max_iterations=3", "train.async_enable=true",
-                "algo.advantage.is_correction_enable=true"], tmp_path, "async-agent")
+                "algo.advantage.is_correction_enable=true",
+                f"eval.dataset={EXAMPLES / 'arithmetic.jsonl'}", "eval.steps=2",
+                "eval.n_samples_per_prompt=2"], tmp_path, "async-agent")
     assert len(out["reward_mean"]) == 3
+    evals = Catalog(str(tmp_path)).sql(
+        "SELECT step, value FROM metrics WHERE key = 'eval/default/pass1'").to_pylist()
+    assert [e["step"] for e in evals] == [1] and 0 <= evals[0]["value"] <= 1
+    assert out["best"]["iteration"] == 1
     rows = Catalog(str(tmp_path)).sql(
         "SELECT iteration, min(policy_version) AS v, max(staleness) AS s, "
         "count(consumed_at_step) AS c FROM rollouts GROUP BY 1 ORDER BY 1").to_pylist()

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests.rl.test_rl_resume import _driver, _final_weights, _kill_during_learn
 
 pytestmark = pytest.mark.slow

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +33,19 @@ KL = ["algo.kl.init_coef=0.01"]
 
 @pytest.mark.parametrize("name,executor,extra", [
     ("ppo", "ray", ["train.colocate_actor_ref=true", "train.colocate_critic_reward=true",
-                    *KL]),
+                    *KL, "critic.save_value_network=true", "train.dynamic_batch_enable=true",
+                    "train.max_tokens_per_gpu=160", "rollout.max_tokens_per_gpu=120"]),
     ("reinforce_pp", "inline", ["ref.offload=true", "reward.offload=true", *KL,
-                                "algo.kl.use_loss=true"]),
+                                "algo.kl.use_loss=true", "train.loss_normalizer=micro_batch",
+                                "reward.stop_properly_penalty_coef=-0.5"]),
     ("rloo", "inline", ["algo.ptx.ptx_coef=0.1", "algo.ptx.pretrain_data=alignflow:gsm8k-sft",
-                        "algo.ptx.pretrain_key=output", "algo.ptx.max_len=32"]),
+                        "algo.ptx.pretrain_key=output", "algo.ptx.max_len=32",
+                        "actor.policy_loss_type=gspo"]),
 ])
 def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, request):
-    """Every step's table; the reference step runs only when a KL term uses it (not rloo)."""
+    """Every step's table; the reference step runs only when a KL term uses it (not rloo).
+    On the way: ppo with token-budget micro-batches and its critic exported, REINFORCE++
+    with per-micro-batch means and the stop-properly penalty, RLOO with GSPO."""
     with_ref = any(s.startswith("algo.kl.") for s in extra)
     if executor == "ray":
         request.getfixturevalue("ray_local")
@@ -73,11 +78,22 @@ def test_algorithms_commit_all_tables(name, executor, extra, rl_sets, tmp_path, 
     assert {"train/policy_loss", "train/clip_frac", "rollout/reward_mean"} <= set(metrics)
     assert ("train/kl" in metrics) == with_ref
     assert (tmp_path / "runs" / f"{name}-test" / "final" / "actor" / "model.safetensors").exists()
+    if name == "ppo":
+        _critic_exported(out, tmp_path / "runs" / f"{name}-test")
     ckpts = cat.sql("SELECT kind, count(*) AS n, min(bytes) AS b FROM checkpoints "
                     "WHERE run_id = ? GROUP BY kind ORDER BY kind", [f"{name}-test"]).to_pylist()
     assert [(c["kind"], c["n"]) for c in ckpts] == \
         ([("actor", 2), ("critic", 2)] if name == "ppo" else [("actor", 2)])
     assert all(c["b"] > 0 for c in ckpts)
+
+
+def _critic_exported(out: dict, run_dir) -> None:
+    """--save_value_network: the trained critic as an HF sequence classifier."""
+    from transformers import AutoModelForSequenceClassification
+
+    assert out["critic"] == f"runs/{run_dir.name}/final/critic"
+    model = AutoModelForSequenceClassification.from_pretrained(run_dir / "final" / "critic")
+    assert model.num_labels == 1
 
 
 def test_tensorboard_export_matches_the_metrics_table(rl_sets, tmp_path):

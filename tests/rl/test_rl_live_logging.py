@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api, runs
 from alignflow.flows.config import load_config
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
 from alignflow.flows.tracking.tensorboard import logged_points

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import FlowError
-from alignflow.flows import api, runs
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

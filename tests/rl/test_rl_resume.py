@@ -1,5 +1,6 @@
 """Kill the RL driver (SIGKILL) in the middle of iteration 2's learn step, resume, and get
-bitwise the weights of a run that was never killed."""
+bitwise the weights of a run that was never killed — with the policy's EMA kept (its final
+export is the average, which a resume must continue from the checkpoint, not restart)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRA = ["train.max_iterations=4", "train.max_epochs=4"]
+EXTRA = ["train.max_iterations=4", "train.max_epochs=4", "train.enable_ema=true",
+         "train.ema_beta=0.5"]
 
 
 def _driver(store: Path, run_id: str, sets: list[str]) -> subprocess.Popen:
@@ -70,3 +73,7 @@ def test_resume_after_kill_in_learn_is_bitwise_equal(rl_sets, tmp_path):
 
     init = load_causal_lm(rl_sets[0].split("=", 1)[1]).state_dict()
     assert any(not bool((init[k] == v).all()) for k, v in reference.items() if k in init)
+    # the export is the average, not the policy's last weights
+    last = load_file(store / "runs" / "straight" / "checkpoints" / "iter-0003" / "learn" /
+                     "actor" / "model.safetensors")
+    assert any(not bool((last[k] == v).all()) for k, v in reference.items() if k in last)

@@ -39,10 +39,10 @@ def _start(nodes: int, gpus: int, folder: str) -> None:
 
 def _run(flow: str, sets: list[str], store: str, run_id: str, seed: int) -> dict:
     """One run on the cluster: its output or error, and what each process saw."""
-    from alignflow.flows import api
     from alignflow.flows.cli.clusters import record
     from alignflow.flows.config import load_config
-    from alignflow.flows.loader import load_flow
+    from alignflow.flows.control import api
+    from alignflow.flows.control.loader import load_flow
 
     sim, started, error, output = _SIM["cluster"], time.time(), None, None
     try:

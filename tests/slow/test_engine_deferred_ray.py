@@ -7,7 +7,8 @@ import pytest
 
 from alignflow.artifacts.store import Store
 from alignflow.errors import TaskFailed
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 from tests.deferred_flows import deferred
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

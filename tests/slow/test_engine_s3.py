@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from alignflow.flows import api, runs
-from alignflow.flows.lease import lease_expired
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
+from alignflow.flows.journal.lease import lease_expired
 from tests import flows_for_tests as F
 
 pytestmark = pytest.mark.slow

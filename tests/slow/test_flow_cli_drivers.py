@@ -13,7 +13,7 @@ import time
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.flows.lease import lease_expired
+from alignflow.flows.journal.lease import lease_expired
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 LEGACY = Path(__file__).parent.parent / "fixtures" / "legacy_store"

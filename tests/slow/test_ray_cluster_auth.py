@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

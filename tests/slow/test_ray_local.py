@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
 import json, os, sys, psutil
-from alignflow.flows import api, ray_local, ray_pool
+from alignflow.flows.control import api
+from alignflow.flows.ray import local as ray_local, pool as ray_pool
 from tests import pool_flows as F
 ray_local.start_early(lambda: ray_pool.create(("tests.pool_flows",)))
 out = api.run(F.pids, {}, store=sys.argv[1], run_id="p")
@@ -39,3 +40,34 @@ def test_lean_ray_and_one_warm_process(tmp_path):
         assert gone not in joined, joined
     plain, worker = result["out"]
     assert plain == worker  # the plain task ran in the pool actor that then hosted the group
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (they inherited it from the command)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_command_leaves_no_ray_process(tmp_path):
+    """`run --executor ray` exits without `ray.shutdown()`: its node (GCS, raylet, agents,
+    workers) ends with it all the same (issue 25: the orderly stop cost 0.3-0.5 s)."""
+    import os
+    import time
+
+    marker = f"alignflow-exit-check-{os.getpid()}"
+    env = dict(os.environ, ALIGNFLOW_EXIT_CHECK=marker)
+    proc = subprocess.run([sys.executable, "-m", "alignflow.cli", "run", "tests/pool_flows.py:pids",
+                           "--executor", "ray", "--store", str(tmp_path / "store")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    deadline = time.time() + 10
+    while _processes_with(marker) and time.time() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []

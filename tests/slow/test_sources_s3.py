@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from alignflow.artifacts.store import Store
-from alignflow.flows import runs
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from alignflow.flows import api, runs
+from alignflow.flows.control import api
+from alignflow.flows.journal import runs
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from alignflow.artifacts import checkpoints
 from alignflow.errors import EngineError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
-from alignflow.tasks.engines.vllm_actor import VLLMEngineActor, _shards
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
-from alignflow.tasks.engines.vllm_placement import bind_spec, cpu_core_groups
+from alignflow.tasks.engines.vllm.actor import VLLMEngineActor, _shards
+from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
+from alignflow.tasks.engines.vllm.placement import bind_spec, cpu_core_groups
 from tests.vllm.test_vllm_engine import NO_EOS, TEXTS, assert_logprobs_match
 
 CONFIG = VLLMEngineConfig(dtype="float32", section=VLLMSection(

@@ -1,5 +1,5 @@
 """The installed vLLM has the signatures alignflow's calls were checked against
-(`tasks/engines/vllm_api.tsv`, recorded from vLLM 0.32's source; issue 21 §3.4): any
+(`tasks/engines/vllm/api.tsv`, recorded from vLLM 0.32's source; issue 21 §3.4): any
 drift fails here, naming the callable, and the names the code imports resolve."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from alignflow.tasks.engines import vllm_api
+from alignflow.tasks.engines.vllm import api as vllm_api
 
 
 def test_the_installed_vllm_matches_the_recorded_table():

@@ -15,8 +15,8 @@ import torch
 from alignflow.errors import ConfigError
 from alignflow.tasks.engines.base import GenerationEngine, SamplingParams
 from alignflow.tasks.engines.hf import HFEngine
-from alignflow.tasks.engines.vllm import VLLMEngine
-from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
+from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
+from alignflow.tasks.engines.vllm.engine import VLLMEngine
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.trainers.base import TrainerConfig
@@ -153,7 +153,7 @@ def test_bad_tensors_are_refused_before_anything_is_sent(engine, prompts):
 
 
 def test_sleep_is_a_logged_no_op_on_cpu(engine, prompts, caplog):
-    with caplog.at_level(logging.INFO, logger="alignflow.tasks.engines.vllm"):
+    with caplog.at_level(logging.INFO, logger="alignflow.tasks.engines.vllm.engine"):
         assert engine.sleep() is False and engine.wake() is False
     assert "sleep skipped: enable_sleep_mode is off" in caplog.text
 

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("vllm")
 
 from alignflow.catalog.catalog import Catalog
-from alignflow.flows import api
 from alignflow.flows.config import load_config
-from alignflow.flows.loader import load_flow
+from alignflow.flows.control import api
+from alignflow.flows.control.loader import load_flow
 
 MISMATCH_ATOL = 1e-4  # fp32 on CPU: measured ~1e-6
 
@@ -122,7 +122,7 @@ def test_kill_and_resume_with_vllm_equals_an_uninterrupted_run(sets, tmp_path):
     equal weights need bitwise-equal behaviour logprobs, not only equal tokens.)"""
     import time
 
-    from alignflow.flows import runs
+    from alignflow.flows.journal import runs
     from tests.rl.test_rl_resume import _driver, _final_weights, _kill_during_learn
 
     run_sets = [*sets, "train.max_iterations=4", "train.max_epochs=2", "rollout.engine=vllm"]

@@ -19,8 +19,8 @@ def _rank(rank: int, world: int, port: int, model_dir: str) -> dict:
     import torch.distributed as dist
 
     from alignflow.tasks.engines.base import SamplingParams
-    from alignflow.tasks.engines.vllm import VLLMEngine
-    from alignflow.tasks.engines.vllm_config import VLLMEngineConfig, VLLMSection
+    from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
+    from alignflow.tasks.engines.vllm.engine import VLLMEngine
     from alignflow.tasks.modeling.loading import load_causal_lm
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.engines.vllm_weights import ALIGN, pack_buckets, unpack
+from alignflow.tasks.engines.vllm.weights import ALIGN, pack_buckets, unpack
 
 
 def _tensors():

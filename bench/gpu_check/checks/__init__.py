@@ -43,7 +43,7 @@ CHECKS: tuple[Check, ...] = (
           "pass (an NCCL-only group failed: 'No backend type associated with device type "
           "cpu')"),
     Check("weight_sync_nccl", "weight_sync", 90, True,
-          "tasks/engines/vllm_broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
+          "tasks/engines/vllm/broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
           "round trip equal"),
     Check("sleep_torch", "trainer_sleep", 150, True,
           "tasks/trainers/sleep.py sleep/wake on a ~170M Llama, PyTorch trainer",

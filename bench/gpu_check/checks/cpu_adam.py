@@ -28,7 +28,7 @@ def check(argv: list[str]) -> dict:
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer
     from alignflow.tasks.trainers.cpu_adam import build_note
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     note = build_note()
     start = time.perf_counter()

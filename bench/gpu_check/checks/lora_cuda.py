@@ -22,7 +22,7 @@ def _loss(model, batch):
 def _train(torch, folder: str):
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-    from alignflow.tasks.trainers.ds_section import DSConfig, LoraSection
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig, LoraSection
 
     ds = DSConfig(lora=LoraSection(rank=8, alpha=16))
     model = trainable_lm(folder, ds).cuda()

@@ -24,7 +24,7 @@ def _bf16_step(torch, stage: int | None) -> dict:
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import load_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     ds = DSConfig() if stage is None else DSConfig(zero_stage=stage)
     cfg = TrainerConfig(lr=1e-3, total_steps=2, dtype="bf16")

@@ -28,7 +28,7 @@ def _trainer(torch, stage: int | None) -> tuple:
 
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**MODEL)).cuda()

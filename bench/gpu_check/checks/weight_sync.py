@@ -1,6 +1,6 @@
 """The vLLM weight-sync group on real NCCL: `SyncGroup` + packed buckets on cuda.
 
-The trainer's side of `tasks/engines/vllm_broadcast.py` is built as in a run (vLLM's
+The trainer's side of `tasks/engines/vllm/broadcast.py` is built as in a run (vLLM's
 `StatelessProcessGroup` rendezvous and `PyNcclCommunicator`, issue 21 §3.12), and the tiny
 model's weights (fp32, a bf16 copy, int64 ids) are packed by `vllm_weights.pack_buckets`
 into cuda buffers, broadcast, unpacked, and the group closed (its communicator aborted, as
@@ -33,8 +33,8 @@ def check(argv: list[str]) -> dict:
     import importlib.util
 
     from alignflow.tasks.distributed.group import free_port
-    from alignflow.tasks.engines.vllm_broadcast import SyncGroup
-    from alignflow.tasks.engines.vllm_weights import pack_buckets
+    from alignflow.tasks.engines.vllm.broadcast import SyncGroup
+    from alignflow.tasks.engines.vllm.weights import pack_buckets
 
     if importlib.util.find_spec("vllm") is None:
         return {"summary": "skipped: vLLM is not installed (the NCCL sync group is vLLM's)"}

@@ -24,7 +24,7 @@ def _trainers(torch, stage: int) -> tuple:
     from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer, load_trainer
-    from alignflow.tasks.trainers.ds_section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
     folder, cfg = tiny_model_dir(), TrainerConfig(**SCHEDULE)
     ref = build_trainer(load_causal_lm(folder).cuda(), cfg, DSConfig())

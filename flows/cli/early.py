@@ -1,0 +1,53 @@
+"""`alignflow run ... --executor ray` starts Ray before anything heavy is imported.
+
+The command's own module pulls in the config classes (torch, transformers: seconds); Ray's
+start (GCS, raylet, the warm worker that imports the flow) is on the critical path of a Ray
+run, so it begins from the bare argv, on a background thread (`flows/ray/local.py`), while
+the command imports and checks its config. Only a plain local Ray run qualifies: no
+`--address`, simulated cluster, dry run, detach, supervise or help; anything this cheap pre-scan cannot
+read leaves the start to the command (`flows/cli/commands.py`), as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _prescan(argv: list[str]) -> argparse.Namespace | None:
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("flow", nargs="?")
+    parser.add_argument("--executor")
+    for flag in ("--address", "--simulate-cluster", "--cluster", "--config"):
+        parser.add_argument(flag)
+    for flag in ("--dry-run", "--detach", "--supervise", "--help-config", "-h", "--help"):
+        parser.add_argument(flag, action="store_true")
+    try:
+        known, _ = parser.parse_known_args(argv)
+    except SystemExit:  # argparse's error path: the real parser will say what is wrong
+        return None
+    return known
+
+
+def start_ray_if_asked(argv: list[str]) -> None:
+    """Start in-process Ray now when `argv` (after `run`) asks for a local Ray run."""
+    known = _prescan(argv)
+    if known is None or known.executor != "ray" or not known.flow:
+        return
+    if known.address or known.simulate_cluster or known.dry_run or known.detach or \
+            known.supervise:  # a supervisor runs no flow: its drivers start their own Ray
+        return
+    if known.help_config or known.help:
+        return
+    start_ray_early(known.flow)
+
+
+def start_ray_early(ref: str) -> None:
+    """Ray on a background thread, then the warm pool importing flow `ref`'s module."""
+    from alignflow.flows.control.registry import BUILTIN
+    from alignflow.flows.ray import local as ray_local
+    from alignflow.flows.ray import pool as ray_pool
+
+    target = BUILTIN.get(ref, (ref if ".py:" not in ref else "",))[0]
+    module = target.partition(":")[0]
+    warm = (module,) if module and module != "__main__" else ()
+    ray_local.start_early(lambda: ray_pool.create(warm))

@@ -1,0 +1,61 @@
+"""Commits that wait for background work, in call order.
+
+A task may return while work it started still runs (a checkpoint on its way to the store:
+`TaskScope.defer`). The flow gets its output at once and goes on; the task's manifest is
+written only when that work is done, and every task finished after it queues behind it,
+so the committed tasks are always a prefix of the run's order: a crash at any point leaves
+a journal that resumes bitwise.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from alignflow.errors import TaskFailed
+
+
+class CommitQueue:
+    """Finished tasks not yet committed: (future, manifest fields, background handle)."""
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Any, dict, Any]] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, fut: Any, fields: dict, handle: Any = None) -> None:
+        """Queue a finished task; `handle` (`.ready()`, `.wait()`) is its background work."""
+        self.items.append((fut, fields, handle))
+
+    def flush(self, write: Callable[[Any, dict], None], *, block: bool) -> None:
+        """`write(fut, fields)` each queued task whose work is done, in order; with `block`,
+        wait for all of them. A failed background work fails its task (kind system: the
+        run resumes and redoes it)."""
+        while self.items:
+            fut, fields, handle = self.items[0]
+            if handle is not None and not block and not handle.ready():
+                return
+            if handle is not None:
+                fields = _settled(fields, _wait(self, fut, handle))
+            self.items.popleft()
+            write(fut, fields)
+
+
+def _wait(queue: CommitQueue, fut: Any, handle: Any) -> dict:
+    try:
+        return handle.wait()
+    except Exception as exc:
+        queue.items.clear()
+        exc = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
+        line = (str(exc).strip().splitlines() or [""])[0]
+        failed = TaskFailed(fut.key, f"its checkpoint was not written ({type(exc).__name__}: "
+                                     f"{line}); resume to run it again", kind="system")
+        failed.fault = type(exc).__name__  # a lost process or node: control/recovery.py
+        raise failed from None
+
+
+def _settled(fields: dict, done: dict) -> dict:
+    return dict(fields, artifacts=[*fields["artifacts"], *done["artifacts"]],
+                settled=done["settled"])

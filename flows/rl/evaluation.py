@@ -1,0 +1,75 @@
+"""Evaluation in the RL flows (`eval.*`, OpenRLHF's `--eval_dataset` / `--eval_steps`).
+
+After every `eval.steps`-th iteration (its learn step and sync done), the policy answers
+the eval prompts (`iter-NNNN/eval_generate`, on the actor's host; in an asynchronous run on
+the generator worker with the newest policy) and the run's rewards score them
+(`iter-NNNN/eval_score`, on the reward host; agent runs: `iter-NNNN/eval`, episodes and
+their environment rewards): `eval/*` metrics of the iteration (`tasks/rl/evaluate.py`). When `ckpt.best_metric_key`'s metric beats every earlier value,
+the policy is exported to `runs/<id>/final/best` (`iter-NNNN/export_best`), as OpenRLHF saves
+its best checkpoint. The best so far is computed from the journalled evaluations, so a
+resumed run decides as the uninterrupted one did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from alignflow.flows.engine import task
+from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import export_model, load_prompts
+from alignflow.flows.rl.steps import on
+from alignflow.tasks.plan.build import GENERATOR
+from alignflow.tasks.rl import evaluate
+from alignflow.tasks.rl.async_records import PolicyRef
+
+eval_generate = task(version=1)(evaluate.eval_generate)
+eval_score = task(version=1)(evaluate.eval_score)
+agent_eval = task(version=1)(evaluate.agent_eval)
+
+
+class Evaluation:
+    """The evaluations of one run and the best one so far."""
+
+    def __init__(self, cfg: RLConfig, hosts: dict[str, str]) -> None:
+        self.cfg, self.hosts, self.prompts = cfg, hosts, None
+        self.best: dict | None = None
+
+    def after(self, it: int, policy: PolicyRef | None = None) -> None:
+        """Evaluate after iteration `it` (0-based) when due: on the actor's host, or with
+        a generator worker's `policy` (the newest) on that worker."""
+        cfg = self.cfg
+        if not cfg.eval.due(it + 1):
+            return
+        if self.prompts is None:
+            data = dataclasses.replace(cfg.data, prompt_dataset=cfg.eval.dataset,
+                                       prompt_split=cfg.eval.split, prompt_probs=None,
+                                       shuffle=False)
+            self.prompts = load_prompts.options(key="eval_prompts")(
+                data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
+        k = f"iter-{it:04d}"
+        sampling = dataclasses.replace(cfg.rollout, temperature=cfg.eval.temperature,
+                                       n_samples_per_prompt=cfg.eval.n_samples_per_prompt)
+        if cfg.train.agent_func_path is not None:  # episodes: the environment rewards
+            scored = on(agent_eval, GENERATOR, f"{k}/eval")(self.prompts, it, sampling,
+                                                            cfg.agent, policy)
+        else:
+            where, extra = (self.hosts["actor"], {}) if policy is None else \
+                (GENERATOR, {"policy": policy})
+            samples = on(eval_generate, where, f"{k}/eval_generate")(
+                self.prompts, it, sampling, max_len=cfg.data.max_len, **extra)
+            scored = on(eval_score, self.hosts["reward"], f"{k}/eval_score")(
+                samples, it, cfg.eval.n_samples_per_prompt)
+        self._keep_best(it, scored.metrics)
+
+    def _keep_best(self, it: int, metrics: dict[str, float]) -> None:
+        name = evaluate.best_key(self.cfg.ckpt.best_metric_key, metrics)
+        if name is None or (self.best is not None and metrics[name] <= self.best["value"]):
+            return
+        path = on(export_model, self.hosts["actor"], f"iter-{it:04d}/export_best")("best")
+        self.best = {"metric": name, "value": metrics[name], "iteration": it,
+                     "path": path["path"]}
+
+    @property
+    def output(self) -> dict:
+        """What the flow's output says of the evaluations: the best export."""
+        return {} if self.best is None else {"best": self.best}

@@ -1,0 +1,86 @@
+"""Admitting a stored run to this machine: its flow, its config and everything they name,
+confirmed by this machine's say-so (`sayso.py`, `check.py`) into what this process may run.
+
+A resume calls `admit` once, with the run's state read under its lease; it returns what the
+drive needs and what run.json should record from now on (the code hashes the user fixed,
+the sources' pins), for the run's life to write in one update. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from alignflow.artifacts import redact, usercode
+from alignflow.flows.config.refs import Reference, references
+from alignflow.flows.engine import Flow
+from alignflow.flows.journal.runs import RunState
+from alignflow.flows.trust.check import Context, check, record_of, recorded_hashes
+from alignflow.flows.trust.config import check_identity, decode_config, restore_masked
+from alignflow.flows.trust.flow import stored_flow
+from alignflow.flows.trust.sayso import Sayso, active, local_sayso
+from alignflow.flows.trust.sources import pin_resume
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the command resuming a run names itself: the flow (named again), the config
+    (the run's command given again), `--trust` items, `--trust-store`, `--address`."""
+
+    flow: Flow | str | None = None
+    config: Any = None
+    trust: tuple[str, ...] = ()
+    trust_store: bool = False
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A stored run as this process may drive it."""
+
+    flow: Flow
+    stored: Any  # the config the run has so far
+    config: Any  # the config it is driven with (the stored one, or the one given now)
+    allowed: usercode.Allowances
+    sayso: Sayso
+    record: dict = field(default_factory=dict)  # run.json fields to write when the drive starts
+
+
+def context(store: Any, run_id: str, recorded: dict[str, str]) -> Context:
+    """The check's context: the run, its recorded hashes, a local store's real root."""
+    root = store.path("") if getattr(store, "protocol", None) in ("file", "local") else None
+    return Context(run_id, recorded, os.path.realpath(root) if root else None)
+
+
+def admit(state: RunState, given: Given) -> Admitted:
+    """The stored run's flow and config, and what they name, confirmed or refused (all at
+    once, one line each: `Untrusted`); a changed code file the user named is recorded."""
+    meta, names = state.meta, [given.flow.rpartition(":")[0]] if isinstance(given.flow, str) else []
+    sayso = active() or local_sayso(given.trust, store_url=state.store.url,
+                                    address=given.address, trust_store=given.trust_store,
+                                    named=names)
+    ctx = context(state.store, state.run_id, recorded_hashes(meta))
+    flow, cls, flow_code = stored_flow(meta, given.flow, sayso, ctx)
+    stored = decode_config(restore_masked(meta, sayso.named), cls)
+    redact.mask_referenced(meta.get("config"))
+    check_identity(meta, stored)
+    config = stored if given.config is None else given.config
+    refs = references(config)  # the flow itself was checked as it loaded
+    allowed = check(refs, sayso, ctx) | flow_code
+    pinned, sources = pin_resume(meta, config, [*given.trust, *sayso.named],
+                                 given.config is not None)
+    allowed |= pinned
+    record = sources | _code_record(meta, refs, allowed)
+    return Admitted(flow, stored, config, allowed, sayso, record)
+
+
+def _code_record(meta: dict, refs: Iterable[Reference], allowed: usercode.Allowances) -> dict:
+    """A changed file the user named is the user's fix: its hash is recorded from now on."""
+    code = dict(meta.get("code") or {})
+    now = record_of(refs)
+    if now != code.get("refs") and all(r["sha256"] == allowed.files.get(r["path"], r["sha256"])
+                                       for r in now):
+        return {"code": dict(code, refs=now)}
+    return {}
