@@ -1,7 +1,7 @@
 """`alignflow run FLOW ... --dry-run --cluster NxG`: the plan for a cluster this machine is
 not, and whether it fits — for the examples in `examples/`, OpenRLHF's launch scripts
-(v0.9's and 0.11's fixtures, and the current hybrid-engine scripts of OpenRLHF's
-`examples/scripts`, `tests/fixtures/openrlhf_hybrid/`) at 1×8 and 2×8, and oversized
+(v0.9's and 0.11's fixtures, and the hybrid-engine scripts of OpenRLHF's `examples/scripts`
+as of v0.10.4-0.11, the release fixtures) at 1×8 and 2×8, and oversized
 configs, refused in one line naming the numbers. No Ray, no GPU, no vLLM."""
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.compat.script import read_launch
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
-from tests.openrlhf_launch import SCRIPTS, places, swapped
+from tests.openrlhf_launch import RELEASES, SCRIPTS, places, swapped
 
 ROOT = Path(__file__).resolve().parents[2]
-HYBRID = ROOT / "tests/fixtures/openrlhf_hybrid"
 # features of the current scripts alignflow refuses (compat's gaps table), not placement:
 # dropped so the rest of each script is planned as written
 UNSUPPORTED = {"--train.dynamic_batch_enable": 0, "--train.max_tokens_per_gpu": 1,
@@ -34,10 +33,10 @@ SCRIPT_PLANS = {
     SCRIPTS / "02_grpo_rule_reward_flat.sh": (8, True),  # 8 workers, 4 engines × tp2 within
     SCRIPTS / "21_ppo_gae_rm_dotted.sh": (6, False),
     SCRIPTS / "22_grpo_rule_reward_dotted.sh": (8, True),
-    HYBRID / "train_ppo_ray_hybrid_engine.sh": (8, True),
-    HYBRID / "train_dapo_ray_hybrid_engine.sh": (8, True),  # GRPO (group_norm), DAPO knobs
-    HYBRID / "train_prorlv2_math_hybrid_engine.sh": (8, False),  # 8 engines tp1: one each
-    HYBRID / "train_reinforce_baseline_hybrid_engine.sh": (4, True),
+    RELEASES / "train_ppo_ray_hybrid_engine@v0.10.4.sh": (8, True),
+    RELEASES / "train_dapo_ray_hybrid_engine@v0.10.4.sh": (8, True),  # GRPO (group_norm), DAPO knobs
+    RELEASES / "train_prorlv2_math_hybrid_engine@v0.10.4.sh": (8, False),  # 8 engines tp1: one each
+    RELEASES / "train_reinforce_baseline_hybrid_engine@v0.10.4.sh": (4, True),
 }
 EXAMPLES = {"dpo_champ_smollm2.yaml": "dpo", "sft_gsm8k_smollm2.yaml": "sft",
             "iterative_dpo_gsm8k.yaml": "iterative_dpo",
