@@ -18,25 +18,16 @@ serves them all; each is registered under its own name with its own default esti
 
 from __future__ import annotations
 
-from alignflow.flows.control import planning
-from alignflow.flows.engine import expect, flow, gather
+from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
-from alignflow.flows.rl.evaluation import Evaluation
-from alignflow.flows.rl.pipeline import rollouts_for
-from alignflow.flows.rl.shared_steps import export_model, load_prompts
-from alignflow.flows.rl.steps import declare_hosts, learn_actor, on, reference_step
+from alignflow.flows.rl.pipeline import start
+from alignflow.flows.rl.shared_steps import export_model
+from alignflow.flows.rl.steps import learn_actor, on, reference_step
 
 
 @flow(name="grpo")
 def grpo(cfg: RLConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(
-        cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
-    iterations = cfg.iterations(prompts.rows)
-    expect(iterations)
-    plan = planning.current(cfg)
-    host = declare_hosts(cfg, plan, iterations)
-    source = rollouts_for(cfg, plan, prompts, host, iterations)
-    evals = Evaluation(cfg, host)
+    _prompts, iterations, _plan, host, source, evals = start(cfg)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"

@@ -5,11 +5,17 @@ partial rollouts. The flows call `take`, `score` and `learn` on it and nothing e
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+from alignflow.flows.control import planning
+from alignflow.flows.engine import expect
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.evaluation import Evaluation
 from alignflow.flows.rl.partial import PartialRollouts
 from alignflow.flows.rl.refill import RefilledRollouts
 from alignflow.flows.rl.rollouts import ScheduledRollouts, SyncRollouts
-from alignflow.flows.rl.steps import declare_generator
+from alignflow.flows.rl.shared_steps import load_prompts
+from alignflow.flows.rl.steps import declare_generator, declare_hosts
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.records import StepOutput
 
@@ -23,3 +29,28 @@ def rollouts_for(cfg: RLConfig, plan: RunPlan, prompts: StepOutput, hosts: dict[
     declare_generator(cfg, plan)
     cls = PartialRollouts if cfg.train.partial_rollout_enable else ScheduledRollouts
     return cls(cfg, prompts, hosts, iterations)
+
+
+class RLStart(NamedTuple):
+    """What an RL flow starts from."""
+
+    prompts: StepOutput
+    iterations: int
+    plan: RunPlan
+    host: dict[str, str]
+    source: Any
+    evals: Evaluation
+
+
+def start(cfg: RLConfig) -> RLStart:
+    """The RL flows' start: the prompts (once, task `prompts`), the iterations they make
+    (said to the progress display), the plan, one worker group per host, the rollout source
+    and the evaluation."""
+    prompts = load_prompts.options(key="prompts")(
+        cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
+    iterations = cfg.iterations(prompts.rows)
+    expect(iterations)
+    plan = planning.current(cfg)
+    host = declare_hosts(cfg, plan, iterations)
+    source = rollouts_for(cfg, plan, prompts, host, iterations)
+    return RLStart(prompts, iterations, plan, host, source, Evaluation(cfg, host))

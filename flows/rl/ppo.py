@@ -15,15 +15,12 @@ no critic is loaded, run or trained: nothing would read its values.
 
 from __future__ import annotations
 
-from alignflow.flows.control import planning
-from alignflow.flows.engine import expect, flow, gather
+from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
-from alignflow.flows.rl.evaluation import Evaluation
-from alignflow.flows.rl.pipeline import rollouts_for
-from alignflow.flows.rl.shared_steps import export_model, load_prompts, sync_weights
+from alignflow.flows.rl.pipeline import start
+from alignflow.flows.rl.shared_steps import export_model, sync_weights
 from alignflow.flows.rl.steps import (
     critic_values,
-    declare_hosts,
     learn_actor,
     learn_critic,
     on,
@@ -33,15 +30,8 @@ from alignflow.flows.rl.steps import (
 
 @flow(name="ppo")
 def ppo(cfg: RLConfig) -> dict:
-    prompts = load_prompts.options(key="prompts")(
-        cfg.data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
-    iterations = cfg.iterations(prompts.rows)
-    expect(iterations)
-    plan = planning.current(cfg)
+    _prompts, iterations, plan, host, source, evals = start(cfg)
     critic = "critic" in plan.roles
-    host = declare_hosts(cfg, plan, iterations)
-    source = rollouts_for(cfg, plan, prompts, host, iterations)  # refilled when filtering
-    evals = Evaluation(cfg, host)
     state, history = None, []
     for it in range(iterations):
         k = f"iter-{it:04d}"
