@@ -19,13 +19,7 @@ from alignflow.flows.engine import flow, gather
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.pipeline import start
 from alignflow.flows.rl.shared_steps import export_model, sync_weights
-from alignflow.flows.rl.steps import (
-    critic_values,
-    learn_actor,
-    learn_critic,
-    on,
-    reference_step,
-)
+from alignflow.flows.rl.steps import critic_values, learn_actor, learn_critic, on, reference_step
 
 
 @flow(name="ppo")

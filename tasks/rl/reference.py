@@ -9,6 +9,8 @@ packing many sequences is slower.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import torch
 
@@ -37,16 +39,20 @@ def _keyed(table: pa.Table, scope, column: str, values: list[list[float]]) -> pa
     })
 
 
+def _inputs(rollouts: StepOutput) -> tuple[Any, pa.Table, list, list]:
+    """The task's scope, the rollouts' table, its prompt and response token ids."""
+    scope = current_scope()
+    table = _read(scope, rollouts)
+    return (scope, table, table.column("prompt_ids").to_pylist(),
+            table.column("response_ids").to_pylist())
+
+
 @torch.no_grad()
 def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
               temperature: float = 1.0, max_tokens: int | None = None) -> StepOutput:
     """log π_ref(response token) for every response token, at the sampling temperature."""
-    scope = current_scope()
-    table = _read(scope, rollouts)
-    prompts = table.column("prompt_ids").to_pylist()
-    responses = table.column("response_ids").to_pylist()
-    pad = host.tokenizer.pad_token_id
-    out: list[list[float]] = [[] for _ in prompts]
+    scope, table, prompts, responses = _inputs(rollouts)
+    pad, out = host.tokenizer.pad_token_id, [[] for _ in prompts]
     gpu_memory.start(host)
     with host.reference_model() as model:
         for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
@@ -65,12 +71,8 @@ def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: i
 def values(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
            max_tokens: int | None = None) -> StepOutput:
     """V(s_t) before every response token, from the critic."""
-    scope = current_scope()
-    table = _read(scope, rollouts)
-    prompts = table.column("prompt_ids").to_pylist()
-    responses = table.column("response_ids").to_pylist()
-    pad = host.tokenizer.pad_token_id
-    out: list[list[float]] = [[] for _ in prompts]
+    scope, table, prompts, responses = _inputs(rollouts)
+    pad, out = host.tokenizer.pad_token_id, [[] for _ in prompts]
     critic = host.critic.model
     gpu_memory.start(host)
     for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
