@@ -55,7 +55,7 @@ def target(known: argparse.Namespace) -> Cluster | None:
     if known.address:  # the run's plan is checked against the cluster it will run on
         from alignflow.flows.ray.connect import ensure_ray
 
-        ensure_ray(known.address, quiet=True)
+        ensure_ray(known.address)  # says "running on Ray cluster at ADDRESS" once
         return Cluster.current()
     return None
 

@@ -142,11 +142,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
     os.environ.update(checked.env)
-    if known.supervise and not known.detach:  # drivers come and go; a simulated cluster stays
-        def drivers() -> int:
-            return supervise.supervise_run(known, flags, checked)
-        return clusters.run_simulated(known, checked, drivers) if known.simulate_cluster \
-            else drivers()
+    if known.supervise and not known.detach:
+        return _supervised(known, flags, checked)
     if known.detach:
         from alignflow.flows.cli.detach import detach
 
@@ -159,6 +156,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         output = start_or_resume(known, checked, _progress())
     _print_output(output)
     return 0
+
+
+def _supervised(known: argparse.Namespace, flags: list[str], checked: Any) -> int:
+    """`--supervise`: drivers come and go; a simulated cluster stays for all of them."""
+    def drivers() -> int:
+        return supervise.supervise_run(known, flags, checked)
+    return clusters.run_simulated(known, checked, drivers) if known.simulate_cluster \
+        else drivers()
 
 
 def _dry_run(known: argparse.Namespace, checked: Any) -> int:

@@ -1,9 +1,9 @@
 """The driver: replays committed tasks, runs the rest, retries faults, commits manifests.
 
-One `Driver` runs one attempt of one run in this process. Task calls arrive through
-`submit` in the flow's (deterministic) order; each gets a key, and the journal decides:
-a committed key returns its recorded output; any other runs live with the current code.
-Only the driver writes manifests, so a task is committed iff its manifest exists.
+One `Driver` runs one attempt of one run in this process. Task calls arrive through `submit`
+in the flow's (deterministic) order; each gets a key, and the journal decides: a committed
+key returns its recorded output; any other runs live with the current code. Only the driver
+writes manifests, so a task is committed iff its manifest exists.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
-from alignflow.flows.control.live import LiveFuture, backoff
+from alignflow.flows.control.live import LiveFuture, backoff, manifest_record
 from alignflow.flows.engine import Done, Task, TaskError
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.commit_queue import CommitQueue
@@ -43,19 +43,16 @@ class Driver(Timers):
         self.seq = 1 + max((m.get("seq", 0) for m in self.manifests.values()), default=0)
         self.first_seq = self.seq
         self.counters: Counter[str] = Counter()
-        self.used: set[str] = set()
-        self.pending: list[LiveFuture] = []
-        self.code_changed: list[str] = []
+        self.used, self.restored = set[str](), set[str]()
+        self.pending, self.code_changed = list[LiveFuture](), list[str]()
         self.groups: dict[str, tuple[Any, dict]] = {}
-        self.restored: set[str] = set()
         self.queue = CommitQueue()  # finished, not yet committed (checkpoints on their way)
         self.announced: set[str] = set()  # worker groups named on the progress line
-        self.latest_ckpt: dict[str, str] = {}
+        self.latest_ckpt: dict[str, str] = {}  # worker group -> its newest checkpoint
         self.replayed = self.ran = 0
         self.outcome: str | None = None  # the run's status when this attempt ended
         self.listeners: list[Any] = []  # called with each manifest this driver commits
-        self.plan: Any = None  # the run's plan, settled before the flow runs (control/planning.py)
-        self.budget: Any = None  # recoveries by role (`control/recovery.py`), set by the runner
+        self.plan = self.budget = None  # set by the runner: the plan, recoveries by role
         self.workers_of: dict[str, str | None] = {}  # live task key -> its worker group
         self._last_check = 0.0
 
@@ -281,12 +278,8 @@ class Driver(Timers):
         if self.lease is not None and self.lease.lost:
             raise Stopped(f"run {self.run_id!r}: another driver took the lease or asked this one "
                           "to stop (resume --force)")
-        manifest = {"format": 1, "run_id": self.run_id, "task_key": key,
-                    "task": task.name if task else key.rsplit("-", 1)[0],
-                    "version": task.opts.version if task else 1,
-                    "code_hash": task.code_hash if task else None, "input_hash": input_hash,
-                    "seed": task_seed(self.seed, key), "artifacts": [], "checkpoint": None,
-                    "worker": task.opts.worker if task else None, "seq": self.seq, **fields}
+        manifest = manifest_record(self.run_id, task_seed(self.seed, key), self.seq, task, key,
+                                   input_hash, fields)
         self.store.create_json(runs.manifest_path(self.run_id, key), manifest)
         self.seq += 1
         self.manifests[key] = manifest

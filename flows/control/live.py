@@ -31,3 +31,14 @@ class LiveFuture:
     def done(self) -> bool:
         """Whether `result()` would return without waiting for the attempt (never blocks)."""
         return self._done or self.handle.ready()
+
+
+def manifest_record(run_id: str, seed: int, seq: int, task: Any, key: str,
+                    input_hash: str | None, fields: dict) -> dict:
+    """A task's manifest as the journal keeps it (`runs/<id>/tasks/<key>.json`)."""
+    return {"format": 1, "run_id": run_id, "task_key": key,
+            "task": task.name if task else key.rsplit("-", 1)[0],
+            "version": task.opts.version if task else 1,
+            "code_hash": task.code_hash if task else None, "input_hash": input_hash,
+            "seed": seed, "artifacts": [], "checkpoint": None,
+            "worker": task.opts.worker if task else None, "seq": seq, **fields}
