@@ -256,7 +256,10 @@ class LocalRoot:
             found = list(it)
         for entry in found:
             path = f"{rel}/{entry.name}" if rel else entry.name
-            info = entry.stat(follow_symlinks=False)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed since the folder was read: not there
+                continue
             if stat.S_ISDIR(info.st_mode):
                 with contextlib.suppress(FileNotFoundError):  # removed meanwhile
                     sub = os.open(entry.name, _DIR, dir_fd=fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pyarrow as pa
@@ -101,3 +102,22 @@ def test_exception_mid_stream_leaves_nothing(fast_store):
     with pytest.raises(RuntimeError, match="boom"):
         write_table(fast_store, "metrics", batches(), run_id="r", task="t")
     assert fast_store.list("runs") == []
+
+
+def test_a_file_removed_mid_listing_is_left_out_not_the_whole_folder(local_store, monkeypatch):
+    """A file deleted between reading a folder and looking at its entries (a lease's old
+    generation, a temp) drops out of the listing; the others stay (an empty listing made
+    a racing driver take lease generation 1 beside the holder of generation 3)."""
+    from alignflow.artifacts import localfs
+
+    for name in ("a.json", "b.json", "c.json"):
+        local_store.write_json(f"d/{name}", {})
+    real_scandir = os.scandir
+
+    def scandir_then_remove(fd):
+        listing = list(real_scandir(fd))
+        os.unlink(os.path.join(local_store.root, "d", "a.json"))
+        return contextlib.nullcontext(iter(listing))
+
+    monkeypatch.setattr(localfs.os, "scandir", scandir_then_remove)
+    assert local_store.list("d") == ["d/b.json", "d/c.json"]
