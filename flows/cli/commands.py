@@ -100,7 +100,8 @@ def run(name: str, args: argparse.Namespace) -> int:
         raise FlowError(f"command {name!r} is not provided by the flow engine yet")
     if name in ("run", "resume", "tick"):
         _sigterm_as_interrupt()
-    return handler(args)
+    with supervise.budget_for_this_command():
+        return handler(args)
 
 
 def _sigterm_as_interrupt() -> None:

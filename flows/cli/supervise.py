@@ -12,11 +12,13 @@ to the driver, and the supervisor stops with it (exit code the driver's).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from alignflow.flows.control import recovery
@@ -59,6 +61,7 @@ class Supervisor:
 
     def loop(self) -> int:
         """Drive the run to an end a restart cannot change; returns the exit code."""
+        _leave_ray()
         before = self._forward_signals()
         try:
             return self._drivers()
@@ -120,6 +123,15 @@ class Supervisor:
         return {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _leave_ray() -> None:
+    """A supervisor runs no flow: the cluster it joined to check the plan is left before
+    its drivers join (a Ray Client connection held here doubled the head's per-client
+    server start, and a driver's own connection timed out on a busy head)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 def add_options(parser: Any) -> None:
     """`--supervise` and `--max-restarts` of `run` and `resume`."""
     parser.add_argument("--supervise", action="store_true",
@@ -131,8 +143,23 @@ def add_options(parser: Any) -> None:
                              f"${recovery.ENV})")
 
 
+@contextlib.contextmanager
+def budget_for_this_command() -> Iterator[None]:
+    """`--max-restarts` (`set_budget`) lasts as long as the command that was given it: a
+    command run in-process (a test, a notebook) leaves the environment as it found it."""
+    before = os.environ.get(recovery.ENV)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(recovery.ENV, None)
+        else:
+            os.environ[recovery.ENV] = before
+
+
 def set_budget(args: Any) -> None:
-    """`--max-restarts N` for this driver and every driver it starts."""
+    """`--max-restarts N` for this driver and every driver it starts (their environment
+    is inherited; `budget_for_this_command` restores it after)."""
     if getattr(args, "max_restarts", None) is not None:
         if args.max_restarts < 0:
             from alignflow.errors import ConfigError

@@ -5,6 +5,7 @@ a checkpoint lost with its process no longer fails the run (inline executor; no 
 from __future__ import annotations
 
 import io
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -121,3 +122,16 @@ def test_a_driver_started_by_a_person_counts_from_zero(local_store, folder, monk
     assert recovery.Budget(local_store, "r", keep=True).counts == {"generation engines": 1}
     assert recovery.Budget(local_store, "r").counts == {}  # a person's driver
     assert runs.read_run(local_store, "r")["recoveries"] == {}
+
+
+def test_max_restarts_lasts_as_long_as_its_command(monkeypatch, tmp_path):
+    """`--max-restarts` reaches the drivers a command starts through the environment, and
+    is gone when the command returns (an in-process command left it to the next one)."""
+    from alignflow.cli import main
+
+    monkeypatch.delenv(recovery.ENV, raising=False)
+    main(["resume", "no-such-run", "--store", str(tmp_path), "--max-restarts", "3"])
+    assert recovery.ENV not in os.environ
+    monkeypatch.setenv(recovery.ENV, "7")
+    main(["resume", "no-such-run", "--store", str(tmp_path), "--max-restarts", "3"])
+    assert recovery.limit() == 7
