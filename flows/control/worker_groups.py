@@ -1,0 +1,58 @@
+"""The driver's worker groups: declared by the flow, restored from their newest checkpoint
+before first use, replaced when their process dies (a part of `driver.py`'s `Driver`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alignflow.artifacts import usercode
+from alignflow.errors import FlowError
+from alignflow.flows.ray.executors import fault_record, is_transient
+
+
+class WorkerGroups:
+    """Mixed into `Driver`: uses its executor, store, journal, progress and `_charge`."""
+
+    def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
+        factory = usercode.carrying(factory)  # the group's process may run what this one may
+        self.groups[name] = (factory, options)
+        trained = any(m.get("worker") == name and m.get("checkpoint")
+                      for m in self.manifests.values())  # restored before use: adoptable
+        if self.executor.start_worker(name, factory, options, self.run_id, adopt=trained) \
+                and self.progress is not None:
+            self.progress.log(f"host {name}: taken over from the dead driver (restored from its "
+                              "newest checkpoint before its next task)")
+        if self.progress is not None and options.get("label") and name not in self.announced:
+            self.progress.log(f"host {name}: {options['label']}")
+            self.announced.add(name)
+
+    def _prepare_worker(self, name: str, key: str) -> None:
+        if name not in self.groups:
+            raise FlowError(f"task {key!r} runs on worker {name!r}, but the flow declared no "
+                            f"worker_group({name!r}, factory) before it")
+        if name not in self.restored and name in self.latest_ckpt:
+            self._restore(name, key)
+        self.restored.add(name)
+
+    def _restore(self, name: str, key: str, tries: int = 3) -> None:
+        """Restore `name` from its newest checkpoint. Engines found dead on the way were
+        restarted by the host: restore again; a worker whose process died: replace it."""
+        for attempt in range(1, tries + 1):
+            try:
+                return self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
+            except Exception as exc:
+                cause = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
+                engines = type(cause).__name__ == "EngineError"
+                if attempt == tries or not (engines or is_transient(exc)):
+                    raise
+                self._charge(fault_record(cause, name) if engines else
+                             fault_record(exc, name), name, key)
+                if not engines:
+                    return self._restart_worker(name)
+
+    def _restart_worker(self, name: str) -> None:
+        self.flush()  # the new worker restores the newest checkpoint: commit what is done
+        factory, options = self.groups[name]
+        self.executor.restart_worker(name, factory, options, self.run_id)
+        if name in self.latest_ckpt:
+            self.executor.restore_worker(name, self.store, self.latest_ckpt[name])
