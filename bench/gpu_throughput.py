@@ -27,7 +27,6 @@ from typing import Any
 import torch
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
-NO_EOS = 10**9
 
 
 def device_of(args: argparse.Namespace) -> torch.device:
@@ -81,24 +80,13 @@ def interleaved(sides: dict[str, Any], reps: int, device: torch.device) -> dict[
 
 
 def generate_sides(model: Any, tok: Any, args: argparse.Namespace, device: torch.device):
-    """(sides, tokens per run): the HF engine and `model.generate`, sampling every row to
-    `--new-tokens` (an EOS id that never occurs)."""
-    from alignflow.artifacts.tensors import pad_left
-    from alignflow.tasks.engines.base import SamplingParams
-    from alignflow.tasks.engines.hf import HFEngine
+    """(sides, tokens per run): the HF engine and `model.generate`, one sample per prompt
+    to `--new-tokens` each (`bench/hf_generate.py`'s sides, on `device`)."""
+    from bench.hf_generate import generate_sides as sides_of
+    from bench.hf_generate import prompts_for
 
-    prompts = [tok(f"Question {i}: what is {i} times {i + 3}?", add_special_tokens=False)
-               ["input_ids"] for i in range(args.rows)]
-    engine = HFEngine(model, tok, micro_rollout_batch_size=args.rows)
-    params = SamplingParams(max_new_tokens=args.new_tokens, seed=0, eos_token_ids=(NO_EOS,))
-    ids, mask = pad_left(prompts, tok.pad_token_id)
-    ids, mask = ids.to(device), mask.to(device)
-
-    def plain() -> None:
-        model.generate(input_ids=ids, attention_mask=mask, do_sample=True, top_k=0, top_p=1.0,
-                       max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                       eos_token_id=NO_EOS, pad_token_id=tok.pad_token_id)
-    sides = {"hf_engine": lambda: engine.generate(prompts, params), "model.generate": plain}
+    runs = sides_of(model, tok, prompts_for(tok, args.rows), 1, args.new_tokens, device)
+    sides = {"hf_engine": lambda: runs["engine"](0), "model.generate": lambda: runs["hf"](0)}
     return sides, args.rows * args.new_tokens
 
 

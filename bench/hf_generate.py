@@ -15,50 +15,52 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 NO_EOS = 10**9
 
 
-def _setup(args):
-    from alignflow.tasks.engines.hf import HFEngine
-    from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-    from alignflow.tasks.zoo.registry import resolve_model
-
-    path = resolve_model(args.model)
-    model, tok = load_causal_lm(path).eval(), load_tokenizer(path, padding_side="left")
-    engine = HFEngine(model, tok, micro_rollout_batch_size=args.prompts * args.n)
-    texts = [f"Question {i}: what is {i} times {i + 3}? Think step by step." for i in
-             range(args.prompts)]
-    return engine, model, tok, [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+def prompts_for(tok: Any, count: int) -> list[list[int]]:
+    """`count` short arithmetic questions as token ids (no special tokens)."""
+    return [tok(f"Question {i}: what is {i} times {i + 3}? Think step by step.",
+                add_special_tokens=False)["input_ids"] for i in range(count)]
 
 
-def _engine_run(engine, prompts, args, seed: int) -> float:
-    from alignflow.tasks.engines.base import SamplingParams
-
-    params = SamplingParams(max_new_tokens=args.tokens, n=args.n, seed=seed, temperature=1.0,
-                            eos_token_ids=(NO_EOS,))
-    start = time.perf_counter()
-    out = engine.generate(prompts, params)
-    elapsed = time.perf_counter() - start
-    assert all(len(s.response_ids) == args.tokens for s in out)
-    return elapsed
-
-
-def _hf_run(model, tok, prompts, args, seed: int) -> float:
+def generate_sides(model: Any, tok: Any, prompts: list[list[int]], n: int, tokens: int,
+                   device: torch.device | None = None) -> dict[str, Callable[[int], None]]:
+    """{"engine": run, "hf": run}: each `run(seed)` samples `n` rows per prompt to exactly
+    `tokens` new tokens (temperature 1, no top-k/top-p, an EOS id that never occurs) with
+    the HF engine and with `model.generate` on `device` (also bench/gpu_throughput.py's)."""
     from alignflow.artifacts.tensors import pad_left
+    from alignflow.tasks.engines.base import SamplingParams
+    from alignflow.tasks.engines.hf import HFEngine
 
-    ids, mask = pad_left([p for p in prompts for _ in range(args.n)], tok.pad_token_id)
-    torch.manual_seed(seed)
+    engine = HFEngine(model, tok, micro_rollout_batch_size=len(prompts) * n)
+    ids, mask = pad_left([p for p in prompts for _ in range(n)], tok.pad_token_id)
+    ids, mask = ids.to(device or ids.device), mask.to(device or ids.device)
+
+    def with_engine(seed: int) -> None:
+        params = SamplingParams(max_new_tokens=tokens, n=n, seed=seed, temperature=1.0,
+                                eos_token_ids=(NO_EOS,))
+        assert all(len(s.response_ids) == tokens for s in engine.generate(prompts, params))
+
+    def with_generate(seed: int) -> None:
+        torch.manual_seed(seed)
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
+                             temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=tokens,
+                             min_new_tokens=tokens, eos_token_id=NO_EOS,
+                             pad_token_id=tok.pad_token_id)
+        assert out.shape[1] == ids.shape[1] + tokens
+    return {"engine": with_engine, "hf": with_generate}
+
+
+def _timed(run: Callable[[int], None], seed: int) -> float:
     start = time.perf_counter()
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
-                         top_k=0, top_p=1.0, max_new_tokens=args.tokens,
-                         min_new_tokens=args.tokens, eos_token_id=NO_EOS,
-                         pad_token_id=tok.pad_token_id)
-    elapsed = time.perf_counter() - start
-    assert out.shape[1] == ids.shape[1] + args.tokens
-    return elapsed
+    run(seed)
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -70,15 +72,18 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(1)
-    engine, model, tok, prompts = _setup(args)
-    _engine_run(engine, prompts, args, 0), _hf_run(model, tok, prompts, args, 0)  # warm up
+    from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+    from alignflow.tasks.zoo.registry import resolve_model
+
+    path = resolve_model(args.model)
+    model, tok = load_causal_lm(path).eval(), load_tokenizer(path, padding_side="left")
+    sides = generate_sides(model, tok, prompts_for(tok, args.prompts), args.n, args.tokens)
+    for run in sides.values():
+        run(0)  # warm up
     times: dict[str, list[float]] = {"engine": [], "hf": []}
     for rep in range(args.reps):
-        order = ("engine", "hf") if rep % 2 == 0 else ("hf", "engine")
-        for side in order:
-            run = _engine_run(engine, prompts, args, rep) if side == "engine" else \
-                _hf_run(model, tok, prompts, args, rep)
-            times[side].append(run)
+        for side in (("engine", "hf") if rep % 2 == 0 else ("hf", "engine")):
+            times[side].append(_timed(sides[side], rep))
     tokens = args.prompts * args.n * args.tokens
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"model {args.model}, {args.prompts} prompts x {args.n} x {args.tokens} tokens, "
