@@ -10,8 +10,9 @@ rollouts committed exactly once and the final policy exported.
 
 The kill lands in a sync/generate/score step: a learn step's manifest is written only once
 its checkpoint is (rank 0's background write), and the next one is an iteration away. A kill
-in the middle of a checkpoint write on the lost node would instead fail the run resumable
-("its checkpoint was not written ... resume"); that case is not what this test shows.
+in the middle of a checkpoint write on the lost node is recovered too (the learn step runs
+again from the newest committed checkpoint, `flows/control/recovery.py`); that case is
+tests/fast/test_recovery_budget.py's, not this test's.
 
 Only this test's cluster is stopped at the end (by PID, `local_cluster.sh stop`)."""
 
