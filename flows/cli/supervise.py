@@ -25,8 +25,6 @@ from alignflow.flows.control import recovery
 from alignflow.flows.control.live import backoff
 from alignflow.flows.journal import runs
 
-QUICK_S = 60.0  # a driver that died sooner than this after its start: back off first
-
 
 def resume_command(run_id: str, *, store: str | None, address: str | None,
                    flow: str | None = None, trust: tuple[str, ...] = ()) -> list[str]:
@@ -74,7 +72,7 @@ class Supervisor:
 
         cmd, env, streak = self.first, dict(os.environ, **{SUPERVISED_ENV: "1"}), 0
         while True:
-            started = time.time()
+            committed = self._committed()
             self.child = subprocess.Popen(cmd, env=env, start_new_session=True)
             print(f"alignflow: supervising run {self.run_id}: driver pid {self.child.pid}",
                   file=sys.stderr, flush=True)
@@ -82,10 +80,15 @@ class Supervisor:
             nxt = self._next(code, cmd)
             if nxt is None:
                 return code
-            streak = streak + 1 if time.time() - started < QUICK_S else 1
+            streak = 0 if self._committed() > committed else streak + 1
             if not self._restart(code, streak):
                 return 1
             cmd, env = nxt, dict(env, **{recovery.KEEP_ENV: "1"})
+
+    def _committed(self) -> int:
+        """Tasks the run has committed: a driver that added some was not crash-looping,
+        however soon it died (faults every few seconds are not a crash loop)."""
+        return len(self.store.list(f"runs/{self.run_id}/{runs.TASKS}", "*.json"))
 
     def _next(self, code: int, cmd: list[str]) -> list[str] | None:
         """The command that continues the run, or None when it must not be restarted."""
@@ -108,7 +111,7 @@ class Supervisor:
         print(f"alignflow: the driver of run {self.run_id} died ({death(code)}); restarting "
               f"it ({self.restarts} of {budget}): alignflow resume {self.run_id}",
               file=sys.stderr, flush=True)
-        if streak > 1:  # it keeps dying at once: give what it waits for time
+        if streak > 1:  # it keeps dying before it commits anything: give what it waits for time
             time.sleep(backoff(streak - 1))
         return True
 
