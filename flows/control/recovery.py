@@ -8,7 +8,8 @@ each time) would loop for ever, so each role has a budget per run
 (`$ALIGNFLOW_MAX_RESTARTS`, `--max-restarts`, default 10). The counts live in run.json
 (`recoveries`), so a driver restarted by its supervisor goes on counting; a driver a person
 starts (`run`, `resume`) starts from zero. A spent budget stops the run (FAILED, resumable
-after a fix) with one line naming the role, its count and the last fault.
+after a fix) with one line naming the role, its count and the last fault. Re-forming waits
+only when recoveries follow each other with nothing committed between them (`Budget.pause`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Budget:
         keep = bool(os.environ.get(KEEP_ENV)) if keep is None else keep
         meta = runs.read_run(store, run_id)
         self.counts: dict[str, int] = dict(meta.get("recoveries") or {}) if keep else {}
+        self.stalled = 0  # recoveries in a row with nothing committed between them
         if not keep and meta.get("recoveries"):
             runs.update_run(store, run_id, recoveries={})
 
@@ -76,6 +78,16 @@ class Budget:
         if count > self.limit:
             raise TaskFailed(task_key, spent_line(role, count, self.limit, fault, self.run_id))
         return count
+
+    def pause(self, progressed: bool) -> float:
+        """Seconds to wait before re-forming the run: none when it committed something
+        since the last recovery (a steady rain of faults is not a crash loop), and from the
+        second recovery in a row with nothing committed, doubling (a role that cannot
+        start: give what it waits for time)."""
+        from alignflow.flows.control.live import backoff
+
+        self.stalled = 0 if progressed else self.stalled + 1
+        return backoff(self.stalled - 1) if self.stalled > 1 else 0.0
 
     def charge_fault(self, err: dict, worker: str | None, task_key: str) -> int:
         """A role replaced (its process died, or its engines were restarted) after the

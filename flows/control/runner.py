@@ -21,7 +21,6 @@ from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
 from alignflow.flows.control.heartbeat import watch
-from alignflow.flows.control.live import backoff
 from alignflow.flows.control.recovery import Budget, recoverable, role_of
 from alignflow.flows.control.timeline import mark
 from alignflow.flows.engine import _DRIVER, Flow
@@ -193,7 +192,9 @@ def _recover_or(driver: Driver, exc: TaskFailed) -> TaskFailed:
         driver.progress.log(f"recovering ({role}, {count} of {driver.budget.limit}): the "
                             "run is re-formed from its newest checkpoints after "
                             f"{redact(str(exc))}")
-    time.sleep(backoff(count))
+    wait = driver.budget.pause(progressed=driver.seq > driver.first_seq)
+    if wait:
+        time.sleep(wait)
     raise Recover(worker) from exc
 
 

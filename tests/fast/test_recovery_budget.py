@@ -135,3 +135,35 @@ def test_max_restarts_lasts_as_long_as_its_command(monkeypatch, tmp_path):
     monkeypatch.setenv(recovery.ENV, "7")
     main(["resume", "no-such-run", "--store", str(tmp_path), "--max-restarts", "3"])
     assert recovery.limit() == 7
+
+
+@task
+def once_lost(folder: str, name: str) -> str:
+    """Loses its engines the first time it runs (the fault a steady rain brings)."""
+    from alignflow.errors import EngineError
+
+    if F.bump(folder, name) == 1:
+        raise EngineError(f"{name}: engines lost")
+    return name
+
+
+@flow
+def rained_on(cfg: dict) -> list:
+    return [once_lost.options(max_retries=0)(cfg["dir"], f"t{i}") for i in range(4)]
+
+
+def test_recoveries_wait_only_when_nothing_was_committed_between_them(local_store, folder,
+                                                                      monkeypatch):
+    """A fault after progress is re-formed at once however many came before (the backoff
+    grew with the role's count over the whole run: 30 s per fault after six); two or more
+    in a row with nothing committed back off, doubling."""
+    from alignflow.flows.control import runner
+
+    monkeypatch.setenv("ALIGNFLOW_RETRY_BASE", "0.5")
+    waits: list[float] = []
+    monkeypatch.setattr(runner.time, "sleep", waits.append)
+    out = api.run(rained_on, {"dir": folder}, store=local_store, run_id="p", executor="inline")
+    assert out == ["t0", "t1", "t2", "t3"] and waits == []
+    assert runs.read_run(local_store, "p")["recoveries"] == {"generation engines": 4}
+    _run(local_store, {"dir": folder, "fail_times": 3, "exc": "engine", "max_retries": 0}, "s")
+    assert waits == [0.5, 1.0]  # the 2nd and 3rd recovery without a commit between
