@@ -8,6 +8,7 @@ group. A process alone (no torchrun, no Ray group) gets a world of one on loopba
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import socket
@@ -102,6 +103,15 @@ def join(spec: GroupSpec) -> None:
         backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
         rank=spec.rank, world_size=spec.world_size, pg_options=options,
         timeout=datetime.timedelta(seconds=spec.timeout_s))
+    _leave_at_exit()
+
+
+def _leave_at_exit() -> None:
+    """A process that ends in its group must leave it while Python is still whole: gloo's
+    worker threads still holding work at interpreter teardown abort the process (SIGABRT,
+    "terminate called without an active exception"; one torchrun rank in CI)."""
+    atexit.unregister(leave)
+    atexit.register(leave)
 
 
 def _backend(backend: str, local_rank: int) -> tuple[str, object]:
@@ -122,6 +132,7 @@ def ensure_group(backend: Backend | None = None) -> None:
         os.environ.setdefault("LOCAL_RANK", "0")
         name, options = _backend(backend, int(os.environ["LOCAL_RANK"]))
         dist.init_process_group(name, init_method="env://", pg_options=options)
+        _leave_at_exit()
         return
     join(GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port(),
                    backend=backend))
