@@ -15,11 +15,11 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.flows.campaign.config import GateConfig
 from alignflow.flows.campaign.models import policy_folder
 from alignflow.flows.campaign.records import Policy, Score
+from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
 from alignflow.tasks.steps.generate import RolloutConfig, generate
-from alignflow.tasks.steps.prompts import DataConfig
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.score import score
 from alignflow.tasks.zoo.registry import resolve_model

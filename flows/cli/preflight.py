@@ -15,9 +15,9 @@ from urllib.parse import urlparse
 
 from alignflow.errors import ConfigError, StoreError
 from alignflow.flows.config.lookup import leaves, value_at
+from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.steps.prompts import DataConfig
 
 UNUSED_WHEN_ABSENT = ("ref", "critic")  # RL roles whose models a plan may leave out
 
@@ -122,9 +122,9 @@ def _check_reward(key: str, spec: str) -> None:
     _name, source = split_name(spec)
     where = f"config key {key!r}: source {source!r}"
     if source.startswith("rule:"):
-        from alignflow.tasks.rewards.rules import rule_source
+        from alignflow.tasks.rewards.answers import check_rule
 
-        rule_source(source)
+        check_rule(source)
     elif source.startswith(("http://", "https://")):
         for url in source.split(","):
             if not urlparse(url).netloc:
@@ -189,8 +189,8 @@ def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
     without, every answer scores 0 for correctness and the run learns nothing."""
     from alignflow.tasks.data.loading import load_dataset_spec
     from alignflow.tasks.data.named import with_own_columns
+    from alignflow.tasks.rewards.answers import compares_label, extract_label
     from alignflow.tasks.rewards.registry import split_name
-    from alignflow.tasks.rewards.rules import compares_label, extract_label
 
     data = with_own_columns(data, data.prompt_dataset)  # a named set's own label column
     labelled = [spec for spec in specs if compares_label(split_name(spec)[1])]

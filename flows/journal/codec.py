@@ -77,6 +77,12 @@ MOVED_MODULES = {
     "alignflow.tasks.trainers.deepspeed_config": "alignflow.tasks.trainers.deepspeed.config",
     "alignflow.tasks.trainers.deepspeed_trainer": "alignflow.tasks.trainers.deepspeed.trainer",
     "alignflow.tasks.trainers.ds_section": "alignflow.tasks.trainers.deepspeed.section",
+    # issue 25: config sections and specs the driver reads, out of the modules that import torch
+    "alignflow.tasks.rl.evaluate:RLEvalConfig": "alignflow.tasks.rl.eval_config:RLEvalConfig",
+    "alignflow.tasks.rl.evaluate:RLCkptConfig": "alignflow.tasks.rl.eval_config:RLCkptConfig",
+    "alignflow.tasks.rl.ptx:PtxConfig": "alignflow.tasks.rl.learn_config:PtxConfig",
+    "alignflow.tasks.steps.generate:RolloutConfig": "alignflow.tasks.steps.rollout_config:RolloutConfig",
+    "alignflow.tasks.steps.prompts:DataConfig": "alignflow.tasks.data.source:DataConfig",
 }
 
 
@@ -156,8 +162,12 @@ def decode(value: Any, where: str = "") -> Any:
 
 def current_name(name: str) -> str:
     """The name a journalled type has now (types that moved keep decoding)."""
-    module, _, qualname = MOVED_MODULES.get(name, name).partition(":")
-    return f"{MOVED_MODULES.get(module, module)}:{qualname}"
+    for _ in range(8):  # a type may have moved more than once
+        module, _, qualname = MOVED_MODULES.get(name, name).partition(":")
+        moved, name = name, f"{MOVED_MODULES.get(module, module)}:{qualname}"
+        if name == moved:
+            break
+    return name
 
 
 def lookup_type(name: Any, where: str = "") -> type:
