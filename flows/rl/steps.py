@@ -12,6 +12,7 @@ from alignflow.flows.engine import Done, task
 from alignflow.flows.lazyref import LazyRef
 from alignflow.flows.ray.workers import worker_group
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import MODEL_HOST
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
@@ -19,7 +20,6 @@ from alignflow.tasks.rl.rollout_spec import RolloutSpec
 from alignflow.tasks.steps.host_spec import HostSpec
 
 # The bodies and hosts run in workers; the driver names them (`flows/lazyref.py`).
-MODEL_HOST = LazyRef("alignflow.tasks.steps.host:ModelHost")
 ROLLOUT_HOST = LazyRef("alignflow.tasks.rl.rollout_host:RolloutHost")
 
 reference_logprobs = task(version=1)("alignflow.tasks.rl.reference:reference")
