@@ -15,6 +15,10 @@ from typing import Any
 
 from alignflow.errors import ConfigError
 
+# The modules this process's refs name: a warm worker imports them ahead of its first task
+# (`flows/ray/worker_host.py`), as it did when the flow module imported them itself.
+MODULES: set[str] = set()
+
 
 class LazyRef:
     """`module:name`, callable; pickles as its name, so a worker imports it, not the driver."""
@@ -26,6 +30,7 @@ class LazyRef:
         if not module or not name.isidentifier():
             raise ConfigError(f"{target!r}: expected 'module:name'")
         self.target, self._obj = target, None
+        MODULES.add(module)
 
     @property
     def __name__(self) -> str:

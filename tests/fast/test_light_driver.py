@@ -85,3 +85,13 @@ def test_a_lazy_ref_pickles_by_name_and_resolves_where_called() -> None:
     assert back("rule:gsm8k") == ("gsm8k", None)
     with pytest.raises(Exception, match="module:name"):
         LazyRef("no-colon")
+
+
+def test_a_warm_worker_knows_the_modules_the_driver_left_unimported() -> None:
+    import importlib
+
+    from alignflow.flows.lazyref import MODULES
+
+    importlib.import_module("alignflow.flows.rl.grpo")
+    assert {"alignflow.tasks.rl.learn", "alignflow.tasks.steps.host",
+            "alignflow.tasks.steps.generate"} <= MODULES
