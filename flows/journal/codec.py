@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import sys
 from typing import Any
@@ -83,6 +84,7 @@ MOVED_MODULES = {
     "alignflow.tasks.rl.ptx:PtxConfig": "alignflow.tasks.rl.learn_config:PtxConfig",
     "alignflow.tasks.steps.generate:RolloutConfig": "alignflow.tasks.steps.rollout_config:RolloutConfig",
     "alignflow.tasks.steps.prompts:DataConfig": "alignflow.tasks.data.source:DataConfig",
+    "alignflow.tasks.rl.episodes:EpisodeOutput": "alignflow.tasks.rl.async_records:EpisodeOutput",
 }
 
 
@@ -170,10 +172,24 @@ def current_name(name: str) -> str:
     return name
 
 
+# alignflow's own record modules (torch-free): a driver that names its task bodies without
+# importing them (`flows/lazyref.py`) still decodes their outputs. A fixed list: a journal
+# never chooses what is imported.
+OWN_RECORDS = ("alignflow.artifacts.parquet_io", "alignflow.tasks.steps.records",
+               "alignflow.tasks.offline.records", "alignflow.tasks.loops.records",
+               "alignflow.tasks.rl.async_records", "alignflow.tasks.plan.records",
+               "alignflow.tasks.plan.cluster", "alignflow.tasks.plan.hosts",
+               "alignflow.tasks.trainers.plan", "alignflow.flows.campaign.records")
+
+
 def lookup_type(name: Any, where: str = "") -> type:
     """The allowed record type journalled as `name` (a type that moved is found under its
     new name); `FlowError` naming the file and the type for anything else."""
     found = registered(current_name(name)) if isinstance(name, str) else None
+    if found is None and isinstance(name, str):
+        for module in OWN_RECORDS:
+            importlib.import_module(module)
+        found = registered(current_name(name))
     if found is not None:
         return found
     source = f"{where}: " if where else ""
