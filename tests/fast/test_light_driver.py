@@ -59,14 +59,15 @@ def test_a_ray_dry_run_imports_no_torch(tmp_path) -> None:
 
 def _lazy_tasks() -> list[Task]:
     """Every task the built-in flows declare by name (their modules and step modules)."""
-    import gc
     import importlib
 
     from alignflow.flows.control.registry import BUILTIN
 
     for target, _ in BUILTIN.values():
         importlib.import_module(target.partition(":")[0])
-    return [t for t in gc.get_objects() if isinstance(t, Task) and isinstance(t.fn, LazyRef)]
+    flows = [m for name, m in list(sys.modules.items()) if name.startswith("alignflow.flows.")]
+    found = {id(v): v for m in flows for v in vars(m).values() if isinstance(v, Task)}
+    return [t for t in found.values() if isinstance(t.fn, LazyRef)]
 
 
 def test_lazy_tasks_keep_the_names_and_hashes_of_their_functions() -> None:
