@@ -83,38 +83,41 @@ def read_folder(path: Path) -> pa.Table:
 
 @dataclass(frozen=True)
 class TableRows:
-    """A data set read as an arrow table, answering what the config checks ask of a
+    """A data set's columns as Python lists, answering what the config checks ask of a
     `datasets.Dataset`: its column names, a column's values, its rows, its name."""
 
-    table: pa.Table
+    columns: dict[str, list]
     name: str
 
     @property
     def column_names(self) -> list[str]:
-        return self.table.column_names
+        return list(self.columns)
 
     @property
     def info(self) -> SimpleNamespace:
         return SimpleNamespace(dataset_name=self.name)
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return len(next(iter(self.columns.values()), []))
 
     def __getitem__(self, key: str) -> list:
-        return self.table.column(key).to_pylist()
+        return self.columns[key]
 
     def select(self, rows: range) -> TableRows:
-        return TableRows(self.table.slice(rows.start, len(rows)), self.name)
+        return TableRows({k: v[rows.start:rows.stop] for k, v in self.columns.items()},
+                         self.name)
 
 
 def read_for_check(spec: str, split: str | None = None) -> TableRows | None:
-    """The data set `spec` names, read without `datasets`; None for a hub name or a saved
-    Dataset folder (the caller loads those with `loading.load_dataset_spec`)."""
+    """The data set `spec` names, read without `datasets` (a named set's rows as they are,
+    so not even pyarrow's pandas bridge is loaded); None for a hub name or a saved Dataset
+    folder (the caller loads those with `loading.load_dataset_spec`)."""
     kind, where = locate(spec)
     if kind == "named":
-        table = pa.Table.from_pylist(named_rows(where, split))
+        rows = named_rows(where, split)
+        columns = {k: [r.get(k) for r in rows] for k in (rows[0] if rows else {})}
     elif kind == "path" and not is_saved_dataset(where):
-        table = read_folder(where) if where.is_dir() else read_file(where)
+        columns = (read_folder(where) if where.is_dir() else read_file(where)).to_pydict()
     else:
         return None
-    return TableRows(table, redact(spec.strip()))
+    return TableRows(columns, redact(spec.strip()))

@@ -1,5 +1,5 @@
 """The driver of a Ray run only orchestrates, so it imports no torch, transformers or
-datasets (issue 25): not by loading any built-in flow or its config class, nor by
+datasets (issue 25; nor pandas, which datasets brought): not by loading any built-in flow or its config class, nor by
 checking and planning a run (`run --dry-run --executor ray`). The task bodies and hosts it
 names (`flows/lazyref.py`) keep the names and code hashes of the imported functions, so
 journals written before still resume."""
@@ -17,7 +17,7 @@ from alignflow.flows.engine import Task
 from alignflow.flows.journal.identity import source_hash
 from alignflow.flows.lazyref import LazyRef
 
-HEAVY = ("torch", "transformers", "datasets", "peft")
+HEAVY = ("torch", "transformers", "datasets", "peft", "pandas")
 
 IMPORT_FLOWS = """
 import importlib, json, sys
