@@ -1,8 +1,8 @@
 """The driver of a Ray run only orchestrates, so it imports no torch, transformers or
-datasets (issue 25; nor pandas, which datasets brought): not by loading any built-in flow or its config class, nor by
-checking and planning a run (`run --dry-run --executor ray`). The task bodies and hosts it
-names (`flows/lazyref.py`) keep the names and code hashes of the imported functions, so
-journals written before still resume."""
+datasets (issue 25; nor pandas, which datasets brought): not by loading any built-in flow
+or its config class, nor by checking and planning a run (`run --dry-run --executor ray`).
+The task bodies and hosts it names (`flows/lazyref.py`) keep the names and code hashes of
+the imported functions, so journals written before still resume."""
 
 from __future__ import annotations
 
