@@ -4,7 +4,8 @@ A store is data, never code: a manifest or a run.json names record types as
 `module:QualName`, and whoever can write to a shared bucket can write any name there. So
 decoding rebuilds only classes registered here — alignflow's own records, and the records
 a user's flow module registers with `@journal_record` — and never imports or looks up
-anything else. Registration happens when the defining module is imported.
+anything else. Registration happens when the defining module is imported (the codec
+imports alignflow's own record modules, a fixed list, when a name is not yet registered).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from alignflow.flows.journal import codec
 from alignflow.flows.journal.identity import source_hash
+from alignflow.flows.lazyref import LazyRef
 
 CODE_HASHES: dict[str, str] = {}  # task name -> code hash of the task defined most recently
 _DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
@@ -73,7 +74,9 @@ class Task:
 
     def __init__(self, fn: Callable, opts: TaskOptions, code_hash: str | None = None) -> None:
         self.fn, self.opts, self.name = fn, opts, fn.__name__
-        self.code_hash = code_hash or source_hash(fn)
+        if code_hash is None:  # a named body is hashed from its text, unimported
+            code_hash = fn.source_hash() if isinstance(fn, LazyRef) else source_hash(fn)
+        self.code_hash = code_hash
         functools.update_wrapper(self, fn)
         CODE_HASHES[self.name] = self.code_hash
 
@@ -95,17 +98,18 @@ class Task:
         return f"<task {self.name} v{self.opts.version}>"
 
 
-def task(fn: Callable | None = None, *, version: int = 1, key: str | None = None,
+def task(fn: Callable | str | None = None, *, version: int = 1, key: str | None = None,
          max_retries: int = 3, retry_exceptions: bool = False, catch_exceptions: bool = False,
          cache: bool = False, num_cpus: float = 1, num_gpus: float = 0,
          memory: int | None = None, worker: str | None = None) -> Any:
     """Declare a durable step. `worker="policy"`: runs in that worker group's actor, with the
-    group's object as first argument."""
+    group's object as first argument. `fn` may be "module:function": a body the driver names
+    without importing its module (`flows/lazyref.py`), imported where the task runs."""
     opts = TaskOptions(version, key, max_retries, retry_exceptions, catch_exceptions, cache,
                        num_cpus, num_gpus, memory, worker)
     if fn is None:
-        return lambda f: Task(f, opts)
-    return Task(fn, opts)
+        return lambda f: Task(LazyRef(f) if isinstance(f, str) else f, opts)
+    return Task(LazyRef(fn) if isinstance(fn, str) else fn, opts)
 
 
 class Flow:

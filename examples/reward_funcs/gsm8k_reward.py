@@ -14,7 +14,7 @@ filtering) and `extra_logs` (logged per sample).
 
 import torch
 
-from alignflow.tasks.rewards.rules import has_format, is_correct
+from alignflow.tasks.rewards.answers import has_format, is_correct
 
 FORMAT_WEIGHT = 0.1  # a small bonus for ending with "#### N"
 

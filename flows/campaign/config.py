@@ -20,9 +20,9 @@ from typing import Any, ClassVar, Literal
 from alignflow.artifacts.metric_names import canonical
 from alignflow.errors import ConfigError, invalid, require
 from alignflow.flows.campaign.schedule import ScheduleConfig
+from alignflow.tasks.rewards.answers import RULE_KEYS, check_rule
 from alignflow.tasks.rewards.registry import spec_kind, spec_references, split_name
-from alignflow.tasks.rewards.rules import rule_source
-from alignflow.tasks.steps.generate import METRICS as GENERATE_METRICS
+from alignflow.tasks.steps.rollout_config import METRICS as GENERATE_METRICS
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -102,9 +102,9 @@ class GateConfig:
             names.append(f"score/{name}")
             kind = spec_kind(target)
             if kind == "rule":
-                rule = rule_source(target)
-                names += [f"score/{name}/{k}" for k in rule.SCORES]
-                names += [f"log/{name}/{k}" for k in rule.LOGS]
+                scores, logs = RULE_KEYS[check_rule(target)[0]]
+                names += [f"score/{name}/{k}" for k in scores]
+                names += [f"log/{name}/{k}" for k in logs]
             elif kind == "model":
                 names.append(f"score/{name}/raw")
             else:

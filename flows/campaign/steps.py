@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from alignflow.artifacts.lineage import ROUNDS
 from alignflow.artifacts.scope import current_scope
-from alignflow.flows.campaign import control, gate, inputs
+from alignflow.flows.campaign import control, inputs
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.campaign.models import policy_folder
 from alignflow.flows.campaign.records import Due, Inputs, Policy, RoundRun
@@ -19,10 +19,10 @@ from alignflow.flows.campaign.rounds import round_config, round_run_id, run_roun
 from alignflow.flows.campaign.schedule import ScheduleConfig
 from alignflow.flows.engine import task
 from alignflow.flows.journal import runs
-from alignflow.tasks.steps.prompts import load_prompts
 
-gate_prompts = task(version=1)(load_prompts)
-evaluate_policy = task(version=1)(gate.evaluate)
+# The bodies run where models load; the driver names them (`flows/lazyref.py`).
+gate_prompts = task(version=1)("alignflow.tasks.steps.prompts:load_prompts")
+evaluate_policy = task(version=1)("alignflow.flows.campaign.evaluation:evaluate")
 
 
 @task(version=1)

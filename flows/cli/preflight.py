@@ -15,9 +15,9 @@ from urllib.parse import urlparse
 
 from alignflow.errors import ConfigError, StoreError
 from alignflow.flows.config.lookup import leaves, value_at
+from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.steps.prompts import DataConfig
 
 UNUSED_WHEN_ABSENT = ("ref", "critic")  # RL roles whose models a plan may leave out
 
@@ -102,13 +102,25 @@ def _offline_columns(kind: str, d: Any) -> tuple[str | None, ...]:
     return d.prompt_key, d.chosen_key, d.rejected_key
 
 
-def _check_data(key: str, spec: str, split: str | None, columns: tuple[str | None, ...]) -> None:
+def _read(spec: str, split: str | None) -> Any:
+    """The data set `spec` names, for a check: read as arrow (the driver imports no
+    `datasets`) unless only `datasets` reads it (a hub name, a saved Dataset folder)."""
+    from alignflow.tasks.data.files import read_for_check
+
+    found = read_for_check(spec, split)
+    if found is not None:
+        return found
     from alignflow.tasks.data.loading import load_dataset_spec
+
+    return load_dataset_spec(spec, split=split)
+
+
+def _check_data(key: str, spec: str, split: str | None, columns: tuple[str | None, ...]) -> None:
     from alignflow.tasks.data.prompts import refuse_empty, require_keys
 
     for item in [s.strip() for s in spec.split(",") if s.strip()]:
         try:
-            ds = load_dataset_spec(item, split=split)
+            ds = _read(item, split)
             require_keys(ds, *columns)
             if key == "data.prompt_dataset":
                 refuse_empty(ds, columns[0])
@@ -122,9 +134,9 @@ def _check_reward(key: str, spec: str) -> None:
     _name, source = split_name(spec)
     where = f"config key {key!r}: source {source!r}"
     if source.startswith("rule:"):
-        from alignflow.tasks.rewards.rules import rule_source
+        from alignflow.tasks.rewards.answers import check_rule
 
-        rule_source(source)
+        check_rule(source)
     elif source.startswith(("http://", "https://")):
         for url in source.split(","):
             if not urlparse(url).netloc:
@@ -187,10 +199,9 @@ LABEL_ROWS = 256  # rows whose labels are read to find one a label rule can use
 def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
     """A rule reward that compares answers with labels needs prompts that have them:
     without, every answer scores 0 for correctness and the run learns nothing."""
-    from alignflow.tasks.data.loading import load_dataset_spec
     from alignflow.tasks.data.named import with_own_columns
+    from alignflow.tasks.rewards.answers import compares_label, extract_label
     from alignflow.tasks.rewards.registry import split_name
-    from alignflow.tasks.rewards.rules import compares_label, extract_label
 
     data = with_own_columns(data, data.prompt_dataset)  # a named set's own label column
     labelled = [spec for spec in specs if compares_label(split_name(spec)[1])]
@@ -205,7 +216,7 @@ def _check_labels(data: DataConfig, specs: tuple[str, ...]) -> None:
         raise ConfigError(f"{rule} compares each answer with its prompt's label, but "
                           f"data.label_key is null: no answer could score as correct{fix}")
     for item in [s.strip() for s in data.prompt_dataset.split(",") if s.strip()]:
-        ds = load_dataset_spec(item, split=data.prompt_split)
+        ds = _read(item, data.prompt_split)
         labels = ds.select(range(min(LABEL_ROWS, len(ds))))[data.label_key]
         if not any(extract_label(str(v)) is not None for v in labels if v is not None):
             raise ConfigError(f"{rule} compares each answer with a number, but column "

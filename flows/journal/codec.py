@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import sys
 from typing import Any
@@ -77,6 +78,13 @@ MOVED_MODULES = {
     "alignflow.tasks.trainers.deepspeed_config": "alignflow.tasks.trainers.deepspeed.config",
     "alignflow.tasks.trainers.deepspeed_trainer": "alignflow.tasks.trainers.deepspeed.trainer",
     "alignflow.tasks.trainers.ds_section": "alignflow.tasks.trainers.deepspeed.section",
+    # issue 25: config sections and specs the driver reads, out of the modules that import torch
+    "alignflow.tasks.rl.evaluate:RLEvalConfig": "alignflow.tasks.rl.eval_config:RLEvalConfig",
+    "alignflow.tasks.rl.evaluate:RLCkptConfig": "alignflow.tasks.rl.eval_config:RLCkptConfig",
+    "alignflow.tasks.rl.ptx:PtxConfig": "alignflow.tasks.rl.learn_config:PtxConfig",
+    "alignflow.tasks.steps.generate:RolloutConfig": "alignflow.tasks.steps.rollout_config:RolloutConfig",
+    "alignflow.tasks.steps.prompts:DataConfig": "alignflow.tasks.data.source:DataConfig",
+    "alignflow.tasks.rl.episodes:EpisodeOutput": "alignflow.tasks.rl.async_records:EpisodeOutput",
 }
 
 
@@ -156,14 +164,32 @@ def decode(value: Any, where: str = "") -> Any:
 
 def current_name(name: str) -> str:
     """The name a journalled type has now (types that moved keep decoding)."""
-    module, _, qualname = MOVED_MODULES.get(name, name).partition(":")
-    return f"{MOVED_MODULES.get(module, module)}:{qualname}"
+    for _ in range(8):  # a type may have moved more than once
+        module, _, qualname = MOVED_MODULES.get(name, name).partition(":")
+        moved, name = name, f"{MOVED_MODULES.get(module, module)}:{qualname}"
+        if name == moved:
+            break
+    return name
+
+
+# alignflow's own record modules (torch-free): a driver that names its task bodies without
+# importing them (`flows/lazyref.py`) still decodes their outputs. A fixed list: a journal
+# never chooses what is imported.
+OWN_RECORDS = ("alignflow.artifacts.parquet_io", "alignflow.tasks.steps.records",
+               "alignflow.tasks.offline.records", "alignflow.tasks.loops.records",
+               "alignflow.tasks.rl.async_records", "alignflow.tasks.plan.records",
+               "alignflow.tasks.plan.cluster", "alignflow.tasks.plan.hosts",
+               "alignflow.tasks.trainers.plan", "alignflow.flows.campaign.records")
 
 
 def lookup_type(name: Any, where: str = "") -> type:
     """The allowed record type journalled as `name` (a type that moved is found under its
     new name); `FlowError` naming the file and the type for anything else."""
     found = registered(current_name(name)) if isinstance(name, str) else None
+    if found is None and isinstance(name, str):
+        for module in OWN_RECORDS:
+            importlib.import_module(module)
+        found = registered(current_name(name))
     if found is not None:
         return found
     source = f"{where}: " if where else ""

@@ -42,6 +42,14 @@ def _function_hash(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDe
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+def function_hash(module: str, name: str) -> str | None:
+    """`source_hash` of the module-level function `module:name`, read without importing
+    `module` (`flows/lazyref.py`); None if there is no such file or function."""
+    path = module_file(module)
+    found = _Module(module, path).hash_of(name) if path else None
+    return found[1] if found else None
+
+
 class _Module:
     """One parsed module: its functions and what its imported names refer to."""
 
@@ -81,7 +89,12 @@ class _Reader:
         return self.modules[name]
 
     def function(self, module: _Module, expr: ast.expr) -> tuple[str, str] | None:
-        """(task name, hash) of the function `expr` names in `module` (`f` or `mod.f`)."""
+        """(task name, hash) of the function `expr` names in `module` (`f`, `mod.f` or the
+        lazy "module:f")."""
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            mod, _, attr = expr.value.partition(":")
+            owner = self.module(mod) if attr else None
+            return owner.hash_of(attr) if owner else None
         if isinstance(expr, ast.Name):
             target = module.imports.get(expr.id)
             if target is None:

@@ -15,6 +15,7 @@ from typing import ClassVar
 from alignflow.errors import require
 from alignflow.flows.compat import aliases
 from alignflow.flows.tracking.config import LoggerConfig
+from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.modeling.model_config import ModelConfig
 from alignflow.tasks.offline.config import TrainSpec
@@ -25,8 +26,7 @@ from alignflow.tasks.plan.placement import ALL_IN_ONE, PlacementConfig
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.steps.ckpt import CkptConfig
-from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
-from alignflow.tasks.steps.prompts import DataConfig
+from alignflow.tasks.steps.rollout_config import RolloutConfig, check_lengths
 from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import Optimizer, TrainConfig

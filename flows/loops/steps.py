@@ -16,24 +16,23 @@ from alignflow.flows.loops.config import LoopConfig
 from alignflow.flows.offline.steps import make_plan, train_steps
 from alignflow.flows.ray.workers import worker_group
 from alignflow.flows.rl.shared_steps import (
+    MODEL_HOST,
     export_model,
     generate_rollouts,
     load_prompts,
     score_rollouts,
     sync_weights,
 )
-from alignflow.tasks.loops import examples, select
-from alignflow.tasks.offline import reference
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TrainOutput
 from alignflow.tasks.plan.placement import ALL_IN_ONE
-from alignflow.tasks.steps.host import HostSpec, ModelHost
+from alignflow.tasks.steps.host_spec import HostSpec
 
 HOST = ALL_IN_ONE
 
-select_best = task(version=1)(select.select_best)
-select_pairs = task(version=1)(select.select_pairs)
-round_examples = task(version=1)(examples.round_examples)
-policy_reference = task(version=1)(reference.policy_reference)
+select_best = task(version=1)("alignflow.tasks.loops.select:select_best")
+select_pairs = task(version=1)("alignflow.tasks.loops.select:select_pairs")
+round_examples = task(version=1)("alignflow.tasks.loops.examples:round_examples")
+policy_reference = task(version=1)("alignflow.tasks.offline.reference:policy_reference")
 
 
 def declare_host(cfg: LoopConfig) -> str:
@@ -47,7 +46,7 @@ def declare_host(cfg: LoopConfig) -> str:
                     num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
                     offload=("reward",) if cfg.reward.offload else (),
                     attn_implementation=cfg.ds.attn_implementation)
-    worker_group(HOST, functools.partial(ModelHost, spec), num_cpus=host.cpus_per_worker,
+    worker_group(HOST, functools.partial(MODEL_HOST, spec), num_cpus=host.cpus_per_worker,
                  num_gpus=host.gpus_per_worker, label=host.label)
     return HOST
 

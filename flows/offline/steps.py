@@ -14,23 +14,25 @@ import functools
 from alignflow.artifacts.scope import current_scope
 from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
+from alignflow.flows.lazyref import LazyRef
 from alignflow.flows.offline.config import OfflineConfig
 from alignflow.flows.ray.workers import worker_group
-from alignflow.tasks.offline import prepare, reference, teacher, train
 from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint
-from alignflow.tasks.offline.host import OfflineHost, OfflineHostSpec, TeacherHost
+from alignflow.tasks.offline.host_spec import OfflineHostSpec
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput
 from alignflow.tasks.plan.hosts import HostPlan
-from alignflow.tasks.steps import export
 from alignflow.tasks.trainers.plan import Plan
 
-prepare_examples = task(version=1, cache=True)(prepare.prepare)
-reference_logprobs = task(version=1, cache=True)(reference.reference)
-teacher_logits = task(version=1)(teacher.teacher_logits)
-train_steps = task(version=1)(train.train)
-export_model = task(version=1)(export.export_model)
+# The bodies and hosts run in workers; the driver names them (`flows/lazyref.py`).
+prepare_examples = task(version=1, cache=True)("alignflow.tasks.offline.prepare:prepare")
+reference_logprobs = task(version=1, cache=True)("alignflow.tasks.offline.reference:reference")
+teacher_logits = task(version=1)("alignflow.tasks.offline.teacher:teacher_logits")
+train_steps = task(version=1)("alignflow.tasks.offline.train:train")
+export_model = task(version=1)("alignflow.tasks.steps.export:export_model")
+OFFLINE_HOST = LazyRef("alignflow.tasks.offline.host:OfflineHost")
+TEACHER_HOST = LazyRef("alignflow.tasks.offline.host:TeacherHost")
 
 
 @task(version=1)
@@ -73,10 +75,10 @@ def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
                            pretrain=cfg.model.model_name_or_path,
                            value_head=objective(cfg.KIND).value_head,
                            num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
-    _declare(policy, functools.partial(OfflineHost, spec))
+    _declare(policy, functools.partial(OFFLINE_HOST, spec))
     if TEACHER in (h.name for h in run_plan.hosts):
         _declare(run_plan.host(TEACHER), functools.partial(
-            TeacherHost, cfg.teacher.model_name_or_path, dtype=cfg.ds.param_dtype,
+            TEACHER_HOST, cfg.teacher.model_name_or_path, dtype=cfg.ds.param_dtype,
             num_threads=cfg.num_threads))
 
 

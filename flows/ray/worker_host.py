@@ -63,11 +63,16 @@ class WorkerHost:
             self.install(factory, name)
 
     def warm(self, modules: tuple[str, ...]) -> None:
-        """Import the flow's modules now, before the first task needs them."""
+        """Import the flow's modules now, before the first task needs them, and the task
+        bodies and hosts they name (which the flow's driver does not import)."""
         import importlib
+
+        from alignflow.flows.lazyref import MODULES
 
         mark("warm start")
         for name in modules:
+            importlib.import_module(name)
+        for name in sorted(MODULES):
             importlib.import_module(name)
         mark("warm end")
 

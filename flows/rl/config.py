@@ -18,12 +18,13 @@ from alignflow.flows.rl import async_config, checks
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.agents.config import AgentConfig
+from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
 from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.rl.evaluate import RLCkptConfig, RLEvalConfig
+from alignflow.tasks.rl.eval_config import RLCkptConfig, RLEvalConfig
 from alignflow.tasks.rl.learn_config import (
     AlgoConfig,
     EstimatorConfig,
@@ -31,8 +32,7 @@ from alignflow.tasks.rl.learn_config import (
     RLRewardConfig,
 )
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
-from alignflow.tasks.steps.generate import RolloutConfig, check_lengths
-from alignflow.tasks.steps.prompts import DataConfig
+from alignflow.tasks.steps.rollout_config import RolloutConfig, check_lengths
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.optim import TrainConfig
 

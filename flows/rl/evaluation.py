@@ -19,12 +19,12 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import export_model, load_prompts
 from alignflow.flows.rl.steps import on
 from alignflow.tasks.plan.build import GENERATOR
-from alignflow.tasks.rl import evaluate
 from alignflow.tasks.rl.async_records import PolicyRef
+from alignflow.tasks.rl.eval_config import best_key
 
-eval_generate = task(version=1)(evaluate.eval_generate)
-eval_score = task(version=1)(evaluate.eval_score)
-agent_eval = task(version=1)(evaluate.agent_eval)
+eval_generate = task(version=1)("alignflow.tasks.rl.evaluate:eval_generate")
+eval_score = task(version=1)("alignflow.tasks.rl.evaluate:eval_score")
+agent_eval = task(version=1)("alignflow.tasks.rl.evaluate:agent_eval")
 
 
 class Evaluation:
@@ -62,7 +62,7 @@ class Evaluation:
         self._keep_best(it, scored.metrics)
 
     def _keep_best(self, it: int, metrics: dict[str, float]) -> None:
-        name = evaluate.best_key(self.cfg.ckpt.best_metric_key, metrics)
+        name = best_key(self.cfg.ckpt.best_metric_key, metrics)
         if name is None or (self.best is not None and metrics[name] <= self.best["value"]):
             return
         path = on(export_model, self.hosts["actor"], f"iter-{it:04d}/export_best")("best")

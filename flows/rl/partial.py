@@ -19,12 +19,11 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.rollouts import ScheduledRollouts, key
 from alignflow.flows.rl.steps import on
 from alignflow.tasks.plan.build import GENERATOR
-from alignflow.tasks.rl import schedule, segments
 from alignflow.tasks.rl.async_records import PolicyRef, SegmentOutput
 from alignflow.tasks.steps.records import LearnOutput, StepOutput
 
-generate_segment = task(version=1)(segments.generate_segment)
-recorded_versions = task(version=1)(schedule.recorded_versions)
+generate_segment = task(version=1)("alignflow.tasks.rl.segments:generate_segment")
+recorded_versions = task(version=1)("alignflow.tasks.rl.schedule:recorded_versions")
 
 
 def segment_key(it: int, segment: int) -> str:

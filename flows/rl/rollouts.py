@@ -22,13 +22,12 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.flows.rl.steps import on
 from alignflow.tasks.plan.build import GENERATOR
-from alignflow.tasks.rl import async_generate, episodes
 from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.steps.records import LearnOutput, StepOutput
 
-generate_at = task(version=1)(async_generate.generate_at)
-drop_batch = task(version=1)(async_generate.drop_batch)
-agent_episodes = task(version=1)(episodes.agent_episodes)
+generate_at = task(version=1)("alignflow.tasks.rl.async_generate:generate_at")
+drop_batch = task(version=1)("alignflow.tasks.rl.async_generate:drop_batch")
+agent_episodes = task(version=1)("alignflow.tasks.rl.episodes:agent_episodes")
 
 
 def key(iteration: int) -> str:

@@ -6,10 +6,12 @@ place them on their hosts with `.options(worker=..., key=...)`.
 from __future__ import annotations
 
 from alignflow.flows.engine import task
-from alignflow.tasks.steps import export, generate, prompts, score, sync
+from alignflow.flows.lazyref import LazyRef
 
-load_prompts = task(version=1)(prompts.load_prompts)
-generate_rollouts = task(version=1)(generate.generate)
-score_rollouts = task(version=1)(score.score)
-sync_weights = task(version=1)(sync.sync)
-export_model = task(version=1)(export.export_model)
+# The bodies and the host run in workers; the driver names them (`flows/lazyref.py`).
+load_prompts = task(version=1)("alignflow.tasks.steps.prompts:load_prompts")
+generate_rollouts = task(version=1)("alignflow.tasks.steps.generate:generate")
+score_rollouts = task(version=1)("alignflow.tasks.steps.score:score")
+sync_weights = task(version=1)("alignflow.tasks.steps.sync:sync")
+export_model = task(version=1)("alignflow.tasks.steps.export:export_model")
+MODEL_HOST = LazyRef("alignflow.tasks.steps.host:ModelHost")

@@ -9,20 +9,23 @@ from __future__ import annotations
 import functools
 
 from alignflow.flows.engine import Done, task
+from alignflow.flows.lazyref import LazyRef
 from alignflow.flows.ray.workers import worker_group
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.rl.shared_steps import MODEL_HOST
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.rl import learn, reference
-from alignflow.tasks.rl import learn_critic as learn_critic_step
-from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec
-from alignflow.tasks.steps.host import HostSpec, ModelHost
+from alignflow.tasks.rl.rollout_spec import RolloutSpec
+from alignflow.tasks.steps.host_spec import HostSpec
 
-reference_logprobs = task(version=1)(reference.reference)
-critic_values = task(version=1)(reference.values)
-learn_actor = task(version=1)(learn.learn_actor)
-learn_critic = task(version=1)(learn_critic_step.learn_critic)
+# The bodies and hosts run in workers; the driver names them (`flows/lazyref.py`).
+ROLLOUT_HOST = LazyRef("alignflow.tasks.rl.rollout_host:RolloutHost")
+
+reference_logprobs = task(version=1)("alignflow.tasks.rl.reference:reference")
+critic_values = task(version=1)("alignflow.tasks.rl.reference:values")
+learn_actor = task(version=1)("alignflow.tasks.rl.learn:learn_actor")
+learn_critic = task(version=1)("alignflow.tasks.rl.learn_critic:learn_critic")
 
 
 def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
@@ -44,7 +47,7 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload, attn_implementation=cfg.ds.attn_implementation,
                         trainer_sleep=cfg.ds.enable_sleep)
-        _declare(host, functools.partial(ModelHost, spec))
+        _declare(host, functools.partial(MODEL_HOST, spec))
     return {role: plan.host_of(role) for role in plan.roles}
 
 
@@ -55,7 +58,7 @@ def declare_generator(cfg: RLConfig, plan: RunPlan) -> str:
                        pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                        num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
-    return _declare(host, functools.partial(RolloutHost, spec))
+    return _declare(host, functools.partial(ROLLOUT_HOST, spec))
 
 
 def _declare(host: HostPlan, factory) -> str:

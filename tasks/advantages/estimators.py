@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple, get_args
 
 import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.advantages.names import Estimator
 from alignflow.tasks.advantages.normalize import whiten
 from alignflow.tasks.advantages.shaping import (
     LengthPenalty,
@@ -24,7 +25,6 @@ from alignflow.tasks.advantages.shaping import (
     discounted_returns,
 )
 
-Estimator = Literal["gae", "reinforce", "reinforce_baseline", "group_norm", "dr_grpo", "rloo"]
 GROUP_ESTIMATORS = ("reinforce_baseline", "group_norm", "dr_grpo", "rloo")
 
 

@@ -1,17 +1,26 @@
-"""Offline datasets by name, local files and cached hub sets; prompt, pair and SFT prep."""
+"""Offline datasets by name, local files and cached hub sets; prompt, pair and SFT prep.
 
-from alignflow.tasks.data.loading import load_dataset_spec, mix_datasets
-from alignflow.tasks.data.named import NAMED, gsm8k_label
-from alignflow.tasks.data.pairs import prepare_preferences, prepare_sft
-from alignflow.tasks.data.prompts import Prepared, prepare_prompts
+Names are imported on first use, so importing one torch-free module of the package
+(a config section, a name list) imports no torch."""
 
-__all__ = [
-    "NAMED",
-    "Prepared",
-    "gsm8k_label",
-    "load_dataset_spec",
-    "mix_datasets",
-    "prepare_preferences",
-    "prepare_prompts",
-    "prepare_sft",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "load_dataset_spec": "loading",
+    "mix_datasets": "loading",
+    "NAMED": "named",
+    "gsm8k_label": "named",
+    "prepare_preferences": "pairs",
+    "prepare_sft": "pairs",
+    "Prepared": "prompts",
+    "prepare_prompts": "prompts",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -8,58 +8,20 @@ hub name (offline: it must be in the local HF cache). `mix_datasets("a,b", "0.7,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import datasets
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
-from alignflow.artifacts import sources
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
-from alignflow.tasks.data.named import PREFIX, load_named
-
-SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
-
-
-def _read_json(path: Path) -> pa.Table:
-    with path.open() as f:
-        first = f.read(1024).lstrip()[:1]
-    if first == "[":  # one JSON array of records
-        return pa.Table.from_pylist(json.loads(path.read_text()))
-    return pa_json.read_json(path)
-
-
-def _read_file(path: Path) -> pa.Table:
-    try:
-        if path.suffix in (".json", ".jsonl"):
-            return _read_json(path)
-        if path.suffix == ".parquet":
-            return pq.read_table(path)
-        return pa_csv.read_csv(path)
-    except (pa.ArrowInvalid, ValueError) as exc:
-        raise ConfigError(f"cannot read dataset file {str(path)!r}: {exc}") from None
+from alignflow.tasks.data.files import is_saved_dataset, locate, read_file, read_folder
+from alignflow.tasks.data.named import load_named
 
 
 def _load_path(path: Path) -> datasets.Dataset:
-    if path.is_dir():
-        if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
-            return datasets.load_from_disk(str(path))
-        files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES)
-        if not files:
-            raise ConfigError(f"dataset folder {str(path)!r} holds no {list(SUFFIXES)} files")
-        try:
-            table = pa.concat_tables([_read_file(f) for f in files], promote_options="default")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise ConfigError(f"dataset folder {str(path)!r}: files disagree on columns: "
-                              f"{exc}") from None
-        return datasets.Dataset(table)
-    if path.suffix not in SUFFIXES:
-        raise ConfigError(f"dataset file {str(path)!r}: expected one of {list(SUFFIXES)}")
-    return datasets.Dataset(_read_file(path))
+    if is_saved_dataset(path):
+        return datasets.load_from_disk(str(path))
+    return datasets.Dataset(read_folder(path) if path.is_dir() else read_file(path))
 
 
 def _load_hub(name: str, split: str | None) -> datasets.Dataset:
@@ -77,14 +39,11 @@ def _load_hub(name: str, split: str | None) -> datasets.Dataset:
 def load_dataset_spec(spec: str, split: str | None = None) -> datasets.Dataset:
     """One dataset from `alignflow:NAME`, a local file/folder, or a cached HF hub name."""
     spec = spec.strip()
-    if spec.startswith(PREFIX):
-        ds = load_named(spec[len(PREFIX):], split)
-    elif sources.is_url(spec):
-        ds = _load_path(Path(sources.local_path(spec)))
-    elif Path(spec).expanduser().exists():
-        ds = _load_path(Path(spec).expanduser())
-    elif spec.startswith(("/", ".", "~")) or Path(spec).suffix in SUFFIXES:
-        raise ConfigError(f"dataset path {spec!r} does not exist")
+    kind, where = locate(spec)
+    if kind == "named":
+        ds = load_named(where, split)
+    elif kind == "path":
+        ds = _load_path(where)
     else:
         ds = _load_hub(spec, split)
     ds.info.dataset_name = redact(spec)

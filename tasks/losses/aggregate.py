@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import get_args
 
 import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
-
-Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+from alignflow.tasks.losses.names import Aggregation
 
 
 def upcast(x: Tensor) -> Tensor:

@@ -20,7 +20,7 @@ The corrected loss is agg(w_t · ℓ_t^ppo(π_θ, π_old, A_t)) over the action 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import get_args
 
 import torch
 from torch import Tensor
@@ -28,8 +28,7 @@ from torch import Tensor
 from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import masked_mean
 from alignflow.tasks.losses.kl import LOG_RATIO_LIMIT
-
-ISCorrection = Literal["tis", "icepop", "seq-mask-tis"]
+from alignflow.tasks.losses.names import ISCorrection
 
 
 def tis(log_ratio: Tensor, mask: Tensor, *, low: float, high: float) -> Tensor:

@@ -11,15 +11,15 @@ there) but keeps e^{−x} finite, so the clamp's zero gradient never meets an in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import get_args
 
 import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
+from alignflow.tasks.losses.names import KLEstimator
 
-KLEstimator = Literal["k1", "k2", "k3"]
 ESTIMATE_CLAMP = 10.0  # OpenRLHF's
 # The one guard on a log-ratio of two policies (KL estimates, PPO's ratio, the IS weights):
 # exp(±20) stays finite in float32, as OpenRLHF 0.11 clamps it (0.9.10 had none).

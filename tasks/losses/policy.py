@@ -9,7 +9,7 @@ losses equals the one-batch loss.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import get_args
 
 import torch
 from torch import Tensor
@@ -17,8 +17,7 @@ from torch import Tensor
 from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import Aggregation, Normaliser, aggregate, masked_mean
 from alignflow.tasks.losses.kl import LOG_RATIO_LIMIT, KLEstimator, approx_kl
-
-PolicyLossName = Literal["ppo", "dual_clip", "gspo"]
+from alignflow.tasks.losses.names import PolicyLossName
 
 
 def importance_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:

@@ -9,15 +9,14 @@ The implicit reward of a response is β·(log π − log π_ref).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from alignflow.errors import ConfigError
-
-DPOVariant = Literal["sigmoid", "ipo", "cdpo"]
+from alignflow.tasks.losses.names import DPOVariant
 
 
 def chosen_nll(pi_c: Tensor, chosen_tokens: Tensor) -> Tensor:

@@ -7,7 +7,7 @@ per-pair loss (B,).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
@@ -15,8 +15,7 @@ from torch import Tensor
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.losses.aggregate import upcast
-
-RewardLossName = Literal["sigmoid", "logexp"]
+from alignflow.tasks.losses.names import RewardLossName
 
 
 def pairwise_sigmoid(r_c: Tensor, r_r: Tensor, margin: Tensor | float | None = None) -> Tensor:

@@ -11,7 +11,6 @@ be one rank of a data-parallel worker group (`join_group`); rank 0 prunes old ch
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import torch
 
@@ -24,31 +23,12 @@ from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling.critic import Critic
 from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.offline.config import TRAINED
-from alignflow.tasks.plan.hosts import HostPlan, TrainerPlan
+from alignflow.tasks.offline.host_spec import OfflineHostSpec
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
 from alignflow.tasks.trainers.base import Trainer
 from alignflow.tasks.trainers.build import load_trainer, trainable_lm
 from alignflow.tasks.zoo.registry import resolve_model
-
-
-@dataclass(frozen=True, kw_only=True)
-class OfflineHostSpec:
-    """The host's plan (its trainer: backend and settings, the run's length filled in) and
-    the model it trains."""
-
-    plan: HostPlan
-    pretrain: str
-    value_head: bool  # a reward model: a scalar head on the backbone
-    num_threads: int | None = None
-    keep_checkpoints: int = 2
-
-    @property
-    def trainer(self) -> TrainerPlan:
-        found = self.plan.trainer(TRAINED)
-        assert found is not None, f"host {self.plan.name} trains no {TRAINED}"
-        return found
 
 
 class OfflineHost(Memo, GroupMember):

@@ -8,19 +8,29 @@ objective means adding one record here and one flow file; nothing else branches 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from alignflow.artifacts.schemas import PREFERENCES, SFT_SAMPLES, TableSchema
 from alignflow.errors import ConfigError
-from alignflow.tasks.offline import objectives, rows
+
+_ROWS, _LOSSES = "alignflow.tasks.offline.rows", "alignflow.tasks.offline.objectives"
+
+
+def _code(module: str, name: str) -> Callable[..., Any]:
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
 class Objective:
+    """The code is named (a function of `rows.py`, of `objectives.py`) and imported where it
+    runs: a config check reads the flags, and the driver imports no torch."""
+
     name: str
-    rows: Callable[..., list[dict]]  # (dataset, tokenizer, data config) -> examples
-    loss: Callable[..., objectives.Out]  # (model, idx, context, denominator) -> Out
+    rows_fn: str  # rows.<it>: (dataset, tokenizer, data config) -> examples
+    loss_fn: str  # objectives.<it>: (model, idx, context, denominator) -> Out
     token_level: bool  # the step's denominator is loss tokens (else examples)
     table: TableSchema  # where consumed examples and their losses go
     reference: bool = False  # needs reference log-probs of chosen / rejected
@@ -29,23 +39,35 @@ class Objective:
     value_head: bool = False  # trains a scalar head (reward model), not the LM head
     packing: bool = False  # can pack a micro-batch into one row
     step_tokens: bool = False  # reads the step placeholder and reward tokens (PRM)
-    eval_loss: Callable[..., objectives.Out] | None = None  # eval loss (default: `loss`)
+    eval_loss_fn: str | None = None  # the eval loss (default: the loss)
 
     @property
     def pairs(self) -> bool:
         return self.table is PREFERENCES
 
+    @property
+    def rows(self) -> Callable[..., list[dict]]:
+        return _code(_ROWS, self.rows_fn)
+
+    @property
+    def loss(self) -> Callable[..., Any]:
+        return _code(_LOSSES, self.loss_fn)
+
+    @property
+    def eval_loss(self) -> Callable[..., Any] | None:
+        return _code(_LOSSES, self.eval_loss_fn) if self.eval_loss_fn else None
+
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("sft", rows.sft_rows, objectives.sft, True, SFT_SAMPLES, packing=True),
-    Objective("csft", rows.csft_rows, objectives.sft, True, SFT_SAMPLES, packing=True),
-    Objective("distill", rows.sft_rows, objectives.distill, True, SFT_SAMPLES, teacher=True,
-              eval_loss=objectives.sft),  # no teacher logits at eval: report CE
-    Objective("prm", rows.prm_rows, objectives.prm, False, SFT_SAMPLES, step_tokens=True),
-    Objective("rm", rows.pair_rows, objectives.rm, False, PREFERENCES, value_head=True),
-    Objective("dpo", rows.pair_rows, objectives.dpo, False, PREFERENCES, reference=True,
-              eval_loss=objectives.dpo_eval),
-    Objective("kto", rows.kto_rows, objectives.kto, False, PREFERENCES, reference=True,
+    Objective("sft", "sft_rows", "sft", True, SFT_SAMPLES, packing=True),
+    Objective("csft", "csft_rows", "sft", True, SFT_SAMPLES, packing=True),
+    Objective("distill", "sft_rows", "distill", True, SFT_SAMPLES, teacher=True,
+              eval_loss_fn="sft"),  # no teacher logits at eval: report CE
+    Objective("prm", "prm_rows", "prm", False, SFT_SAMPLES, step_tokens=True),
+    Objective("rm", "pair_rows", "rm", False, PREFERENCES, value_head=True),
+    Objective("dpo", "pair_rows", "dpo", False, PREFERENCES, reference=True,
+              eval_loss_fn="dpo_eval"),
+    Objective("kto", "kto_rows", "kto", False, PREFERENCES, reference=True,
               kl_sample=True),
 )}
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from alignflow.errors import require
-from alignflow.tasks.losses.preference import DPOVariant
-from alignflow.tasks.losses.reward_model import RewardLossName
+from alignflow.tasks.losses.names import DPOVariant, RewardLossName
 from alignflow.tasks.modeling.model_config import ModelConfig, SFTModelConfig
 
 

@@ -12,11 +12,13 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from alignflow.errors import ConfigError, require
-from alignflow.tasks.rewards.base import RewardSource
-from alignflow.tasks.rewards.combine import CombinedReward
+
+if TYPE_CHECKING:  # the config is read by the driver, which imports no torch
+    from alignflow.tasks.rewards.base import RewardSource
+    from alignflow.tasks.rewards.combine import CombinedReward
 
 _NAMED = re.compile(r"^([A-Za-z_][\w.-]*)=(.+)$")
 
@@ -195,4 +197,6 @@ def build_reward(cfg: RewardConfig) -> CombinedReward:
                           f"with 'name=<spec>'")
     sources = {name: build_source(spec, cfg) for name, spec in named}
     weights = dict(zip(names, cfg.weights, strict=True)) if cfg.weights else None
+    from alignflow.tasks.rewards.combine import CombinedReward
+
     return CombinedReward(sources, weights)

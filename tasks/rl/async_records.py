@@ -32,3 +32,13 @@ class SegmentOutput:
     unfinished: int
     rollouts: StepOutput | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@journal_record
+@dataclass(frozen=True)
+class EpisodeOutput:
+    """The batch (`rollouts`), its rewards (`scores`) and its turns (`turns`)."""
+
+    rollouts: StepOutput
+    scores: StepOutput
+    turns: StepOutput

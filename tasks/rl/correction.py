@@ -11,24 +11,10 @@ behind, or an inference engine that computes differently) from the trust region.
 
 from __future__ import annotations
 
-from typing import get_args
-
 import torch
 
-from alignflow.errors import require
-from alignflow.tasks.losses.is_correction import ISCorrection
 from alignflow.tasks.modeling.batching import inference_chunks
 from alignflow.tasks.modeling.forward import response_logprobs
-
-
-def check_is_correction(cfg) -> None:
-    """Validate the `is_correction_*` keys of `algo.advantage` (called by its class)."""
-    require(cfg.is_correction_type in get_args(ISCorrection), "is_correction_type",
-            f"one of {get_args(ISCorrection)}", cfg.is_correction_type)
-    threshold = tuple(float(x) for x in cfg.is_correction_threshold)
-    require(len(threshold) == 2 and 0.0 <= threshold[0] < threshold[1],
-            "is_correction_threshold", "two floats 0 <= low < high, e.g. [0.5, 5.0]", threshold)
-    object.__setattr__(cfg, "is_correction_threshold", threshold)
 
 
 @torch.no_grad()

@@ -5,11 +5,8 @@ environment's feedback and reward) and rollout_scores (the episode's summed rewa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 
-from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.agents.config import AgentConfig
@@ -17,23 +14,13 @@ from alignflow.tasks.agents.engine import BatchingEngine
 from alignflow.tasks.agents.runner import Episode, run_episodes
 from alignflow.tasks.agents.sampling import AgentSamplingParams
 from alignflow.tasks.rl.async_generate import batch_metrics
-from alignflow.tasks.rl.async_records import PolicyRef
+from alignflow.tasks.rl.async_records import EpisodeOutput, PolicyRef
 from alignflow.tasks.steps.generate import RolloutConfig, eos_ids
 from alignflow.tasks.steps.host_api import Sampler
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import SCORES, TURNS
-
-
-@journal_record
-@dataclass(frozen=True)
-class EpisodeOutput:
-    """The batch (`rollouts`), its rewards (`scores`) and its turns (`turns`)."""
-
-    rollouts: StepOutput
-    scores: StepOutput
-    turns: StepOutput
 
 
 def _keys(scope, iteration: int, pids: list[str], samples: list[int]) -> dict:

@@ -9,16 +9,49 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from alignflow.errors import require
-from alignflow.tasks.advantages.estimators import Estimator
-from alignflow.tasks.losses.aggregate import Aggregation
-from alignflow.tasks.losses.is_correction import ISCorrection
-from alignflow.tasks.losses.kl import KLEstimator
+from alignflow.tasks.advantages.names import Estimator
+from alignflow.tasks.losses.names import Aggregation, ISCorrection, KLEstimator
 from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.rewards.registry import RewardConfig
-from alignflow.tasks.rl.correction import check_is_correction
-from alignflow.tasks.rl.ptx import PtxConfig
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
 from alignflow.tasks.trainers.optim import TrainConfig
+
+
+def check_is_correction(cfg) -> None:
+    """Validate the `is_correction_*` keys of `algo.advantage` (called by its class)."""
+    require(cfg.is_correction_type in get_args(ISCorrection), "is_correction_type",
+            f"one of {get_args(ISCorrection)}", cfg.is_correction_type)
+    threshold = tuple(float(x) for x in cfg.is_correction_threshold)
+    require(len(threshold) == 2 and 0.0 <= threshold[0] < threshold[1],
+            "is_correction_threshold", "two floats 0 <= low < high, e.g. [0.5, 5.0]", threshold)
+    object.__setattr__(cfg, "is_correction_threshold", threshold)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PtxConfig:
+    """OpenRLHF's `--pretrain_data` / `--ptx_coef`; off while `ptx_coef` is 0."""
+
+    pretrain_data: str | None = None
+    pretrain_key: str = "text"
+    ptx_coef: float = 0.0
+    max_len: int = 256
+    batch_size: int = 4
+    max_samples: int | None = 10000
+
+    def __post_init__(self) -> None:
+        require(math.isfinite(self.ptx_coef) and self.ptx_coef >= 0, "ptx_coef",
+                "a finite float >= 0", self.ptx_coef)
+        require(not self.enabled or bool(self.pretrain_data), "pretrain_data",
+                "a dataset spec when ptx_coef > 0", self.pretrain_data)
+        for name in ("max_len", "batch_size"):
+            require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        if self.max_samples is not None:
+            require(self.max_samples >= 1, "max_samples", "an integer >= 1 or null",
+                    self.max_samples)
+
+    @property
+    def enabled(self) -> bool:
+        return math.isfinite(self.ptx_coef) and self.ptx_coef > 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,45 +6,15 @@ taken in order by the trainer's step count, so a resumed run sees the same texts
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 from torch import Tensor
 
 from alignflow.artifacts.tensors import pad_right
-from alignflow.errors import require
 from alignflow.tasks.data.loading import mix_datasets
 from alignflow.tasks.data.prompts import require_keys
 from alignflow.tasks.losses.tokens import IGNORE_INDEX, ptx_loss
 from alignflow.tasks.modeling.device import to_model
+from alignflow.tasks.rl.learn_config import PtxConfig
 from alignflow.tasks.steps.host_api import Trained
-
-
-@dataclass(frozen=True, kw_only=True)
-class PtxConfig:
-    """OpenRLHF's `--pretrain_data` / `--ptx_coef`; off while `ptx_coef` is 0."""
-
-    pretrain_data: str | None = None
-    pretrain_key: str = "text"
-    ptx_coef: float = 0.0
-    max_len: int = 256
-    batch_size: int = 4
-    max_samples: int | None = 10000
-
-    def __post_init__(self) -> None:
-        require(math.isfinite(self.ptx_coef) and self.ptx_coef >= 0, "ptx_coef",
-                "a finite float >= 0", self.ptx_coef)
-        require(not self.enabled or bool(self.pretrain_data), "pretrain_data",
-                "a dataset spec when ptx_coef > 0", self.pretrain_data)
-        for name in ("max_len", "batch_size"):
-            require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
-        if self.max_samples is not None:
-            require(self.max_samples >= 1, "max_samples", "an integer >= 1 or null",
-                    self.max_samples)
-
-    @property
-    def enabled(self) -> bool:
-        return math.isfinite(self.ptx_coef) and self.ptx_coef > 0
 
 
 def load_pretrain_ids(cfg: PtxConfig, tokenizer) -> list[list[int]]:

@@ -10,7 +10,6 @@ worker needs nothing restored.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import torch
 
@@ -18,24 +17,10 @@ from alignflow.artifacts.checkpoints import load_model_state
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
-from alignflow.tasks.plan.hosts import HostPlan, VLLMEngines
 from alignflow.tasks.rl.async_records import PolicyRef
+from alignflow.tasks.rl.rollout_spec import RolloutSpec
 from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.zoo.registry import resolve_model
-
-
-@dataclass(frozen=True, kw_only=True)
-class RolloutSpec:
-    """What the generator worker builds: its plan (GPUs, engine), the policy's architecture
-    and sampling batch."""
-
-    plan: HostPlan
-    engines: VLLMEngines | None = None  # the run's vLLM engines, driven from this worker
-    pretrain: str
-    dtype: str = "fp32"
-    micro_rollout_batch_size: int = 8
-    num_threads: int | None = None
-    agent_func_path: str | None = None
 
 
 class RolloutHost:

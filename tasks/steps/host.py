@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 
@@ -36,46 +35,24 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.ray_group import GroupMember
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.modeling.critic import Critic
-from alignflow.tasks.modeling.device import Attention, check_attention, host_device, on_gpu
+from alignflow.tasks.modeling.device import check_attention, host_device, on_gpu
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.modeling.offload import offload as offload_module
 from alignflow.tasks.modeling.offload import reload as reload_module
-from alignflow.tasks.plan.hosts import EngineKind, HostPlan, TrainerPlan, VLLMEngines
+from alignflow.tasks.plan.hosts import TrainerPlan
 from alignflow.tasks.plan.placement import Role
-from alignflow.tasks.rewards.registry import RewardConfig, build_reward
+from alignflow.tasks.rewards.registry import build_reward
 from alignflow.tasks.steps.host_engine import EngineSide
+from alignflow.tasks.steps.host_spec import HostSpec
 from alignflow.tasks.steps.memo import Memo
 from alignflow.tasks.steps.saver import BackgroundSaves
-from alignflow.tasks.trainers.base import Precision, Trainer
+from alignflow.tasks.trainers.base import Trainer
 from alignflow.tasks.trainers.build import load_trainer, trainable_lm
 from alignflow.tasks.trainers.ema import EMA
 from alignflow.tasks.trainers.sleep import sleep_trainer, wake_trainer
 from alignflow.tasks.zoo.registry import resolve_model
 
 HOST_FILE = INDEX
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostSpec:
-    """Everything a host needs to build its roles: its plan (roles, GPUs, trainers with the
-    run's length filled in, engine) and the models it loads."""
-
-    plan: HostPlan
-    engines: VLLMEngines | None = None  # the run's vLLM engines, when this host drives them
-    sampled_by: EngineKind = "hf"  # the engine the run's batches are sampled with
-    pretrain: str  # the policy's starting point (and the tokenizer)
-    ref_pretrain: str | None = None  # default: pretrain
-    critic_pretrain: str | None = None  # default: pretrain
-    critic_normalize: bool = False  # reward.normalize_enable: values by the config's mean/std
-    ema_beta: float | None = None  # train.enable_ema: the policy's EMA with this β (None: off)
-    dtype: Precision = "fp32"  # of the engine's and the reference's weights
-    rewards: RewardConfig | None = None
-    micro_rollout_batch_size: int = 8
-    num_threads: int | None = None
-    keep_checkpoints: int = 2
-    offload: tuple[Role, ...] = ()  # roles parked on disk between uses (ref, reward)
-    attn_implementation: Attention = "sdpa"
-    trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
 
 
 class ModelHost(Memo, GroupMember, EngineSide):

@@ -9,7 +9,7 @@ this interface it uses. Five classes implement parts of it:
 | `offline.host.OfflineHost` (offline training) | `Host`, `Trained` |
 | `rl.rollout_host.RolloutHost` (the generator worker) | `Host`, `Sampler` |
 | `offline.host.TeacherHost` (distillation) | `Host`, `Teacher` |
-| `flows/campaign/gate.EvalHost` (a campaign's gate, one evaluation) | `Generator`, `Scorer` |
+| `flows/campaign/evaluation.EvalHost` (a campaign's gate, one evaluation) | `Generator`, `Scorer` |
 """
 
 from __future__ import annotations

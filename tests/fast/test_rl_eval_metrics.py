@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from alignflow.flows.cli.run_config import build_config
-from alignflow.tasks.rl.evaluate import best_key, eval_metrics
+from alignflow.tasks.rl.eval_config import best_key
+from alignflow.tasks.rl.evaluate import eval_metrics
 
 
 def openrlhf_eval_metrics(sources, rewards, lengths, truncated, n):

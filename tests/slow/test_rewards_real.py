@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from alignflow.tasks.rewards.answers import extract_label
 from alignflow.tasks.rewards.model_rm import ModelRewardModel
-from alignflow.tasks.rewards.rules import Gsm8kRule, extract_label
+from alignflow.tasks.rewards.rules import Gsm8kRule
 
 pytestmark = pytest.mark.slow
 torch.set_num_threads(1)

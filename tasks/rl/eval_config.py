@@ -1,0 +1,65 @@
+"""The sections of RL evaluation (`eval.*`, `ckpt.best_metric_key`) and the choice of the
+best metric: read by the flow's driver, apart from the evaluation steps (`evaluate.py`) so
+that the driver imports no engine or torch."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from alignflow.errors import require
+from alignflow.tasks.steps.ckpt import CkptConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLEvalConfig:
+    """Evaluation of the policy on a prompt set of its own (`eval.*`).
+
+    dataset: prompt dataset spec(s) to evaluate on, read as data.* reads prompt_dataset (null: no evaluation)
+    split: its split
+    steps: evaluate after every N iterations (-1: never)
+    temperature: sampling temperature of the evaluation
+    n_samples_per_prompt: responses per eval prompt (pass@n: a prompt's best reward)
+    """
+
+    dataset: str | None = None
+    split: str = "train"
+    steps: int = -1
+    temperature: float = 0.6
+    n_samples_per_prompt: int = 4
+
+    def __post_init__(self) -> None:
+        require(self.steps == -1 or self.steps >= 1, "steps", "an integer >= 1, or -1",
+                self.steps)
+        require(math.isfinite(self.temperature) and self.temperature >= 0, "temperature",
+                "a finite float >= 0", self.temperature)
+        require(self.n_samples_per_prompt >= 1, "n_samples_per_prompt", "an integer >= 1",
+                self.n_samples_per_prompt)
+
+    def due(self, done: int) -> bool:
+        """Whether an evaluation follows iteration `done` (1-based), as OpenRLHF's
+        `global_step % eval_steps == 0`."""
+        return self.dataset is not None and self.steps > 0 and done % self.steps == 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLCkptConfig(CkptConfig):
+    """An RL run's checkpoint keys, with the best evaluation's export."""
+
+    best_metric_key: str = field(default="", metadata={
+        "help": "the eval metric whose best value so far keeps an HF export of the policy "
+                "(runs/<id>/final/best): OpenRLHF's name (eval_<source>_pass1) or "
+                "alignflow's (eval/<source>/pass1); empty: the first *pass1 metric; none: "
+                "no best export"})
+
+
+def best_key(given: str, metrics: dict[str, float]) -> str | None:
+    """The metric `ckpt.best_metric_key` names in `metrics` (alignflow's names), as
+    OpenRLHF detects it: none: None; a name: it (in either spelling) if measured; empty:
+    the first metric ending in _pass1 in OpenRLHF's sorted names."""
+    if given == "none":
+        return None
+    spelled = {"eval_" + k[len("eval/"):].replace("/", "_"): k for k in metrics}
+    if given:
+        return given if given in metrics else spelled.get(given)
+    return next((spelled[k] for k in sorted(spelled) if k.endswith("_pass1")), None)
