@@ -12,7 +12,9 @@ worker groups are rebuilt only once it is declared dead, so Ray's defaults (3000
 one (no answer at all) up to 65 s. These values give 2-3 s and 18 s. The margin against a
 false death on a busy machine is the timeout: a live raylet would have to leave three
 probes in a row unanswered for 5 s each (a 17 s stall); CI runs on 2 busy cores, so the
-values stay at that floor (measured: bench/node_loss.py, bench/RESULTS.md).
+values stay at that floor (measured: bench/node_loss.py, bench/RESULTS.md). Ray's delay
+before a new node's first probe (health_check_initial_delay_ms, 5 s) is left as it is: a
+node lost in its first seconds is noticed up to that much later.
 """
 
 from __future__ import annotations
