@@ -3,11 +3,14 @@ while a seeded injector kills, at a set rate, worker actors, generation engines,
 nodes and the driver (`chaos_inject.py`), against the same run undisturbed.
 
     .venv/bin/python bench/chaos.py [--flows grpo,dpo] [--rates 10,5] [--seed 0]
+                                    [--ray-health-defaults]
 
 Every run is `alignflow run FLOW … --address <cluster> --supervise` (the command a user
-types, the cluster started here and left up while drivers come and go). A rate R means one
-fault per R% of the undisturbed run's wall time (seeded jitter ±50%), from the first
-committed training step on (`--from-start`: from the driver's start), until the run ends.
+types, the cluster started here and left up while drivers come and go); its head gives up
+on a lost node as `tasks/simulate/node_health.py` says (`--ray-health-defaults`: as Ray
+does). A rate R means one fault per R% of the undisturbed run's wall time (seeded jitter
+±50%), from the first committed training step on (`--from-start`: from the driver's
+start), until the run ends.
 Measured per run:
 - finished: the supervisor exited 0 and the run is SUCCESSFUL, no person involved;
 - ETTR: undisturbed wall time / disturbed wall time;
@@ -181,10 +184,13 @@ def main() -> None:
     parser.add_argument("--from-start", action="store_true",
                         help="inject from the driver's start (default: from the first "
                              "committed training step, when the run's workers are up)")
+    parser.add_argument("--ray-health-defaults", action="store_true",
+                        help="the head with Ray's own node health checks, not alignflow's")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up (finally) when stopped
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from alignflow.artifacts.store import Store
+    from alignflow.tasks.simulate import node_health
     from alignflow.tasks.simulate.cluster import SimulatedCluster
     from alignflow.tasks.zoo.registry import models_dir
     from alignflow.tasks.zoo.tiny import build_tiny_model
@@ -197,7 +203,8 @@ def main() -> None:
     GRPO["iterations"] = args.iterations
     sets = {"grpo": grpo_sets(model), "dpo": dpo_sets(model, data, args.epochs)}
     results = []
-    with SimulatedCluster(*CLUSTER) as sim:
+    health = node_health.RAY_DEFAULTS if args.ray_health_defaults else node_health.ENV
+    with SimulatedCluster(*CLUSTER, health=health) as sim:
         sim.connect()
         for flow in args.flows.split(","):
             base = run_once(flow, sets[flow], where, f"{flow}-base", sim.address, None, 0,

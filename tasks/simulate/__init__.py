@@ -9,5 +9,6 @@ which fake GPUs Ray gave it, the device it believes it has (`cuda:<i>`, for plac
 bookkeeping: GPU branches are taken) and where its tensors live (the CPU); tensors the
 device helper places on a fake GPU carry that GPU, so the strict process group (the NCCL
 stand-in, `tasks/distributed/strict.py`) judges them as NCCL would. `sightings` records
-what each process saw, for run.json and the tests.
+what each process saw, for run.json and the tests. `node_health` is how fast a head gives
+up on a lost node: alignflow's Ray health-check settings, for every head it starts.
 """

@@ -23,19 +23,18 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from alignflow.errors import ConfigError, FlowError
-from alignflow.tasks.simulate import node, sightings
+from alignflow.tasks.simulate import node, node_health, sightings
 
 STRICT_GROUPS_ENV = "ALIGNFLOW_STRICT_GROUPS"  # tasks/distributed/strict.py's switch
 OBJECT_STORE_BYTES = 160 << 20  # per node: tiny models, bucketed weights
 _LEAN = {"include_dashboard": False, "include_log_monitor": False}
-_HEAD_ONLY = {"no_monitor": True,
-              "_system_config": {"enable_worker_prestart": False,
-                                 "prestart_worker_first_driver": False}}
+_HEAD_ONLY = {"no_monitor": True}
+_NO_PRESTART = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
 
 
 def default_cpus(gpus_per_node: int) -> float:
@@ -47,16 +46,19 @@ def default_cpus(gpus_per_node: int) -> float:
 class SimulatedCluster:
     """`nodes` × `gpus_per_node` fake GPUs on this machine; `start()`, then `connect()` from
     the driver; `sightings()` are what its processes saw; `stop()` ends every process it
-    started (and nothing else)."""
+    started (and nothing else). The head notices a lost node as fast as `health` says
+    (`node_health.ENV`, alignflow's choice for every head; the bench passes Ray's own)."""
 
     def __init__(self, nodes: int, gpus_per_node: int, cpus_per_node: float | None = None,
-                 *, folder: str | None = None) -> None:
+                 *, folder: str | None = None,
+                 health: Mapping[str, str] = node_health.ENV) -> None:
         if nodes < 1 or gpus_per_node < 1:
             raise ConfigError(f"--simulate-cluster {nodes}x{gpus_per_node}: expected at least "
                               "1 node of 1 or more GPUs")
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
         self.cpus_per_node = cpus_per_node or default_cpus(gpus_per_node)
         self.folder = folder or tempfile.mkdtemp(prefix="afsim-", dir="/tmp")  # short: sockets
+        self.health = health
         self._ray: Any = None  # ray.cluster_utils.Cluster
 
     @property
@@ -96,7 +98,8 @@ class SimulatedCluster:
                     labels={node.LABEL: str(index)}, env_vars=env,
                     object_store_memory=OBJECT_STORE_BYTES, **_LEAN)
         if head:
-            args.update(temp_dir=self.folder, **_HEAD_ONLY)
+            config = {**_NO_PRESTART, **node_health.system_config(self.health)}
+            args.update(temp_dir=self.folder, _system_config=config, **_HEAD_ONLY)
         return args
 
     def connect(self) -> None:

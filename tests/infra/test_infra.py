@@ -123,6 +123,16 @@ def test_cluster_launcher_config_parses_and_runs_the_image():
     assert any("ray start --address" in c for c in doc["worker_start_ray_commands"])
 
 
+def test_cluster_launcher_head_gives_up_on_a_lost_node_as_alignflow_chose():
+    from alignflow.tasks.simulate import node_health
+
+    (start,) = [c for c in _load("ray-cluster.yaml")["head_start_ray_commands"]
+                if "ray start --head" in c]
+    words = shlex.split(start)
+    env = dict(w.split("=", 1) for w in words[:words.index("ray")])  # NAME=VALUE ray start
+    assert env == dict(node_health.ENV)
+
+
 def test_dockerfile_pins_versions_that_install_together():
     text = (INFRA / "docker/gpu.Dockerfile").read_text()
     pins = dict(re.findall(r"\b(torch|vllm|deepspeed)==([\d.]+)", text))

@@ -3,7 +3,8 @@ trains from S3 with a rule reward on GSM8K's labels and uses every GPU its worke
 ask for (its plan for that cluster); every pod has a /dev/shm in memory and an ephemeral
 volume for the model caches; GPU pods select GPU nodes; the S3 credentials come from a
 Secret; the image is a variable the README says how to build and push; a retry
-(`backoffLimit`) re-runs a command that continues its run. That the commands run as
+(`backoffLimit`) re-runs a command that continues its run; the head gives up on a lost
+node as fast as tasks/simulate/node_health.py says. That the commands run as
 written: tests/infra/test_manifests_run.py."""
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import pytest
 from alignflow.flows.cli.run_config import build_config
 from alignflow.flows.control import registry
 from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.simulate import node_health
 from tests.infra.manifests import (
     IMAGE_VAR,
     MANIFESTS,
     ROOT,
+    cluster_spec,
     flags_and_sets,
     gpu_shape,
     pod_specs,
@@ -90,3 +93,10 @@ def test_the_readme_says_how_to_build_push_and_name_the_image():
                  "docker push \"$ALIGNFLOW_IMAGE\"",
                  "envsubst '$ALIGNFLOW_IMAGE' < infra/kuberay/rayjob.yaml | kubectl apply -f -"):
         assert step in text, step
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_the_head_gives_up_on_a_lost_node_as_alignflow_chose(name):
+    head = cluster_spec(name)["headGroupSpec"]["template"]["spec"]["containers"][0]
+    plain = {e["name"]: e["value"] for e in head["env"] if "value" in e}
+    assert {k: plain.get(k) for k in node_health.ENV} == dict(node_health.ENV)

@@ -1,5 +1,6 @@
 """`infra/local_cluster.sh stop` ends every process of its cluster: the nodes and the Ray
-Client server, which names only the cluster's address (it used to stay up, listening)."""
+Client server, which names only the cluster's address (it used to stay up, listening). Its
+head's GCS gives up on a lost node as fast as tasks/simulate/node_health.py says."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from alignflow.tasks.simulate import node_health
 from tests.infra.test_two_nodes import SCRIPT, _free_ports, _script
 
 pytestmark = pytest.mark.slow
@@ -24,6 +26,7 @@ def test_stop_leaves_no_process_and_no_port_of_the_cluster():
                RAY=str(Path(sys.executable).parent / "ray"))
     try:
         address = _script(env, "start").splitlines()[-1]
+        assert _gcs_health_env(cluster_dir) == dict(node_health.ENV)  # (while it is up)
     finally:
         _script(env, "stop")
         subprocess.run(["rm", "-rf", cluster_dir], check=False)
@@ -33,6 +36,14 @@ def test_stop_leaves_no_process_and_no_port_of_the_cluster():
     listening = [c.laddr.port for c in psutil.net_connections("tcp")
                  if c.status == psutil.CONN_LISTEN and port <= c.laddr.port < port + 4]
     assert listening == []  # the GCS, the Ray Client server, the agents
+
+
+def _gcs_health_env(cluster_dir: str) -> dict[str, str]:
+    """The health-check settings in the environment of the cluster's GCS process."""
+    (gcs,) = [p for p in psutil.process_iter(["cmdline"]) if (cmd := p.info["cmdline"])
+              and cmd[0].endswith("gcs_server") and any(cluster_dir in a for a in cmd)]
+    env = gcs.environ()
+    return {k: env.get(k) for k in node_health.ENV}
 
 
 def _defaults(uid: int, user: str) -> tuple[str, str]:
