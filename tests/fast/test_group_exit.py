@@ -4,8 +4,11 @@ exit while Python is whole: a rank ending with gloo's work threads alive aborted
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+from alignflow.tasks.distributed.group import TORCHRUN_VARS
 
 SCRIPT = """
 import torch, torch.distributed as dist
@@ -23,7 +26,9 @@ print("in a group of", dist.get_world_size(), flush=True)
 
 
 def test_a_process_in_a_group_leaves_it_at_exit():
+    env = {k: v for k, v in os.environ.items()  # a group an earlier test joined in-process
+           if k not in (*TORCHRUN_VARS, "LOCAL_RANK")}  # left its variables: not torchrun's
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["in a group of 1", "left the group"]
