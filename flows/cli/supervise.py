@@ -51,6 +51,8 @@ def death(code: int) -> str:
 class Supervisor:
     """Runs `first` (the run's command), and `again` each time its driver dies."""
 
+    pause = staticmethod(time.sleep)  # the crash-loop backoff's wait
+
     def __init__(self, store: Any, run_id: str, first: list[str], again: list[str]) -> None:
         self.store, self.run_id, self.first, self.again = store, run_id, first, again
         self.child: subprocess.Popen | None = None
@@ -112,7 +114,7 @@ class Supervisor:
               f"it ({self.restarts} of {budget}): alignflow resume {self.run_id}",
               file=sys.stderr, flush=True)
         if streak > 1:  # it keeps dying before it commits anything: give what it waits for time
-            time.sleep(backoff(streak - 1))
+            self.pause(backoff(streak - 1))
         return True
 
     def _forward_signals(self) -> dict:

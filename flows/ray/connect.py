@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Iterator
 
 from alignflow.errors import FlowError
@@ -87,14 +88,35 @@ def _join_cluster(address: str) -> None:
 
     import ray
 
-    try:
-        _probe(address)
-        use_local_auth_token()
-        with _own_sigterm():
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        _JOINED.add(address)
-    except Exception as exc:
-        _fail(address, wrapper.first_line(exc), exc)
+    for attempt in range(1, CLIENT_INIT_TRIES + 1):
+        try:
+            _probe(address)
+            use_local_auth_token()
+            with _own_sigterm():
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            _JOINED.add(address)
+            return
+        except ConnectionAbortedError as exc:  # the Ray Client server could not start ours
+            if attempt == CLIENT_INIT_TRIES:
+                _fail(address, _server_reason(exc), exc)
+            print(f"alignflow: the Ray Client server at {address} could not start this "
+                  f"client's session ({_server_reason(exc)}); trying again ({attempt} of "
+                  f"{CLIENT_INIT_TRIES - 1})", file=sys.stderr, flush=True)
+            time.sleep(CLIENT_INIT_PAUSE_S * attempt)
+        except Exception as exc:
+            _fail(address, wrapper.first_line(exc), exc)
+
+
+# A Ray Client server starts one server process per client; on a busy head that start can
+# fail or time out (seen in CI on 2 cores): a new connection gets a new process.
+CLIENT_INIT_TRIES, CLIENT_INIT_PAUSE_S = 3, 2.0
+
+
+def _server_reason(exc: BaseException) -> str:
+    """The Ray Client server's own reason, which Ray puts below its first line (the last
+    line of the server's traceback), or the first line when there is none."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if len(lines) > 1 else wrapper.first_line(exc)
 
 
 @contextlib.contextmanager

@@ -41,17 +41,16 @@ def _dies(store_root: str, commit: str | None) -> list[str]:
 
 
 def test_backoff_only_for_drivers_that_died_without_progress(local_store, monkeypatch):
-    from alignflow.flows.cli import supervise
     from alignflow.flows.journal import runs
 
     local_store.write_json(runs.run_json("r"), {"run_id": "r", "status": "RUNNING"})
     waits: list[float] = []
     monkeypatch.setenv("ALIGNFLOW_RETRY_BASE", "0.5")
-    monkeypatch.setattr(supervise.time, "sleep", waits.append)
     commands = iter([_dies(local_store.root, "a"), _dies(local_store.root, "b"),
                      _dies(local_store.root, None), _dies(local_store.root, None),
                      [sys.executable, "-c", "pass"]])
     sup = Supervisor(local_store, "r", next(commands), [])
+    sup.pause = waits.append
     monkeypatch.setattr(sup, "_next", lambda code, cmd: None if code == 0 else next(commands))
     assert sup.loop() == 0 and sup.restarts == 4
     assert waits == [0.5]  # the second death in a row without a commit, and only it
