@@ -10,6 +10,7 @@ and a resumed host must know what earlier drivers saved to prune it (`saved_by_r
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from alignflow.artifacts.commit import manifests
@@ -48,3 +49,13 @@ def saved_by_run(store: Any, run_id: str, role: str = "") -> list[str]:
         if path and path not in out and store.exists(f"{path}/meta.json"):
             out.append(path)
     return out
+
+
+def prune(store: Any, saved: list[str], keep: int) -> None:
+    """Delete the oldest of `saved` (in place) until `keep` remain, never fewer than 2: the
+    one before the newest is the last *committed* one until the running task commits. A
+    folder already gone is fine: a replaced worker, or one adopted from a dead driver, may
+    have pruned it first (a chaos run failed on that)."""
+    while len(saved) > max(keep, 2):
+        with contextlib.suppress(FileNotFoundError):
+            store.delete(saved.pop(0), recursive=True)

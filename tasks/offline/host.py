@@ -15,7 +15,7 @@ import functools
 import torch
 
 from alignflow.artifacts.checkpoints import index_table
-from alignflow.artifacts.ckpt_index import saved_by_run
+from alignflow.artifacts.ckpt_index import prune, saved_by_run
 from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
@@ -86,8 +86,7 @@ class OfflineHost(Memo, GroupMember):
             if group.rank_and_size()[0] != 0:
                 return []
             self.saved.append(folder)
-            while len(self.saved) > max(self.spec.keep_checkpoints, 2):
-                store.delete(self.saved.pop(0), recursive=True)
+            prune(store, self.saved, self.spec.keep_checkpoints)
             return [ref]
         self.saves.save(self.trainer, store, folder, {}, after)
         return folder

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import torch
 
 from alignflow.artifacts.checkpoints import index_table
-from alignflow.artifacts.ckpt_index import INDEX, saved_by_run
+from alignflow.artifacts.ckpt_index import INDEX, prune, saved_by_run
 from alignflow.artifacts.schemas import CHECKPOINTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.distributed import group
@@ -233,8 +233,7 @@ class ModelHost(Memo, GroupMember, EngineSide):
         the newest is the last *committed* one until the running task commits."""
         saved = self.saved.setdefault(role, [])
         saved.append(newest)
-        while len(saved) > max(self.spec.keep_checkpoints, 2):
-            store.delete(saved.pop(0), recursive=True)
+        prune(store, saved, self.spec.keep_checkpoints)
 
     def restore(self, store, folder: str) -> None:
         """Loads each trained role from its newest checkpoint named in `folder/host.json`."""
