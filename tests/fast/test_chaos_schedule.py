@@ -27,6 +27,8 @@ def test_schedule_is_the_seeds_alone():
     assert 40 < len(one) < 80 and {k for _, k in one} == set(KINDS)
     assert all(2.5 <= b - a <= 7.5 for (a, _), (b, _) in zip(one, one[1:], strict=False))
     assert schedule(0, 0, KINDS, 300) == []  # an undisturbed run: no faults
+    slower = schedule(0, 7.0, KINDS, 300)  # another undisturbed time: same kinds, in order
+    assert [k for _, k in slower] == [k for _, k in one][:len(slower)]
 
 
 def test_same_kinds_whatever_the_targets():
