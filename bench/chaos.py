@@ -10,7 +10,9 @@ types, the cluster started here and left up while drivers come and go); its head
 on a lost node as `tasks/simulate/node_health.py` says (`--ray-health-defaults`: as Ray
 does). A rate R means one fault per R% of the undisturbed run's wall time (seeded jitter
 ±50%), from the first committed training step on (`--from-start`: from the driver's
-start), until the run ends.
+start), until the run ends; the times and kinds come from the seed alone, so the same seed
+gives the same faults under either health setting (a kind with nothing to hit at its time
+is skipped and counted, not redrawn).
 Measured per run:
 - finished: the supervisor exited 0 and the run is SUCCESSFUL, no person involved;
 - ETTR: undisturbed wall time / disturbed wall time;
@@ -92,16 +94,16 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
     log = Path(store) / f"{run_id}.log"
     env = dict(os.environ, ALIGNFLOW_PLACEMENT_TIMEOUT="120", ALIGNFLOW_RETRY_BASE="0.2",
                ALIGNFLOW_MAX_RESTARTS=str(BUDGET))
-    start = time.time()
+    start, timeout = time.time(), max(300, LIMIT * undisturbed)
     with log.open("w") as out:
         sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     injector = Injector(sim, run_id, psutil.Process(sup.pid), undisturbed * (rate or 0) / 100,
-                        seed, kinds=KINDS[flow],
+                        seed, kinds=KINDS[flow], horizon=timeout,
                         armed=None if from_start else trained(store, run_id))
     if rate:
         injector.start()
     try:
-        code = injector.wait(sup, timeout=max(300, LIMIT * undisturbed))
+        code = injector.wait(sup, timeout=timeout)
     except TimeoutError:
         code = None  # stopped: not finished within LIMIT × the undisturbed time
     finally:
@@ -109,6 +111,8 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
         _end(sup)
     return {"flow": flow, "run_id": run_id, "rate": rate, "exit": code,
             "wall_s": round(time.time() - start, 1), "faults": [vars(f) for f in faults],
+            "skipped": [vars(f) for f in injector.skipped],
+            "skipped_count": len(injector.skipped),
             "faults_from_s": injector.armed_at if rate else None,
             "log": str(log)}
 
@@ -225,17 +229,23 @@ def table(results: list[dict]) -> str:
             "rollouts lost / twice | weights = undisturbed |\n|---|---|---|---|---|---|---|---|")
     rows = []
     for r in results:
-        kinds: dict[str, int] = {}
-        for f in r["faults"]:
-            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
         rate = f"1 per {r['rate']:g}%" if r["rate"] else "none"
         lost = f"{r['lost']} / {r['twice']}" if "lost" in r else "n/a"
-        rows.append(f"| {r['flow']} | {rate} | {len(r['faults'])} "
-                    f"({', '.join(f'{v} {k}' for k, v in sorted(kinds.items())) or '-'}) | "
+        skipped = r.get("skipped") or []
+        rows.append(f"| {r['flow']} | {rate} | {len(r['faults'])} ({_kinds(r['faults'])})"
+                    f"{f'; {len(skipped)} skipped ({_kinds(skipped)})' if skipped else ''} | "
                     f"{'yes' if r['finished'] else 'no'} | {r['wall_s']} | "
                     f"{r.get('ettr', 1.0) if r['finished'] else '-'} | {lost} | "
                     f"{('yes' if r.get('bitwise', True) else 'no') if r['finished'] else '-'} |")
     return "\n".join([head, *rows])
+
+
+def _kinds(faults: list[dict]) -> str:
+    """'3 actor, 2 node': the faults counted by kind."""
+    kinds: dict[str, int] = {}
+    for f in faults:
+        kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or "-"
 
 
 if __name__ == "__main__":

@@ -4,6 +4,12 @@ SIGKILL of a worker actor, of a generation engine, or of the driver, or a worker
 autoscaler or KubeRay would start one (a node is not hit again before its replacement has
 joined).
 
+The schedule — when, and which kind — is drawn from the seed alone, up front (`schedule`),
+so runs under different settings meet the same faults: at its time, a kind with no live
+target (or a node while the last one lost is still being replaced) is skipped and recorded,
+not redrawn, which would make the mix depend on the cluster's state. Which target of the
+kind is hit comes from a second seeded stream.
+
 Targets are found from Ray's own state (the GCS: the simulated cluster runs no dashboard)
 and the supervisor's child processes; only processes of the run under test are touched."""
 
@@ -28,12 +34,25 @@ KINDS = ("actor", "engine", "node", "driver")
 class Fault:
     at: float  # seconds after the run started
     kind: str
-    target: str
+    target: str  # what was hit; for a skipped fault, why it was skipped
+
+
+def schedule(seed: int, interval: float, kinds: tuple[str, ...],
+             horizon: float) -> list[tuple[float, str]]:
+    """(offset after arming, kind) of every fault up to `horizon` s: one per `interval` s
+    (jitter ±50%), from the seed alone — the same faults whatever the cluster does."""
+    rng, at, out = random.Random(seed), 0.0, []
+    while interval > 0:
+        at += interval * rng.uniform(0.5, 1.5)
+        if at > horizon:
+            return out
+        out.append((round(at, 3), rng.choice(kinds)))
+    return out
 
 
 @dataclass
 class Injector:
-    """Fires a fault every `interval` s (seeded jitter ±50%) until `stop()`."""
+    """Fires the seed's `schedule` (one fault per `interval` s) until `stop()`."""
 
     sim: Any  # tasks.simulate.cluster.SimulatedCluster, started
     run_id: str
@@ -42,10 +61,13 @@ class Injector:
     seed: int
     kinds: tuple[str, ...] = KINDS
     armed: Any = None  # faults start once armed() is true (default: at once)
+    horizon: float = 3600.0  # the schedule's length, s after arming (the run's longest)
     faults: list[Fault] = field(default_factory=list)
+    skipped: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.rng = random.Random(self.seed)
+        self.plan = schedule(self.seed, self.interval, self.kinds, self.horizon)
+        self.rng = random.Random(f"targets-{self.seed}")  # apart from the plan's stream
         self.main: queue.Queue = queue.Queue()  # what must run on the main thread (Ray's)
         self.replacing = threading.Event()  # a lost node's replacement is starting
         self._stop = threading.Event()
@@ -67,23 +89,31 @@ class Injector:
         while self.armed is not None and not self.armed():
             if self._stop.wait(0.2):
                 return
-        self.armed_at = round(time.time() - self.started, 1)
-        while not self._stop.wait(self.interval * self.rng.uniform(0.5, 1.5)):
-            options = {k: t for k in self.kinds if (t := self._targets(k))}
-            if not options:
-                continue
-            kind = self.rng.choice(sorted(options))
-            name, hit = self.rng.choice(sorted(options[kind].items()))
-            self.faults.append(Fault(round(time.time() - self.started, 1), kind, name))
-            hit()
+        armed = time.time()
+        self.armed_at = round(armed - self.started, 1)
+        for offset, kind in self.plan:
+            if self._stop.wait(max(0.0, armed + offset - time.time())):
+                return
+            self._fire(kind, round(time.time() - self.started, 1))
+
+    def _fire(self, kind: str, at: float) -> None:
+        """Hit a seeded target of `kind`, or record the fault skipped: none to hit now."""
+        if kind == "node" and self.replacing.is_set():
+            self.skipped.append(Fault(at, kind, "the last node lost is being replaced"))
+            return
+        targets = self._targets(kind)
+        if not targets:
+            self.skipped.append(Fault(at, kind, "no live target"))
+            return
+        name, hit = self.rng.choice(sorted(targets.items()))
+        self.faults.append(Fault(at, kind, name))
+        hit()
 
     # -- targets: {name: how to hit it} ---------------------------------------------------
     def _targets(self, kind: str) -> dict[str, Any]:
         if kind == "driver":
             return {f"driver pid {p.pid}": _killer(p.pid) for p in _drivers(self.supervisor)}
         if kind == "node":
-            if self.replacing.is_set():  # the last one lost is not back yet: nothing to hit
-                return {}
             nodes = list(self.sim._ray.worker_nodes)
             return {f"worker node {i + 1}": (lambda n=n: self._lose(n))
                     for i, n in enumerate(nodes)}
