@@ -1,12 +1,11 @@
 """Loss functions, pure torch (no Ray, vLLM or transformers). One function per variant,
 registered by a `Literal` name; formulas are in each docstring.
 
-Names are imported on first use, so importing one torch-free module of the package
-(a config section, a name list) imports no torch."""
+Names are imported on first use (`alignflow/lazy.py`)."""
 
 from __future__ import annotations
 
-import importlib
+from alignflow.lazy import exports
 
 _EXPORTS = {
     "AGGREGATIONS": "aggregate",
@@ -58,8 +57,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = exports(__name__, _EXPORTS)

@@ -5,12 +5,11 @@ Importable without Ray. Every source has `score(queries, prompts, labels) -> Rew
 turns spec strings into one combined source; heavy imports (transformers) happen only
 when a model source is built.
 
-Names are imported on first use, so importing one torch-free module of the package
-(a config section, a name list) imports no torch."""
+Names are imported on first use (`alignflow/lazy.py`)."""
 
 from __future__ import annotations
 
-import importlib
+from alignflow.lazy import exports
 
 _EXPORTS = {
     "RewardOutput": "base",
@@ -23,8 +22,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = exports(__name__, _EXPORTS)

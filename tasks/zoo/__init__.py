@@ -5,7 +5,7 @@ Names are imported lazily so `alignflow.tasks.zoo.registry` stays free of torch.
 
 from __future__ import annotations
 
-import importlib
+from alignflow.lazy import exports
 
 _EXPORTS = {
     "build_tiny_model": "tiny",
@@ -18,8 +18,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = exports(__name__, _EXPORTS)
