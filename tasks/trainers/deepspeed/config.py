@@ -35,13 +35,16 @@ def check_overrides(overrides: dict[str, Any]) -> None:
 
 
 def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
-              overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+              overrides: dict[str, Any] | None = None,
+              hidden_size: int | None = None) -> dict[str, Any]:
     """DeepSpeed's config dict for the `ds` section's stage, offload and overlap, with
     `overrides` merged in (nested) for DeepSpeed's own knobs, e.g. {"zero_optimization":
     {"stage3_param_persistence_threshold": 0}}. Stage 0 clips in the trainer (DeepSpeed
-    reports no norm there)."""
+    reports no norm there). With the model's `hidden_size`, ZeRO's buckets are sized to the
+    model (`model_buckets`) unless the overrides set them."""
     check_overrides(overrides or {})
-    zero: dict[str, Any] = {"stage": ds.stage, "overlap_comm": ds.overlap_comm}
+    zero: dict[str, Any] = {"stage": ds.stage, "overlap_comm": ds.overlap_comm,
+                            **model_buckets(ds.stage, hidden_size)}
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
     return _merge({
@@ -54,6 +57,21 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
         "steps_per_print": STEPS_PER_PRINT_NEVER,
         "wall_clock_breakdown": False,
     }, overrides or {})
+
+
+def model_buckets(stage: int, hidden_size: int | None) -> dict[str, int]:
+    """ZeRO's reduce (and, at stage 3, prefetch) buckets sized to the model, as the
+    Transformers integration fills DeepSpeed's "auto": hidden² elements (0.9 hidden² to
+    prefetch). DeepSpeed's own default is 5e8 elements whatever the model: a 2 GB fp32
+    buffer per ZeRO-3 engine (GPU memory on a GPU; on the CPU test suite, one kept per
+    engine made the process too large to fork)."""
+    if not hidden_size or stage == 0:
+        return {}
+    square = hidden_size * hidden_size
+    out = {"reduce_bucket_size": square}
+    if stage == 3:
+        out["stage3_prefetch_bucket_size"] = int(0.9 * square)
+    return out
 
 
 def bf16_module(cfg: TrainerConfig, ds: DSConfig) -> bool:

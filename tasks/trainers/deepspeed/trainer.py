@@ -72,7 +72,9 @@ class DeepSpeedTrainer:
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
         config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
-                           overrides=overrides)
+                           overrides=overrides,
+                           hidden_size=getattr(getattr(model, "config", None), "hidden_size",
+                                               None))
         self.engine, _, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
         self.model = self.engine.module
