@@ -49,3 +49,16 @@ class Trainer(Protocol):
     def save_pretrained(self, folder: str, tokenizer: Any = None) -> None:
         """A plain HF folder (safetensors) for serving or a next stage."""
         ...
+
+
+def micro_batch_weights(trainer: str, m: int, weights: Sequence[float] | None) -> list[float]:
+    """Each micro-batch's share of the step's loss: equal by default, else one given per
+    micro-batch (`trainer` names the caller in the error)."""
+    if weights is None:
+        return [1.0 / m] * m
+    if len(weights) != m:
+        from alignflow.errors import ConfigError
+
+        raise ConfigError(f"{trainer}.step: {len(weights)} weights for {m} micro-batches; "
+                          "expected one weight per micro-batch")
+    return [float(w) for w in weights]

@@ -27,7 +27,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import rank_and_size
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import adapter_checkpoint
-from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
+from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig, micro_batch_weights
 from alignflow.tasks.trainers.master_weights import MasterWeights
 
 
@@ -78,7 +78,7 @@ class TorchTrainer:
         """
         if not micro_batches:
             raise ConfigError("TorchTrainer.step: got no micro-batches; expected at least one")
-        weights = _weights(len(micro_batches), weights)
+        weights = micro_batch_weights("TorchTrainer", len(micro_batches), weights)
         self.settle()
         self.model.train()
         lr = self.lr
@@ -221,11 +221,3 @@ def sum_gradients_over_ranks(params: list[nn.Parameter]) -> None:
         g.copy_(flat[offset: offset + g.numel()].view_as(g))
         offset += g.numel()
 
-
-def _weights(m: int, weights: Sequence[float] | None) -> list[float]:
-    if weights is None:
-        return [1.0 / m] * m
-    if len(weights) != m:
-        raise ConfigError(f"TorchTrainer.step: {len(weights)} weights for {m} micro-batches; "
-                          "expected one weight per micro-batch")
-    return [float(w) for w in weights]

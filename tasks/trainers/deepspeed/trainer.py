@@ -45,7 +45,7 @@ from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import group
 from alignflow.tasks.modeling import lora
-from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig
+from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig, micro_batch_weights
 from alignflow.tasks.trainers.cpu_adam import cpu_adam
 from alignflow.tasks.trainers.deepspeed import checkpoint as ds_ckpt
 from alignflow.tasks.trainers.deepspeed.config import bf16_module, ds_config, import_deepspeed
@@ -117,7 +117,7 @@ class DeepSpeedTrainer:
         """
         if not micro_batches:
             raise ConfigError("DeepSpeedTrainer.step: got no micro-batches; expected at least one")
-        weights = _weights(len(micro_batches), weights)
+        weights = micro_batch_weights("DeepSpeedTrainer", len(micro_batches), weights)
         world = group.rank_and_size()[1]  # DeepSpeed averages over ranks; we sum
         self.engine.train()
         lr = self.lr
@@ -195,11 +195,3 @@ def join_deepspeed() -> None:
     group.ensure_group(None)
     deepspeed.init_distributed(dist_backend=torch.distributed.get_backend())
 
-
-def _weights(m: int, weights: Sequence[float] | None) -> list[float]:
-    if weights is None:
-        return [1.0 / m] * m
-    if len(weights) != m:
-        raise ConfigError(f"DeepSpeedTrainer.step: {len(weights)} weights for {m} micro-batches; "
-                          "expected one weight per micro-batch")
-    return [float(w) for w in weights]
