@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from alignflow.errors import TaskFailed
+from alignflow.flows.control.live import backoff
 from alignflow.flows.journal import runs
 
 ENV = "ALIGNFLOW_MAX_RESTARTS"
@@ -84,8 +85,6 @@ class Budget:
         since the last recovery (a steady rain of faults is not a crash loop), and from the
         second recovery in a row with nothing committed, doubling (a role that cannot
         start: give what it waits for time)."""
-        from alignflow.flows.control.live import backoff
-
         self.stalled = 0 if progressed else self.stalled + 1
         return backoff(self.stalled - 1) if self.stalled > 1 else 0.0
 

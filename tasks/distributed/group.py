@@ -95,9 +95,12 @@ def join(spec: GroupSpec) -> None:
     if dist.is_initialized():
         raise ConfigError(f"join(rank={spec.rank}): this process is already in a process group "
                           f"of {dist.get_world_size()}; call leave() first")
-    os.environ.update(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
-                      RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
-                      LOCAL_RANK=str(spec.local_rank))
+    rank_env = dict(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
+                    RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
+                    LOCAL_RANK=str(spec.local_rank))
+    for key in rank_env:  # the first join since the last leave saw what was there before
+        _JOIN_ENV_BEFORE.setdefault(key, os.environ.get(key))
+    os.environ.update(rank_env)
     backend, options = _backend(spec.backend, spec.local_rank)
     dist.init_process_group(
         backend, init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
@@ -138,10 +141,21 @@ def ensure_group(backend: Backend | None = None) -> None:
                    backend=backend))
 
 
+# What `join` found in the rank variables it set: `leave` puts it back, so a process that
+# left its group (and the processes it starts) no longer looks like a torchrun rank.
+_JOIN_ENV_BEFORE: dict[str, str | None] = {}
+
+
 def leave() -> None:
     """Destroy the default process group (so the process may join another)."""
     if dist.is_initialized():
         dist.destroy_process_group()
+    for key, value in _JOIN_ENV_BEFORE.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    _JOIN_ENV_BEFORE.clear()
 
 
 def rank_and_size() -> tuple[int, int]:

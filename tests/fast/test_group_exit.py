@@ -32,3 +32,20 @@ def test_a_process_in_a_group_leaves_it_at_exit():
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["in a group of 1", "left the group"]
+
+
+def test_leaving_a_group_puts_back_the_rank_variables_joining_set(monkeypatch):
+    """`join` sets RANK, WORLD_SIZE, MASTER_* for the libraries that read them; after
+    `leave` the process (and what it starts) no longer looks like a torchrun rank."""
+    from alignflow.tasks.distributed import group
+
+    group.leave()  # an earlier test in this process may have left it in a group
+    for key in (*TORCHRUN_VARS, "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.9")
+    group.join(group.GroupSpec(rank=0, world_size=1, master_addr="127.0.0.1",
+                               master_port=group.free_port(), backend="gloo"))
+    assert os.environ["WORLD_SIZE"] == "1" and os.environ["MASTER_ADDR"] == "127.0.0.1"
+    group.leave()
+    assert [k for k in (*TORCHRUN_VARS, "LOCAL_RANK") if k in os.environ] == ["MASTER_ADDR"]
+    assert os.environ["MASTER_ADDR"] == "10.0.0.9"
