@@ -18,7 +18,7 @@ from typing import Literal, get_args
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.distributed import strict
+from alignflow.tasks.distributed import settle, strict
 from alignflow.tasks.simulate import node
 
 Backend = Literal["gloo", "nccl", "cpu:gloo,cuda:nccl"]
@@ -110,11 +110,17 @@ def join(spec: GroupSpec) -> None:
 
 
 def _leave_at_exit() -> None:
-    """A process that ends in its group must leave it while Python is still whole: gloo's
-    worker threads still holding work at interpreter teardown abort the process (SIGABRT,
-    "terminate called without an active exception"; one torchrun rank in CI)."""
-    atexit.unregister(leave)
-    atexit.register(leave)
+    """A process that ends in its group leaves it while Python is still whole, and lets
+    gloo's workers finish first: one still releasing a collective's tensors when the
+    interpreter is torn down aborts the process (SIGABRT, "terminate called without an
+    active exception": torchrun ranks in CI; `settle.py` says why)."""
+    atexit.unregister(_leave_for_exit)
+    atexit.register(_leave_for_exit)
+
+
+def _leave_for_exit() -> None:
+    leave()
+    settle.settle()
 
 
 def _backend(backend: str, local_rank: int) -> tuple[str, object]:
