@@ -12,6 +12,7 @@ import atexit
 import datetime
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -118,6 +119,18 @@ def _leave_at_exit() -> None:
     atexit.register(_leave_for_exit)
 
 
+def _destroy_groups() -> None:
+    """Every group, and DeepSpeed's references to them where DeepSpeed adopted the group:
+    its cached clone of the world would otherwise outlive it, and the next engine in this
+    process would use it ("Group ... is not registered")."""
+    deepspeed_comm = sys.modules.get("deepspeed.comm.comm")
+    backend = getattr(deepspeed_comm, "cdb", None)
+    if backend is not None and backend.is_initialized():
+        deepspeed_comm.destroy_process_group()
+    else:
+        dist.destroy_process_group()
+
+
 def _leave_for_exit() -> None:
     leave()
     settle.settle()
@@ -155,7 +168,7 @@ _JOIN_ENV_BEFORE: dict[str, str | None] = {}
 def leave() -> None:
     """Destroy the default process group (so the process may join another)."""
     if dist.is_initialized():
-        dist.destroy_process_group()
+        _destroy_groups()
     for key, value in _JOIN_ENV_BEFORE.items():
         if value is None:
             os.environ.pop(key, None)
