@@ -4,13 +4,15 @@ at once.
 A lease is a numbered generation, and the newest file is the lease. A driver takes over
 generation g (missing, expired, released, or held by a driver that provably died) by
 creating generation g + 1 with a create-once write: of two drivers racing for the same
-expired lease exactly one creates g + 1, the other gets `LeaseHeld`. Older generations are
-then removed; the newest is never deleted, only marked released, so generation numbers
-never go back and a slow driver cannot reuse one. The holder's heartbeat thread rewrites
+expired lease exactly one creates g + 1, the other gets `LeaseHeld`, as does a driver that
+finds, after its create, a newer generation than its own (it read a stale listing).
+Generations older than the last `KEPT` are then removed; the newest is never deleted, only
+marked released, so generation numbers never go back and a slow driver cannot reuse one. The holder's heartbeat thread rewrites
 its own file every TTL/6 s and notices a newer generation (someone took over).
 
 "Provably dead" (`owner_gone`) means: the owner ran on this machine (same hostname and boot
-id) and its pid is not alive, or is alive but started at another time (the pid was reused).
+id) and its pid is not alive, or is alive but started at another time (the pid was reused;
+start times are compared in clock ticks since boot, which no clock change moves).
 Then a plain resume takes over. `force=True` never runs beside a live driver: it asks the
 holder to stop (a `<generation>.stop.json` file its heartbeat notices; the holder stops at
 its next task boundary, commits nothing more and releases), and takes over once the lease is
@@ -33,6 +35,7 @@ from alignflow.errors import CommitConflict, LeaseHeld
 from alignflow.flows.journal import procinfo
 
 DEFAULT_TTL = 30.0
+KEPT = 8  # newest generations never removed (`Lease._prune` says why)
 
 
 def lease_dir(run_id: str) -> str:
@@ -93,7 +96,10 @@ def owner_gone(owner: dict) -> bool:
     if owner.get("host") != socket.gethostname() or owner.get("boot") != procinfo.boot_id():
         return False
     try:
-        started = procinfo.start_time(int(owner["pid"]))
+        pid = int(owner["pid"])
+        if owner.get("pid_ticks") is not None and procinfo.HAS_PROC:
+            return procinfo.start_ticks(pid) != int(owner["pid_ticks"])
+        started = procinfo.start_time(pid)
     except (KeyError, TypeError, ValueError):
         return False
     if started is None:
@@ -110,6 +116,7 @@ class Lease:
         self.ttl = ttl or ttl_seconds()
         self.owner = {"host": socket.gethostname(), "boot": procinfo.boot_id(),
                       "pid": os.getpid(), "pid_started": procinfo.own_start_time(os.getpid()),
+                      "pid_ticks": procinfo.start_ticks(os.getpid()),
                       "uuid": uuid.uuid4().hex}
         self.generation = 0
         self.lost = False  # another driver took the lease, or asked this one to stop
@@ -134,16 +141,30 @@ class Lease:
         except CommitConflict:  # another driver took generation gen + 1 first
             raise _held(self.run_id, read_lease(self.store, self.run_id)[1] or {}) from None
         self.generation = gen + 1
-        for old in generations(self.store, self.run_id):
-            if old < self.generation:
-                with contextlib.suppress(OSError):
-                    self.store.delete(lease_path(self.run_id, old))
-                with contextlib.suppress(OSError):
-                    if self.store.exists(stop_path(self.run_id, old)):
-                        self.store.delete(stop_path(self.run_id, old))
+        present = generations(self.store, self.run_id)
+        if present and present[-1] > self.generation:  # we read a stale newest: not ours
+            raise _held(self.run_id, read_lease(self.store, self.run_id)[1] or {})
+        self._prune(present)
         self._thread = threading.Thread(target=self._beat, name="alignflow-lease", daemon=True)
         self._thread.start()
         return self
+
+    def _prune(self, present: list[int]) -> None:
+        """Remove generations older than the last `KEPT`, and older stop requests. The
+        kept tail is what keeps generation numbers from going back: a listing made while a
+        takeover creates one file and deletes another may miss both (a store's listing is
+        not a snapshot), and with only the newest kept a driver whose listing missed them
+        read "no lease" and could create generation 1 beside the holder's; the kept ones
+        are not touched by a takeover, so such a driver's create names an existing
+        generation and is refused."""
+        for old in present:
+            if old <= self.generation - KEPT:
+                with contextlib.suppress(OSError):
+                    self.store.delete(lease_path(self.run_id, old))
+            if old < self.generation:  # a stop request to a superseded holder is done
+                with contextlib.suppress(OSError):
+                    if self.store.exists(stop_path(self.run_id, old)):
+                        self.store.delete(stop_path(self.run_id, old))
 
     def _stopped(self, gen: int, current: dict) -> tuple[int, dict | None]:
         """Ask the holder of `gen` to stop, then wait (up to its TTL) until the lease is

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import psutil
 
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+HAS_PROC = os.path.isdir("/proc/self")
 
 
 @functools.cache
@@ -44,3 +46,17 @@ def own_start_time(pid: int) -> float | None:
     """`start_time` for a record: NaN (unknown) is written as None."""
     started = start_time(pid)
     return None if started is None or math.isnan(started) else started
+
+
+def start_ticks(pid: int) -> int | None:
+    """Clock ticks from boot to the start of process `pid` (`/proc/PID/stat`, Linux): the
+    start time that no clock change moves (an epoch start time is boot time + ticks, and
+    boot time follows the wall clock, so an NTP step moved a live driver's start by seconds
+    and made it look dead). None if there is no such live process (a zombie counts as
+    dead) or no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None if fields[0] == b"Z" else int(fields[19])

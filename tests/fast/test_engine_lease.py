@@ -4,6 +4,7 @@ racing drivers never both win, the heartbeat notices a takeover."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def test_expired_lease_is_taken_over_and_marked_released_at_the_end(fast_store, 
     gen = _foreign_lease(fast_store, "r", expires_in=-1)
     assert api.get_status("r", store=fast_store) == runs.RESUMABLE
     assert len(api.resume("r", store=fast_store)) == 2
-    assert generations(fast_store, "r") == [gen + 1]  # older generations removed
+    assert generations(fast_store, "r")[-1] == gen + 1
     assert read_lease(fast_store, "r")[1]["released"] is True
     assert lease.lease_expired(fast_store, "r")
 
@@ -187,6 +188,42 @@ def _race(store, drivers: int) -> list[Lease]:
     for t in threads:
         t.join()
     return wins
+
+
+def test_a_clock_step_does_not_make_a_live_owner_look_dead(monkeypatch):
+    """Epoch start times follow the wall clock (boot time is read from it), so an NTP step
+    moved a live driver's start by seconds; the ticks since boot it is judged by do not."""
+    owner = Lease(None, "r").owner
+    assert owner["pid_ticks"] == procinfo.start_ticks(os.getpid())
+    real = procinfo.start_time
+    monkeypatch.setattr(procinfo, "start_time", lambda pid: real(pid) + 5.0)  # clock stepped
+    assert not lease.owner_gone(owner)
+    assert lease.owner_gone({**owner, "pid_ticks": owner["pid_ticks"] - 1})  # pid reused
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    assert lease.owner_gone({**owner, "pid": int(dead)})
+
+
+def test_the_newest_generations_stay_and_older_ones_go(local_store):
+    """The kept tail is what a listing made during a takeover still sees (`Lease._prune`)."""
+    for _ in range(lease.KEPT + 4):
+        Lease(local_store, "r", ttl=5).acquire().release()
+    assert generations(local_store, "r") == list(range(5, lease.KEPT + 5))
+
+
+def test_a_driver_that_read_a_stale_newest_does_not_win(local_store, monkeypatch):
+    Lease(local_store, "r", ttl=5).acquire().release()  # generation 1
+    held = Lease(local_store, "r", ttl=5).acquire()  # generation 2, live
+    monkeypatch.setattr(lease, "read_lease", lambda store, run_id: (0, None))  # saw no lease
+    with pytest.raises(LeaseHeld):
+        Lease(local_store, "r", ttl=5).acquire()  # its generation 1 exists: refused
+    monkeypatch.setattr(lease, "read_lease", lambda store, run_id: (0, None))
+    local_store.delete(lease.lease_path("r", 1))  # even where generation 1 is gone
+    with pytest.raises(LeaseHeld):
+        Lease(local_store, "r", ttl=5).acquire()  # it finds generation 2 after its create
+    monkeypatch.undo()
+    assert read_lease(local_store, "r")[1]["owner"]["uuid"] == held.owner["uuid"]
+    held.release()
 
 
 def test_many_racing_drivers_one_winner_per_round(local_store):
