@@ -7,8 +7,9 @@ creating generation g + 1 with a create-once write: of two drivers racing for th
 expired lease exactly one creates g + 1, the other gets `LeaseHeld`, as does a driver that
 finds, after its create, a newer generation than its own (it read a stale listing).
 Generations older than the last `KEPT` are then removed; the newest is never deleted, only
-marked released, so generation numbers never go back and a slow driver cannot reuse one. The holder's heartbeat thread rewrites
-its own file every TTL/6 s and notices a newer generation (someone took over).
+marked released, so generation numbers never go back and a slow driver cannot reuse one.
+The holder's heartbeat thread rewrites its own file every TTL/6 s and notices a newer
+generation (someone took over).
 
 "Provably dead" (`owner_gone`) means: the owner ran on this machine (same hostname and boot
 id) and its pid is not alive, or is alive but started at another time (the pid was reused;

@@ -45,11 +45,11 @@ def _busy(task: Path) -> bool:
     return len(fields) > 4 and fields[0] == str(FUTEX) and int(fields[4], 16) != 0
 
 
-def workers_busy() -> list[int]:
+def workers_busy(own: str | None = None) -> list[int]:
     """The gloo worker threads of this process that may still need the GIL: those named as
-    workers, and the native threads still bearing the process's own name (a worker before
-    its first collective is done), that run or wait with a deadline."""
-    own = Path("/proc/self/comm").read_text().strip()
+    workers, and the native threads still bearing the process's own name `own` (a worker
+    before its first collective is done), that run or wait with a deadline."""
+    own = own or Path("/proc/self/comm").read_text().strip()
     python_threads = {t.native_id for t in threading.enumerate()}
     busy = []
     for task in Path("/proc/self/task").iterdir():
@@ -69,10 +69,11 @@ def settle(limit_s: float = 2.0) -> bool:
     out first."""
     if FUTEX is None or not Path("/proc/self/task").is_dir():
         return True  # no /proc to read: nothing to wait on
+    own = Path("/proc/self/comm").read_text().strip()  # read once, not at every pause
     deadline, quiet = time.monotonic() + limit_s, 0
     while quiet < QUIET_READINGS:
         if time.monotonic() > deadline:
             return False
         time.sleep(PAUSE_S)
-        quiet = 0 if workers_busy() else quiet + 1
+        quiet = 0 if workers_busy(own) else quiet + 1
     return True

@@ -26,11 +26,15 @@ print("in a group of", dist.get_world_size(), flush=True)
 """
 
 
+def _outside_any_group() -> dict[str, str]:
+    """This environment without the rank variables (a group an earlier test joined
+    in-process may have left them): a child is not a torchrun rank."""
+    return {k: v for k, v in os.environ.items() if k not in (*TORCHRUN_VARS, "LOCAL_RANK")}
+
+
 def test_a_process_in_a_group_leaves_it_at_exit():
-    env = {k: v for k, v in os.environ.items()  # a group an earlier test joined in-process
-           if k not in (*TORCHRUN_VARS, "LOCAL_RANK")}  # left its variables: not torchrun's
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=120, env=env)
+                          timeout=120, env=_outside_any_group())
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["in a group of 1", "left the group"]
 
@@ -69,9 +73,8 @@ if sys.argv[1] == "probe":
 
 
 def _busy_at_exit(mode: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in (*TORCHRUN_VARS, "LOCAL_RANK")}
     return subprocess.run([sys.executable, "-W", "ignore", "-c", BUSY_AT_EXIT, mode],
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=120, env=_outside_any_group())
 
 
 def test_settle_waits_until_no_gloo_worker_can_need_the_gil():
