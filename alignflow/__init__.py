@@ -7,9 +7,28 @@ stays cheap.
 from __future__ import annotations
 
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
+
+
+def _checkout_root() -> Path | None:
+    """The repository root when this file is a checkout's, not an installed package's."""
+    root = Path(__file__).resolve().parent.parent
+    marks = ("flows", "tasks", "artifacts", "catalog")
+    if (root / "pyproject.toml").is_file() and all(
+            (root / m / "__init__.py").is_file() for m in marks):
+        return root
+    return None
+
+
+# A checkout holds the subpackages beside this folder (pyproject's package-dir mapping), so a
+# checkout on sys.path is the package only when they resolve from here too: Ray puts the
+# driver's working directory first on every worker's path, and a command run from a clone
+# with a non-editable install would otherwise import a package without its subpackages.
+if (_root := _checkout_root()) is not None and str(_root) not in __path__:
+    __path__.append(str(_root))
 
 # public name -> module that defines it
 _EXPORTS = {

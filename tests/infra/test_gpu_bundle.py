@@ -4,6 +4,8 @@ CPU mode (every GPU check `needs-cuda`, the results file and the summary) and it
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import os
 import shutil
@@ -235,3 +237,27 @@ def test_a_check_is_killed_at_the_end_of_the_budget(tmp_path):
     assert time.perf_counter() - start < 15
     assert line["status"] == "fail" and line["error"][0].startswith("timed out after")
     assert "started" in line["error"]
+
+
+def _project_imports(path: Path) -> list[tuple[str, str, int]]:
+    """(module, name, line) for each `from <project module> import name`, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                "alignflow", "bench", "tests"):
+            found += [(node.module, alias.name, node.lineno) for alias in node.names]
+    return found
+
+
+def test_every_name_a_gpu_check_imports_exists_on_the_cpu():
+    """A check's body runs only under CUDA, so a renamed project name would first fail on the
+    rare GPU machine (it did: `LoraSection`); resolve every one here."""
+    missing = []
+    for path in sorted((ROOT / "bench" / "gpu_check" / "checks").glob("*.py")):
+        for module, name, line in _project_imports(path):
+            if not hasattr(importlib.import_module(module), name):
+                try:
+                    importlib.import_module(f"{module}.{name}")
+                except ImportError:
+                    missing.append(f"{path.name}:{line}: {module}.{name}")
+    assert not missing, missing

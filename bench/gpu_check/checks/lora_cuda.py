@@ -20,11 +20,12 @@ def _loss(model, batch):
 
 
 def _train(torch, folder: str):
+    from alignflow.tasks.modeling.lora_config import LoraConfig
     from alignflow.tasks.trainers.base import TrainerConfig
     from alignflow.tasks.trainers.build import build_trainer, trainable_lm
-    from alignflow.tasks.trainers.deepspeed.section import DSConfig, LoraSection
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
-    ds = DSConfig(lora=LoraSection(rank=8, alpha=16))
+    ds = DSConfig(lora=LoraConfig(rank=8, alpha=16))
     model = trainable_lm(folder, ds).cuda()
     base = {k: v.clone() for k, v in model.state_dict().items() if "lora_" not in k}
     adapters = {k: v.clone() for k, v in model.state_dict().items() if "lora_B" in k}

@@ -25,6 +25,8 @@ MODES = {
 def check(argv: list[str]) -> dict:
     cuda()
     tiny_model_dir()
+    from alignflow.artifacts.metric_names import canonical
+    from alignflow.tasks.steps.gpu_memory import PREFIX, SUFFIX
     from tests.gpu.test_gpu_flows import _metrics, _run, _sets
 
     mode = argv[0] if argv else "whole"
@@ -34,11 +36,12 @@ def check(argv: list[str]) -> dict:
     start = time.perf_counter()
     _run(flow, _sets(**extra), store, mode, executor="ray")
     seconds = time.perf_counter() - start
-    peaks = {k: max(v) for k, v in _metrics(store, mode, "gpu/").items()}
-    missing = [r for r in trained if f"gpu/{r}/peak_allocated_gib" not in peaks]
+    peaks = {k: max(v) for k, v in _metrics(store, mode, canonical(PREFIX)).items()}
+    missing = [r for r in trained if canonical(f"{PREFIX}{r}{SUFFIX}") not in peaks]
     figures = {"flow": flow, "sets": extra, "seconds": round(seconds, 1), "gpu_peaks": peaks,
                "summary": f"{flow} on Ray ({mode}) in {seconds:.0f} s; peaks "
-                          + ", ".join(f"{k.split('/')[1]} {v:.2f} GiB" for k, v in peaks.items())}
+                          + ", ".join(f"{k.removesuffix(SUFFIX).rsplit('/', 1)[-1]} {v:.2f} GiB"
+                                    for k, v in peaks.items())}
     if missing:
         raise CheckFailed(f"no GPU peak memory recorded for {missing}: those roles did not "
                           "run on cuda", figures)
