@@ -50,7 +50,7 @@ from chaos_inject import Injector  # noqa: E402
 CLUSTER = (2, 4)  # nodes × fake GPUs
 BUDGET = 100  # recoveries per role: the benchmark measures recovery, not the crash-loop stop
 LIMIT = 5  # a disturbed run still going after 5 × the undisturbed time is stopped
-GRPO = {"iterations": 24, "prompts": 16, "samples": 4}
+GRPO = {"iterations": 24, "prompts": 16, "samples": 4, "new_tokens": 24}
 
 
 def grpo_sets(model: Path) -> list[str]:
@@ -58,7 +58,8 @@ def grpo_sets(model: Path) -> list[str]:
     prompts = GRPO["iterations"] * GRPO["prompts"]  # each iteration new prompts (one epoch)
     return [f"actor.model_name_or_path={model}", f"data.max_samples={prompts}",
             f"rollout.batch_size={GRPO['prompts']}",
-            f"rollout.n_samples_per_prompt={GRPO['samples']}", "rollout.max_new_tokens=24",
+            f"rollout.n_samples_per_prompt={GRPO['samples']}",
+            f"rollout.max_new_tokens={GRPO['new_tokens']}",
             "reward.sources=rule:target:e", "train.batch_size=32", "train.micro_batch_size=16",
             "actor.adam.lr=1e-3", "actor.lr_warmup_ratio=0", "num_threads=1",
             f"train.max_iterations={GRPO['iterations']}", "algo.kl.init_coef=0.01",
@@ -184,6 +185,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default=None)
     parser.add_argument("--iterations", type=int, default=GRPO["iterations"])
+    parser.add_argument("--new-tokens", type=int, default=GRPO["new_tokens"],
+                        help="GRPO tokens generated per sample (the work of an iteration)")
     parser.add_argument("--epochs", type=int, default=3, help="DPO epochs")
     parser.add_argument("--from-start", action="store_true",
                         help="inject from the driver's start (default: from the first "
@@ -204,7 +207,7 @@ def main() -> None:
     store = Store.open(where)
     model = build_tiny_model(models_dir() / "tiny-llama")
     data = _write_jsonl(Path(where) / "pairs.jsonl", addition_rows(96, seed=0))
-    GRPO["iterations"] = args.iterations
+    GRPO["iterations"], GRPO["new_tokens"] = args.iterations, args.new_tokens
     sets = {"grpo": grpo_sets(model), "dpo": dpo_sets(model, data, args.epochs)}
     results = []
     health = node_health.RAY_DEFAULTS if args.ray_health_defaults else node_health.ENV
