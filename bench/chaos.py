@@ -55,8 +55,11 @@ GRPO = {"iterations": 24, "prompts": 16, "samples": 4, "new_tokens": 24}
 
 def grpo_sets(model: Path) -> list[str]:
     """The actor spread over both nodes (a lost node takes a rank), two engine actors."""
-    prompts = GRPO["iterations"] * GRPO["prompts"]  # each iteration new prompts (one epoch)
+    prompts = GRPO["iterations"] * GRPO["prompts"]  # each iteration new prompts
+    # the packaged GSM8K prompts (1,319) last 82 iterations: longer runs take more episodes
+    episodes = -(-GRPO["iterations"] // 82)
     return [f"actor.model_name_or_path={model}", f"data.max_samples={prompts}",
+            f"train.num_episodes={episodes}",
             f"rollout.batch_size={GRPO['prompts']}",
             f"rollout.n_samples_per_prompt={GRPO['samples']}",
             f"rollout.max_new_tokens={GRPO['new_tokens']}",
