@@ -98,7 +98,8 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
     log = Path(store) / f"{run_id}.log"
     env = dict(os.environ, ALIGNFLOW_PLACEMENT_TIMEOUT="120", ALIGNFLOW_RETRY_BASE="0.2",
                ALIGNFLOW_MAX_RESTARTS=str(BUDGET))
-    start, timeout = time.time(), max(300, LIMIT * undisturbed)
+    # the undisturbed run has no limit (its time is the measure); a disturbed one LIMIT x it
+    start, timeout = time.time(), max(300, LIMIT * undisturbed) if rate else 86400.0
     with log.open("w") as out:
         sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     injector = Injector(sim, run_id, psutil.Process(sup.pid), undisturbed * (rate or 0) / 100,
