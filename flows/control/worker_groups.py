@@ -18,10 +18,12 @@ class WorkerGroups:
         self.groups[name] = (factory, options)
         trained = any(m.get("worker") == name and m.get("checkpoint")
                       for m in self.manifests.values())  # restored before use: adoptable
-        if self.executor.start_worker(name, factory, options, self.run_id, adopt=trained) \
-                and self.progress is not None:
-            self.progress.log(f"host {name}: taken over from the dead driver (restored from its "
-                              "newest checkpoint before its next task)")
+        kept = bool(options.get("immutable"))  # nothing in it changes: adoptable as it is
+        if self.executor.start_worker(name, factory, options, self.run_id,
+                                      adopt=trained or kept) and self.progress is not None:
+            how = "restored from its newest checkpoint before its next task" if trained else \
+                "immutable: kept as it was built"
+            self.progress.log(f"host {name}: taken over from the dead driver ({how})")
         if self.progress is not None and options.get("label") and name not in self.announced:
             self.progress.log(f"host {name}: {options['label']}")
             self.announced.add(name)

@@ -85,7 +85,7 @@ def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
 def _declare(host: HostPlan, factory) -> None:
     worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
                  num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
-                 workers_per_node=host.workers_per_node)
+                 workers_per_node=host.workers_per_node, immutable=host.immutable)
 
 
 def teacher_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int) -> TeacherOutput:

@@ -24,10 +24,13 @@ from alignflow.flows.engine import current_driver
 
 def worker_group(name: str, factory: Callable[[], Any], *, num_cpus: float = 1,
                  num_gpus: float = 0, memory: int | None = None, label: str = "",
-                 num_nodes: int = 1, workers_per_node: int = 1) -> str:
+                 num_nodes: int = 1, workers_per_node: int = 1,
+                 immutable: bool = False) -> str:
     """Declare worker group `name` built by `factory()`; returns the name for `@task(worker=)`.
     Resources are per worker; several workers form a data-parallel group. `label` (e.g. the
-    roles it holds) is shown on the run's progress line."""
+    roles it holds) is shown on the run's progress line. `immutable`: nothing the object
+    holds changes after it is built (a frozen reference or reward model), so under
+    `--supervise` the live workers a dead driver left are taken over as they are."""
     driver = current_driver()
     if driver is None:
         raise FlowError(f"worker_group({name!r}) needs a running flow; call it inside a @flow")
@@ -37,5 +40,6 @@ def worker_group(name: str, factory: Callable[[], Any], *, num_cpus: float = 1,
     driver.add_worker_group(name, factory, {"num_cpus": num_cpus, "num_gpus": num_gpus,
                                             "memory": memory, "label": label,
                                             "num_nodes": num_nodes,
-                                            "workers_per_node": workers_per_node})
+                                            "workers_per_node": workers_per_node,
+                                            "immutable": immutable})
     return name

@@ -64,7 +64,7 @@ def declare_generator(cfg: RLConfig, plan: RunPlan) -> str:
 def _declare(host: HostPlan, factory) -> str:
     return worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
                         num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
-                        workers_per_node=host.workers_per_node)
+                        workers_per_node=host.workers_per_node, immutable=host.immutable)
 
 
 def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, iteration: int):

@@ -112,6 +112,11 @@ class HostPlan:
         return self.nodes * self.workers_per_node
 
     @property
+    def immutable(self) -> bool:
+        """No trainer and no engine: what it holds never changes after it is built."""
+        return not self.trainers and self.engine is None
+
+    @property
     def gpus(self) -> float:
         return self.workers * self.gpus_per_worker
 

@@ -139,3 +139,16 @@ def test_the_executor_each_rule_asks_for(sets, cluster, executor, why):
 def test_distillation_and_the_loops_fit_one_process():
     assert plan(DistillConfig, "teacher.model_name_or_path=x").executor == "inline"
     assert plan(RejectionSamplingConfig).executor == "inline"
+
+
+def test_only_hosts_without_trainer_or_engine_are_immutable():
+    """An immutable host is taken over as it is by the next driver of a supervised run
+    (`worker_group(immutable=)`); a host that trains or holds an engine changes."""
+    p = plan(PPOConfig, "train.colocate_all=false", f"reward.model_name_or_path={RM}",
+             "algo.kl.init_coef=0.01", cluster=GPUS)
+    assert {h.name: h.immutable for h in p.hosts} == {
+        "actor": False, "critic": False, "ref": True, "reward": True}
+    assert not plan(RLConfig).hosts[0].immutable  # one colocated host trains
+    assert not plan(RLConfig, "async.max_staleness=1", cluster=GPUS).generator.immutable
+    distill = plan(DistillConfig, "teacher.model_name_or_path=x").hosts
+    assert [(h.name, h.immutable) for h in distill] == [("policy", False), ("teacher", True)]

@@ -123,10 +123,13 @@ def test_on_a_cluster_the_next_driver_takes_over_the_live_workers(tiny_model_dir
     """`--simulate-cluster`: the supervisor holds the cluster, the drivers join it; the
     workers of a driver killed after a learn commit outlive it and the next driver adopts
     them (restored from the newest checkpoint): the weights are those of the same run on
-    the same simulated cluster never killed, bitwise (~90 s: two simulated runs)."""
+    the same simulated cluster never killed, bitwise (~90 s: two simulated runs). The roles
+    on hosts of their own: the reference and reward hosts (no trainer, no engine) are taken
+    over as they are."""
     store = tmp_path / "store"
     sim = ["--simulate-cluster", "1x2", "--set", "placement.num_cpus=0.5", "--set",
-           "train.max_iterations=3"]
+           "train.max_iterations=3", "--set", "train.colocate_all=false", "--set",
+           "rollout.engine=hf"]
     runs_of = {run_id: [a if a != "inline" else "auto" for a in _grpo(tiny_model_dir, run_id)]
                for run_id in ("c", "ref")}
     log = tmp_path / "sup.log"
@@ -136,7 +139,10 @@ def test_on_a_cluster_the_next_driver_takes_over_the_live_workers(tiny_model_dir
     _await("iteration 0's learn commit", learned.exists, sup, log, 180)
     os.kill(_driver_pid(log), signal.SIGKILL)
     assert sup.wait(timeout=240) == 0, log.read_text()
-    assert "host models: taken over from the dead driver" in log.read_text(), log.read_text()
+    said = log.read_text()
+    assert "host actor: taken over from the dead driver (restored" in said, said
+    for frozen in ("ref", "reward"):
+        assert f"host {frozen}: taken over from the dead driver (immutable" in said, said
     ref = _cli([*runs_of["ref"], *sim], store, tmp_path / "ref.log")
     assert ref.wait(timeout=240) == 0, (tmp_path / "ref.log").read_text()
     assert _weights(store, "c") == _weights(store, "ref")
