@@ -3,7 +3,11 @@ while a seeded injector kills, at a set rate, worker actors, generation engines,
 nodes and the driver (`chaos_inject.py`), against the same run undisturbed.
 
     .venv/bin/python bench/chaos.py [--flows grpo,dpo] [--rates 10,5] [--seed 0]
+                                    [--iterations 24] [--new-tokens 24] [--epochs 3]
                                     [--ray-health-defaults]
+
+A fault costs seconds whatever the run's length, and a rate R is about 100/R faults per
+run: ETTR depends on how long the run is (bench/RESULTS.md measures 800 GRPO iterations).
 
 Every run is `alignflow run FLOW … --address <cluster> --supervise` (the command a user
 types, the cluster started here and left up while drivers come and go); its head gives up
