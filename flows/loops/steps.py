@@ -14,7 +14,7 @@ from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
 from alignflow.flows.loops.config import LoopConfig
 from alignflow.flows.offline.steps import make_plan, train_steps
-from alignflow.flows.ray.workers import worker_group
+from alignflow.flows.ray.workers import plan_group
 from alignflow.flows.rl.shared_steps import (
     MODEL_HOST,
     export_model,
@@ -46,8 +46,7 @@ def declare_host(cfg: LoopConfig) -> str:
                     num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num,
                     offload=("reward",) if cfg.reward.offload else (),
                     attn_implementation=cfg.ds.attn_implementation)
-    worker_group(HOST, functools.partial(MODEL_HOST, spec), num_cpus=host.cpus_per_worker,
-                 num_gpus=host.gpus_per_worker, label=host.label)
+    plan_group(host, functools.partial(MODEL_HOST, spec))
     return HOST
 
 

@@ -16,13 +16,12 @@ from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
 from alignflow.flows.lazyref import LazyRef
 from alignflow.flows.offline.config import OfflineConfig
-from alignflow.flows.ray.workers import worker_group
+from alignflow.flows.ray.workers import plan_group
 from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint
 from alignflow.tasks.offline.host_spec import OfflineHostSpec
 from alignflow.tasks.offline.kinds import objective
 from alignflow.tasks.offline.records import OfflineData, ReferenceOutput, TeacherOutput
-from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.trainers.plan import Plan
 
 # The bodies and hosts run in workers; the driver names them (`flows/lazyref.py`).
@@ -75,17 +74,11 @@ def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
                            pretrain=cfg.model.model_name_or_path,
                            value_head=objective(cfg.KIND).value_head,
                            num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
-    _declare(policy, functools.partial(OFFLINE_HOST, spec))
+    plan_group(policy, functools.partial(OFFLINE_HOST, spec))
     if TEACHER in (h.name for h in run_plan.hosts):
-        _declare(run_plan.host(TEACHER), functools.partial(
+        plan_group(run_plan.host(TEACHER), functools.partial(
             TEACHER_HOST, cfg.teacher.model_name_or_path, dtype=cfg.ds.param_dtype,
             num_threads=cfg.num_threads))
-
-
-def _declare(host: HostPlan, factory) -> None:
-    worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
-                 num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
-                 workers_per_node=host.workers_per_node, immutable=host.immutable)
 
 
 def teacher_chunk(cfg: OfflineConfig, data: OfflineData, plan: Plan, chunk: int) -> TeacherOutput:

@@ -43,3 +43,11 @@ def worker_group(name: str, factory: Callable[[], Any], *, num_cpus: float = 1,
                                             "workers_per_node": workers_per_node,
                                             "immutable": immutable})
     return name
+
+
+def plan_group(host: Any, factory: Callable[[], Any]) -> str:
+    """The worker group of one host of the run plan (a `tasks.plan.hosts.HostPlan`, read by
+    its fields: the engine imports no `tasks`), placed and marked as the plan says."""
+    return worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
+                        num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
+                        workers_per_node=host.workers_per_node, immutable=host.immutable)

@@ -10,10 +10,9 @@ import functools
 
 from alignflow.flows.engine import Done, task
 from alignflow.flows.lazyref import LazyRef
-from alignflow.flows.ray.workers import worker_group
+from alignflow.flows.ray.workers import plan_group
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import MODEL_HOST
-from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl.rollout_spec import RolloutSpec
@@ -47,7 +46,7 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload, attn_implementation=cfg.ds.attn_implementation,
                         trainer_sleep=cfg.ds.enable_sleep)
-        _declare(host, functools.partial(MODEL_HOST, spec))
+        plan_group(host, functools.partial(MODEL_HOST, spec))
     return {role: plan.host_of(role) for role in plan.roles}
 
 
@@ -58,13 +57,7 @@ def declare_generator(cfg: RLConfig, plan: RunPlan) -> str:
                        pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                        num_threads=cfg.num_threads, agent_func_path=cfg.train.agent_func_path)
-    return _declare(host, functools.partial(ROLLOUT_HOST, spec))
-
-
-def _declare(host: HostPlan, factory) -> str:
-    return worker_group(host.name, factory, num_cpus=host.cpus_per_worker,
-                        num_gpus=host.gpus_per_worker, label=host.label, num_nodes=host.nodes,
-                        workers_per_node=host.workers_per_node, immutable=host.immutable)
+    return plan_group(host, functools.partial(ROLLOUT_HOST, spec))
 
 
 def reference_step(cfg: RLConfig, host: dict[Role, str], key: str, rollouts, iteration: int):

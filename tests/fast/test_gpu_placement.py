@@ -10,6 +10,7 @@ import pytest
 
 from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
+from alignflow.flows.ray import workers
 from alignflow.flows.rl import steps
 from alignflow.flows.rl.config import RLConfig
 from alignflow.tasks.plan import rules
@@ -34,7 +35,7 @@ def declared(monkeypatch) -> dict[str, dict]:
     def worker_group(name, factory, **kw):
         found[name] = kw
         return name
-    monkeypatch.setattr(steps, "worker_group", worker_group)
+    monkeypatch.setattr(workers, "worker_group", worker_group)  # what `plan_group` calls
     return found
 
 

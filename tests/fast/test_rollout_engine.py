@@ -115,11 +115,12 @@ def test_gpu_requests_on_a_cpu_machine_fail_fast():
 def test_the_async_generator_worker_takes_the_flows_engine_choice(monkeypatch):
     """`declare_generator` hands the plan's engine (`rollout.engine`, `vllm.*`) and GPUs to
     the worker."""
+    from alignflow.flows.ray import workers
     from alignflow.flows.rl import steps
     from alignflow.tasks.rl.rollout_host import RolloutHost
 
     made = {}
-    monkeypatch.setattr(steps, "worker_group", lambda name, factory, **kw: made.update(
+    monkeypatch.setattr(workers, "worker_group", lambda name, factory, **kw: made.update(
         factory=factory, **kw) or name)
     cfg = load_config(RLConfig, sets=["actor.model_name_or_path=tiny-llama",
                                       "rollout.max_new_tokens=64",
