@@ -68,7 +68,7 @@ def _cpu_deepspeed() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from alignflow.flows.control.timeline import mark
+    from alignflow.timeline import mark
 
     mark("cli start")
     _cpu_deepspeed()
@@ -95,7 +95,7 @@ def _quick_exit(code: int) -> None:
     (seconds, for nothing: every result is committed and every file closed by now)."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    from alignflow.flows.control.timeline import mark
+    from alignflow.timeline import mark
 
     mark("shutdown start")
     ray_local, ray = sys.modules.get("alignflow.flows.ray.local"), sys.modules.get("ray")

@@ -7,7 +7,7 @@ Runs the command as a user types it, on the work of `bench/peers.py` (5.28M Llam
 thread, the same malloc settings), interleaved (order rotated each repetition). Three
 sources per run: the process tree sampled every 50 ms (each process's RSS and CPU, named by
 role: driver, gcs, raylet, Ray agents, model host / pool actor, other Ray workers), the
-phase marks the processes write to `$ALIGNFLOW_TIMELINE` (`flows/control/timeline.py`: Ray start,
+phase marks the processes write to `$ALIGNFLOW_TIMELINE` (`alignflow/timeline.py`: Ray start,
 config checked, warm imports, model load, flow start/end, shutdown), and the run's
 manifests (each task's queue wait, body and the gap before it). Prints one timeline per
 run and, per kind and side, medians. `--before DIR` adds the same executors run from

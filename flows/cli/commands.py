@@ -21,7 +21,7 @@ from alignflow.flows.cli.run_config import check_run
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
 from alignflow.flows.control import api, planning
 from alignflow.flows.control.planning import CHOICES, resolve
-from alignflow.flows.control.timeline import mark
+from alignflow.timeline import mark
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:

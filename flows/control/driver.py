@@ -23,6 +23,7 @@ from alignflow.flows.journal.commit_queue import CommitQueue
 from alignflow.flows.journal.identity import cache_key, task_seed
 from alignflow.flows.journal.timers import Timers
 from alignflow.flows.ray.executors import fault_record, is_transient
+from alignflow.timeline import mark
 
 
 class Stopped(BaseException):
@@ -166,6 +167,7 @@ class Driver(Timers, WorkerGroups):
             self.budget.charge_fault(err, worker, key)
 
     def _retry(self, fut: LiveFuture, err: dict, restart: bool) -> None:
+        mark(f"fault {fut.key} {err['type']}")
         if restart or err["type"] == "EngineError":
             self._charge(err, fut.task.opts.worker, fut.key)
         wait = backoff(fut.attempt)

@@ -22,12 +22,12 @@ from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
 from alignflow.flows.control.heartbeat import watch
 from alignflow.flows.control.recovery import Budget, recoverable, role_of
-from alignflow.flows.control.timeline import mark
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
 from alignflow.flows.ray.executors import is_transient
+from alignflow.timeline import mark
 
 
 def call_flow(flow: Flow, config: Any) -> Any:

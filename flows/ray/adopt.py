@@ -15,11 +15,11 @@ that gives up leaves them to the next `resume`, which adopts or kills them.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
+from alignflow.detached import NAMESPACE, answering, discard, find, placement_group, remove_pg
+
 SUPERVISED_ENV = "ALIGNFLOW_SUPERVISED"  # set by the supervisor for the drivers it starts
-NAMESPACE = "alignflow"
 
 
 def supervised() -> bool:
@@ -33,53 +33,6 @@ def actor_options() -> dict:
 
 def pg_options() -> dict:
     return {"lifetime": "detached"} if supervised() else {}
-
-
-def find(name: str) -> Any:
-    """The live actor called `name` in the supervised namespace, or None."""
-    import ray
-
-    try:
-        return ray.get_actor(name, namespace=NAMESPACE)
-    except ValueError:
-        return None
-
-
-def answering(actors: list[Any], timeout: float = 20.0) -> bool:
-    """Whether every actor answers (a rank on a lost node does not)."""
-    import ray
-
-    try:
-        ray.get([a.pid.remote() for a in actors], timeout=timeout)
-        return True
-    except Exception:
-        return False
-
-
-def discard(names: list[str]) -> None:
-    """Kill the actors left under `names` and wait until the names are free."""
-    import ray
-
-    for name in names:
-        actor = find(name)
-        if actor is not None:
-            ray.kill(actor, no_restart=True)
-    deadline = time.time() + 30
-    while time.time() < deadline and any(find(n) is not None for n in names):
-        time.sleep(0.1)
-
-
-def placement_group(name: str) -> Any:
-    """The detached placement group called `name`, or None."""
-    from ray.util import placement_group_table
-    from ray.util.placement_group import PlacementGroup
-
-    for pg_id, info in placement_group_table().items():
-        if info.get("name") == name and info.get("state") != "REMOVED":
-            from ray._raylet import PlacementGroupID
-
-            return PlacementGroup(PlacementGroupID.from_hex(pg_id))
-    return None
 
 
 def adopt_actor(name: str) -> Any:
@@ -108,10 +61,7 @@ def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any] | None:
     return None
 
 
-def remove_pg(name: str) -> None:
-    """Remove the detached placement group called `name`, if there is one."""
-    pg = placement_group(name)
-    if pg is not None:
-        from ray.util.placement_group import remove_placement_group
-
-        remove_placement_group(pg)
+def group_name(run_id: str, name: str) -> str:
+    """The name a worker is told (`alignflow.detached.own`): its group's, when the run is
+    supervised; "" otherwise."""
+    return f"alignflow:{run_id}:{name}" if supervised() else ""

@@ -14,15 +14,16 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from alignflow import detached
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 from alignflow.flows.control import wrapper
-from alignflow.flows.control.timeline import mark
 from alignflow.flows.engine import Done
 from alignflow.flows.ray import adopt as adoption
 from alignflow.flows.ray.connect import ensure_ray
 from alignflow.flows.ray.groups import RayWorkerGroup, group_size
 from alignflow.flows.ray.worker_host import WorkerHost, host_actor_class
+from alignflow.timeline import mark
 
 _REMOTES: dict[str, Any] = {}
 
@@ -116,6 +117,7 @@ class RayExecutor:
         self._execute, self._actor_cls = _REMOTES["execute"], host_actor_class()
         self._variants: dict[tuple, Any] = {}
         self.workers: dict[str, Any] = {}
+        self.run_id = ""
         self.pool = None
         if address is None:  # one machine: warm workers (`flows/ray/pool.py`)
             from alignflow.flows.ray import pool as ray_pool
@@ -127,6 +129,7 @@ class RayExecutor:
                      adopt: bool = False) -> bool:
         """`adopt`: the group has a committed checkpoint, so live actors a dead driver of a
         supervised run left may be taken over (`flows/ray/adopt.py`); returns whether they were."""
+        self.run_id = run_id
         if name in self.workers:
             return False
         if adopt and self._adopt(name, factory, options, run_id):
@@ -153,10 +156,11 @@ class RayExecutor:
             return
         actor_name = f"alignflow:{run_id}:{name}"
         if adoption.supervised():
-            adoption.discard([actor_name])  # a dead driver's, not adopted: its name free
+            detached.discard([actor_name])  # a dead driver's, not adopted: its name free
         self.workers[name] = self._actor_cls.options(
             name=actor_name, get_if_exists=True, **_remote_options(options),
-            **adoption.actor_options()).remote(factory, name)
+            **adoption.actor_options()).remote(factory, name,
+                                               adoption.group_name(run_id, name))
 
     def _adopt(self, name: str, factory: Any, options: dict, run_id: str) -> bool:
         """Take over the live actors a dead driver of this run left (supervised runs)."""
@@ -212,6 +216,8 @@ class RayExecutor:
             else:
                 ray.kill(actor, no_restart=True)
         self.workers.clear()
+        if adoption.supervised() and self.run_id:
+            detached.sweep(self.run_id)  # the helpers its workers left detached (engines)
         if self.pool:
             self.pool.close()
 

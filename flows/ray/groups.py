@@ -20,9 +20,11 @@ import os
 import socket
 from typing import Any
 
+from alignflow import detached
 from alignflow.errors import FlowError
 from alignflow.flows.ray import adopt
 from alignflow.flows.ray.worker_host import WorkerHost
+from alignflow.timeline import mark
 
 
 def group_size(options: dict) -> int:
@@ -34,7 +36,9 @@ class GroupWorker(WorkerHost):
     """The body of one rank's actor: holds `factory()` and runs the group's tasks on it
     (calls, restore, durable writes as a worker host); its models load after `join`."""
 
-    def __init__(self, factory: Any) -> None:
+    def __init__(self, factory: Any, owner: str = "") -> None:
+        mark("rank up")
+        detached.own(owner)  # the engines rank 0 starts outlive it (supervised runs)
         self.obj, self.failure = factory(), None  # a failed start raises at `join`
 
     def rendezvous(self) -> tuple[str, int]:
@@ -55,7 +59,9 @@ class GroupWorker(WorkerHost):
                             "master_addr, master_port); a worker group of several workers "
                             "needs one")
         join(rank, world_size, addr, port)
+        mark(f"rank {rank} joined")
         getattr(self.obj, "preload", lambda: None)()
+        mark("rank loaded")
 
 
 class RayWorkerGroup:
@@ -82,9 +88,11 @@ class RayWorkerGroup:
         import ray
 
         if adopt.supervised():  # a dead driver's ranks and bundles, not adopted: gone first
-            adopt.discard(self.names())
-            adopt.remove_pg(f"alignflow:{self.run_id}:{self.name}")
+            detached.discard(self.names())
+            detached.remove_pg(f"alignflow:{self.run_id}:{self.name}")
+        mark(f"group {self.name} start")
         self.pg = self._placement_group()
+        mark(f"group {self.name} placed")
         try:
             for attempt in range(3):
                 self.actors = self._actors()
@@ -92,6 +100,7 @@ class RayWorkerGroup:
                     addr, port = ray.get(self.actors[0].rendezvous.remote())
                     ray.get([a.join.remote(r, self.size, addr, port)
                              for r, a in enumerate(self.actors)])
+                    mark(f"group {self.name} joined")
                     return self
                 except ray.exceptions.RayTaskError as exc:
                     # the free port rank 0 picked was taken before it listened: pick again
@@ -116,7 +125,7 @@ class RayWorkerGroup:
             while time.time() < deadline:
                 try:
                     ray.get_actor(f"alignflow:{self.run_id}:{self.name}:{rank}",
-                                  namespace=adopt.NAMESPACE if adopt.supervised() else None)
+                                  namespace=detached.NAMESPACE if adopt.supervised() else None)
                 except ValueError:
                     break
                 time.sleep(0.1)
@@ -135,7 +144,8 @@ class RayWorkerGroup:
             name=f"alignflow:{self.run_id}:{self.name}:{rank}",
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=self.pg, placement_group_bundle_index=rank // per_node),
-            **self._per_worker(), **adopt.actor_options()).remote(self.factory)
+            **self._per_worker(), **adopt.actor_options()).remote(
+                self.factory, adopt.group_name(self.run_id, self.name))
             for rank in range(self.size)]
 
     def _per_worker(self) -> dict:
@@ -174,7 +184,9 @@ class RayWorkerGroup:
     def restore(self, store: Any, checkpoint: str) -> None:
         import ray
 
+        mark(f"group {self.name} restore")
         ray.get([a.restore.remote(store, checkpoint) for a in self.actors])
+        mark(f"group {self.name} restored")
 
     def submit(self, call: dict) -> GroupHandle:
         """The call on every rank; a group killed after a failure answers with a transient

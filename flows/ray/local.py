@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from alignflow.flows.control.timeline import mark
+from alignflow.timeline import mark
 
 TEMP_DIR = "/tmp/alignflow-ray"
 _SYSTEM = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from alignflow import detached
 from alignflow.errors import FlowError
 from alignflow.flows.control import wrapper
-from alignflow.flows.control.timeline import mark
+from alignflow.timeline import mark
 
 _REMOTES: dict[str, Any] = {}
 
@@ -57,8 +58,9 @@ class WorkerHost:
     """The body of a worker-group actor: holds `factory()` and runs worker tasks on it. A
     pool actor starts without one (`factory=None`) and runs plain tasks until `install`."""
 
-    def __init__(self, factory: Any, name: str = "") -> None:
+    def __init__(self, factory: Any, name: str = "", owner: str = "") -> None:
         self.obj, self.failure = None, None
+        detached.own(owner)  # what its object starts to outlive it is named after it
         if factory is not None:
             self.install(factory, name)
 

@@ -2,8 +2,9 @@
 
 Dependencies point one way: the public face (`alignflow`) → the CLI → the flow families →
 the engine; the families → the steps → the building blocks (`tasks/*`); everything →
-the store (`artifacts`) → the errors (`alignflow.errors`) and lazy package names
-(`alignflow.lazy`), leaves every layer may import.
+the store (`artifacts`) → the errors (`alignflow.errors`), lazy package names
+(`alignflow.lazy`), benchmark phase marks (`alignflow.timeline`) and actors found again by
+name (`alignflow.detached`), leaves every layer may import.
 The engine never imports `tasks` or `catalog`; `tasks` never imports `flows`; `artifacts`
 imports only the errors. A new package joins by getting a row in `ALLOWED`.
 """
@@ -18,13 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"alignflow": "alignflow", "flows": "alignflow.flows", "tasks": "alignflow.tasks",
            "artifacts": "alignflow.artifacts", "catalog": "alignflow.catalog"}
 
-BLOCKS = {"errors", "lazy", "artifacts"}  # what every layer may use
+BLOCKS = {"errors", "lazy", "timeline", "detached", "artifacts"}  # what every layer may use
 TASK_BASE = BLOCKS | {"tasks.losses", "tasks.zoo", "tasks.advantages", "tasks.data",
                       "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards",
                       "tasks.distributed", "tasks.plan", "tasks.simulate"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "lazy": set(),
+    "timeline": set(),
+    "detached": set(),
     "artifacts": {"errors", "lazy"},
     "catalog": BLOCKS,
     "tasks.losses": BLOCKS,
@@ -87,7 +90,7 @@ def _group(module: str) -> str:
     parts = module.split(".")
     if module in ("alignflow", "alignflow.cli", "alignflow.config"):
         return "face"
-    if parts[1] in ("errors", "lazy", "artifacts", "catalog"):
+    if parts[1] in ("errors", "lazy", "timeline", "detached", "artifacts", "catalog"):
         return parts[1]
     if parts[1] == "tasks":
         return ".".join(parts[1:3]) if len(parts) > 2 else "tasks"

@@ -130,9 +130,10 @@ def test_an_engine_restart_closes_the_sync_group_on_every_side(monkeypatch):
     engines = object.__new__(VLLMEngineActor)
     survivor, dead, fresh = Actor(), Actor(), Actor()
     engines.__dict__.update(_actors=[survivor, dead], _sender=Sender(), _checkpoint=None,
-                            _initial_version=0, _starting={}, _versions=[0, 0])
+                            _initial_version=0, _starting={}, _versions=[0, 0], _names=None,
+                            _groups=[None, None])
     monkeypatch.setattr(ray, "kill", lambda actor, no_restart: None)
-    monkeypatch.setattr(VLLMEngineActor, "_spawn", lambda self, index, version: fresh)
+    monkeypatch.setattr(VLLMEngineActor, "_spawn", lambda self, index, version, group: fresh)
     engines._restart(1)
     assert Sender.closed == 1 and engines._sender is None
     assert survivor.left == 1 and dead.left == 0 and engines._actors == [survivor, fresh]

@@ -6,6 +6,7 @@ supervisor stops with one line; SIGTERM stops the driver and the supervisor, no 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -119,30 +120,48 @@ def test_sigterm_stops_driver_and_supervisor_without_a_restart(tiny_model_dir, t
     assert api.get_status("t", store=str(store)) == runs.RESUMABLE
 
 
+def _timeline(path: Path, event: str) -> list[int]:
+    """Pids of the processes that marked `event` (`$ALIGNFLOW_TIMELINE`), in order."""
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e["pid"] for e in lines if e["event"] == event]
+
+
 def test_on_a_cluster_the_next_driver_takes_over_the_live_workers(tiny_model_dir, tmp_path):
     """`--simulate-cluster`: the supervisor holds the cluster, the drivers join it; the
     workers of a driver killed after a learn commit outlive it and the next driver adopts
-    them (restored from the newest checkpoint): the weights are those of the same run on
-    the same simulated cluster never killed, bitwise (~90 s: two simulated runs). The roles
-    on hosts of their own: the reference and reward hosts (no trainer, no engine) are taken
+    them (restored from the newest checkpoint); then a rank of the actor's group is killed,
+    the group is formed again, and its new rank 0 takes over the two generation engines the
+    dead one drove (no engine starts again). The weights are those of the same run on the
+    same simulated cluster never killed, bitwise (~2 min: two simulated runs). The roles on
+    hosts of their own: the reference and reward hosts (no trainer, no engine) are taken
     over as they are."""
-    store = tmp_path / "store"
-    sim = ["--simulate-cluster", "1x2", "--set", "placement.num_cpus=0.5", "--set",
+    store, timeline = tmp_path / "store", tmp_path / "timeline.jsonl"
+    sim = ["--simulate-cluster", "1x8", "--set", "placement.num_cpus=0.5", "--set",
            "train.max_iterations=3", "--set", "train.colocate_all=false", "--set",
-           "rollout.engine=hf"]
+           "rollout.engine=vllm", "--set", "vllm.num_engines=2", "--set",
+           "actor.num_gpus_per_node=2"]
     runs_of = {run_id: [a if a != "inline" else "auto" for a in _grpo(tiny_model_dir, run_id)]
                for run_id in ("c", "ref")}
     log = tmp_path / "sup.log"
-    sup = _cli([*runs_of["c"], *sim, "--supervise"], store, log)
+    sup = _cli([*runs_of["c"], *sim, "--supervise"], store, log,
+               ALIGNFLOW_TIMELINE=str(timeline))
     _await("the driver's start", lambda: _driver_pid(log) is not None, sup, log, 180)
-    learned = store / "runs/c/tasks/iter-0000/learn.json"
-    _await("iteration 0's learn commit", learned.exists, sup, log, 180)
+    tasks = store / "runs/c/tasks"
+    _await("iteration 0's learn commit", (tasks / "iter-0000/learn.json").exists, sup, log, 180)
     os.kill(_driver_pid(log), signal.SIGKILL)
+    _await("iteration 1's learn commit", (tasks / "iter-0001/learn.json").exists, sup, log, 180)
+    (rank0,) = _timeline(timeline, "rank 0 joined")  # the actor's ranks were taken over
+    os.kill(rank0, signal.SIGKILL)  # the rank that drives the engines
     assert sup.wait(timeout=240) == 0, log.read_text()
     said = log.read_text()
     assert "host actor: taken over from the dead driver (restored" in said, said
     for frozen in ("ref", "reward"):
         assert f"host {frozen}: taken over from the dead driver (immutable" in said, said
+    assert re.search(r"iter-000[12]/\w+ attempt 1 failed \(ActorDiedError", said), said
+    assert len(_timeline(timeline, "rank 0 joined")) == 2  # the group was formed again
+    assert len(_timeline(timeline, "engine up")) == 2  # its engines were not
     ref = _cli([*runs_of["ref"], *sim], store, tmp_path / "ref.log")
     assert ref.wait(timeout=240) == 0, (tmp_path / "ref.log").read_text()
     assert _weights(store, "c") == _weights(store, "ref")

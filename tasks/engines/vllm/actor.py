@@ -26,59 +26,14 @@ from collections.abc import Iterable
 
 import torch
 
+from alignflow import detached
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
-from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig
-from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
-
-
-class EngineHost:
-    """The actor body: one `VLLMEngine`, built inside the actor's process."""
-
-    def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
-        self.engine = build_engine(model_path, config, policy_version=policy_version)
-
-    def version(self) -> int:
-        return self.engine.policy_version
-
-    def generate(self, prompts: list[list[int]], params: SamplingParams,
-                 prompt_offset: int) -> list[GeneratedSample]:
-        return self.engine.generate(prompts, params, prompt_offset=prompt_offset)
-
-    def stage_bucket(self, names, dtypes, shapes, offsets, buffer) -> None:
-        self.engine.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
-
-    def drop_staged(self) -> None:
-        self.engine.drop_staged()
-
-    def commit_weights(self, version: int | None) -> int:
-        self.engine.commit_weights(version=version)
-        return self.engine.policy_version
-
-    def load_checkpoint(self, store, rel_dir: str, version: int | None) -> int:
-        self.engine.load_checkpoint(store, rel_dir, version=version)
-        return self.engine.policy_version
-
-    def sleep(self) -> bool:
-        return self.engine.sleep()
-
-    def wake(self) -> bool:
-        return self.engine.wake()
-
-    def join_sync_group(self, host: str, port: int, rank: int, world: int, backend: str,
-                        timeout_s: float) -> bool:
-        self.engine.join_sync_group(host, port, rank, world, backend, timeout_s)
-        return True
-
-    def receive_bucket(self, names, dtypes, shapes, offsets, nbytes: int) -> None:
-        self.engine.receive_bucket(names, dtypes, shapes, offsets, nbytes)
-
-    def leave_sync_group(self) -> bool:
-        self.engine.leave_sync_group()
-        return True
+from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION, EngineHost
+from alignflow.tasks.engines.vllm.weights import pack_buckets
 
 
 class VLLMEngineActor:
@@ -101,9 +56,37 @@ class VLLMEngineActor:
         self._initial_version = policy_version
         self._versions = [policy_version] * num_engines
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
-        self._groups = [self._reserve(i) for i in range(num_engines)]
-        self._actors = [self._spawn(i, policy_version) for i in range(num_engines)]
+        self._names = detached.helper_names("engine", num_engines)  # named: they outlive us
+        self._groups, self._actors = [], []
+        for index in range(num_engines):
+            group, actor = self._take_over(index) or self._start(index, policy_version)
+            self._groups.append(group)
+            self._actors.append(actor)
         self._wait(self._each("version"), self.config.startup_timeout_s, "start")
+
+    def _take_over(self, index: int) -> tuple | None:
+        """The engine (and its placement group) that the process this one replaces left
+        running, in a supervised run's rebuilt group: no start, no model load. What it
+        serves is unknown (a step that was never committed, maybe), so it counts as behind
+        and is synced before its first generate."""
+        if self._names is None:
+            return None
+        # a live engine answers at once, one Ray is starting again within its start time
+        found = detached.take_over(self._names[index], self.config.startup_timeout_s, "version")
+        if found is None:
+            return None
+        actor, group = found
+        actor.leave_sync_group.remote()  # its sender died with the process it served
+        self._versions[index] = UNKNOWN_VERSION
+        return group, actor
+
+    def _start(self, index: int, version: int) -> tuple:
+        group = placement.reserve(self._bundle(), self.config.startup_timeout_s, index,
+                                  name=self._name(index))
+        return group, self._spawn(index, version, group)
+
+    def _name(self, index: int) -> str | None:
+        return self._names[index] if self._names else None
 
     @property
     def policy_version(self) -> int:
@@ -118,17 +101,15 @@ class VLLMEngineActor:
         return placement.engine_bundle(on_gpu=self.on_gpu, cpus=self.num_cpus,
                                        tensor_parallel_size=self.config.tensor_parallel_size)
 
-    def _reserve(self, index: int):
-        return placement.reserve(self._bundle(), self.config.startup_timeout_s, index)
-
-    def _spawn(self, index: int, version: int):
+    def _spawn(self, index: int, version: int, group):
         import ray
 
         env = None
         if self.cores is not None:
             env = placement.cpu_env(placement.bind_spec(self.cores[index]))
-        options = placement.actor_options(self._groups[index], self._bundle(), env)
-        return ray.remote(EngineHost).options(**options).remote(
+        options = placement.actor_options(group, self._bundle(), env)
+        return ray.remote(EngineHost).options(**options,
+                                              **detached.helper_options(self._name(index))).remote(
             self.model_path, self.config, version)
 
     # -- calls with a deadline -------------------------------------------------------------
@@ -155,6 +136,7 @@ class VLLMEngineActor:
                                               "answered")
         done = {r.hex() for r in ready}
         failed: dict[int, str] = {}
+        stale: dict[int, str] = {}
         results = []
         for index, ref in calls.items():
             if ref.hex() not in done:
@@ -164,6 +146,14 @@ class VLLMEngineActor:
                 results.append(ray.get(ref))
             except (rex.RayActorError, rex.WorkerCrashedError) as exc:
                 failed[index] = f"actor died ({type(exc).__name__})"
+            except EngineError as exc:  # restarted by Ray (`engine_host.py`): sync it first
+                stale[index] = str(exc).splitlines()[-1]
+        if stale and not failed:
+            self._versions = [UNKNOWN_VERSION if i in stale else v
+                              for i, v in enumerate(self._versions)]
+            self._close_sync(survivors=self._actors)
+            raise EngineError(f"vLLM {what}: engines {sorted(stale)} were restarted by Ray "
+                              "and serve unknown weights; they are synced before the retry")
         if failed:
             for index in failed:
                 self._restart(index)
@@ -177,9 +167,11 @@ class VLLMEngineActor:
         import ray
 
         ray.kill(self._actors[index], no_restart=True)
+        if self._names:
+            detached.discard([self._names[index]])  # its name free for the new one
         self._close_sync(survivors=[a for i, a in enumerate(self._actors) if i != index])
         store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
-        self._actors[index] = self._spawn(index, version)
+        self._actors[index] = self._spawn(index, version, self._groups[index])
         if store is not None:
             self._actors[index].load_checkpoint.remote(store, rel_dir, version)
         self._starting[index] = self._actors[index].version.remote()

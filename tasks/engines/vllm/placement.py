@@ -58,12 +58,14 @@ def engine_bundle(*, on_gpu: bool, tensor_parallel_size: int, cpus: float) -> di
     return {"CPU": cpus}
 
 
-def reserve(bundle: dict[str, float], timeout_s: float, index: int):
-    """A ready placement group holding `bundle`; ConfigError if it cannot be placed."""
+def reserve(bundle: dict[str, float], timeout_s: float, index: int, name: str | None = None):
+    """A ready placement group holding `bundle`; ConfigError if it cannot be placed.
+    `name`: the group is detached under it (its engine outlives the process that drives it)."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    group = placement_group([bundle], strategy="STRICT_PACK")
+    named = {"name": name, "lifetime": "detached"} if name else {}
+    group = placement_group([bundle], strategy="STRICT_PACK", **named)
     ready = wait_said([group.ready()], timeout_s, lambda _n: (
         f"vLLM engine {index}: waiting for a node with {bundle} free (free now: "
         f"{_summary(ray.available_resources())} of {_summary(ray.cluster_resources())})"))

@@ -1,0 +1,87 @@
+"""The body of a vLLM engine actor: one engine, built in the actor's process.
+
+An engine a supervised run names (`flows/ray/adopt.py`) outlives the host process that
+drives it, and Ray starts it again by itself when its process or node is lost, so the
+host's replacement finds it running. A restarted engine holds the weights it was built
+from, not the ones its driver last sent: it refuses to generate, and to commit a sync
+that did not start in this incarnation, until a whole sync or a checkpoint load has given
+it weights again (`EngineError`: the caller syncs it and retries).
+"""
+
+from __future__ import annotations
+
+from alignflow.errors import EngineError
+from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.standin import build_engine
+from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm.weights import WeightBucket
+from alignflow.timeline import mark
+
+UNKNOWN_VERSION = -1  # what a restarted (or taken over) engine serves: behind every version
+
+
+def restarted_by_ray() -> bool:
+    """Whether Ray started this actor again after its process or node was lost."""
+    import ray
+
+    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+class EngineHost:
+    """The actor body: one `VLLMEngine`, built inside the actor's process."""
+
+    def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
+        self.engine = build_engine(model_path, config, policy_version=policy_version)
+        self.stale = restarted_by_ray()  # its weights are not the ones last sent to it
+        self.syncing = False  # a whole sync started in this incarnation (drop_staged)
+        mark("engine up")
+
+    def _fresh(self, what: str) -> None:
+        if self.stale:
+            raise EngineError(f"vLLM engine restarted by Ray after its process or node was "
+                              f"lost: {what} waits for a whole weight sync")
+
+    def version(self) -> int:
+        return UNKNOWN_VERSION if self.stale else self.engine.policy_version
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 prompt_offset: int) -> list[GeneratedSample]:
+        self._fresh("generate")
+        return self.engine.generate(prompts, params, prompt_offset=prompt_offset)
+
+    def stage_bucket(self, names, dtypes, shapes, offsets, buffer) -> None:
+        self.engine.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
+
+    def drop_staged(self) -> None:
+        self.engine.drop_staged()
+        self.syncing = True
+
+    def commit_weights(self, version: int | None) -> int:
+        if not self.syncing:  # restarted mid-sync: some buckets went to the dead process
+            self._fresh("a weight commit")
+        self.engine.commit_weights(version=version)
+        self.stale = False
+        return self.engine.policy_version
+
+    def load_checkpoint(self, store, rel_dir: str, version: int | None) -> int:
+        self.engine.load_checkpoint(store, rel_dir, version=version)
+        self.stale = False
+        return self.engine.policy_version
+
+    def sleep(self) -> bool:
+        return self.engine.sleep()
+
+    def wake(self) -> bool:
+        return self.engine.wake()
+
+    def join_sync_group(self, host: str, port: int, rank: int, world: int, backend: str,
+                        timeout_s: float) -> bool:
+        self.engine.join_sync_group(host, port, rank, world, backend, timeout_s)
+        return True
+
+    def receive_bucket(self, names, dtypes, shapes, offsets, nbytes: int) -> None:
+        self.engine.receive_bucket(names, dtypes, shapes, offsets, nbytes)
+
+    def leave_sync_group(self) -> bool:
+        self.engine.leave_sync_group()
+        return True
