@@ -97,13 +97,14 @@ def helper_names(kind: str, count: int) -> list[str] | None:
 
 def helper_options(name: str | None) -> dict:
     """Actor options of a helper called `name` (none when unnamed): detached, and started
-    again by Ray when its process or node is lost, while the worker that uses it is being
-    replaced; the helper must tell a restart (`was_current_actor_reconstructed`) from a
-    first start."""
+    again by Ray when its process or node is lost, at once (while the worker that uses it
+    is being replaced, or before its caller notices); a call it was running is run again
+    on the restarted one, so the helper must tell a restart (`was_current_actor_
+    reconstructed`) from a first start and refuse what its lost state would make wrong."""
     if not name:
         return {}
     return {"name": name, "lifetime": "detached", "namespace": NAMESPACE,
-            "max_restarts": HELPER_RESTARTS}
+            "max_restarts": HELPER_RESTARTS, "max_task_retries": HELPER_RESTARTS}
 
 
 def take_over(name: str, timeout: float, method: str) -> tuple[Any, Any] | None:

@@ -170,7 +170,8 @@ class Driver(Timers, WorkerGroups):
         mark(f"fault {fut.key} {err['type']}")
         if restart or err["type"] == "EngineError":
             self._charge(err, fut.task.opts.worker, fut.key)
-        wait = backoff(fut.attempt)
+        # a dead worker's replacement removes the cause: its first retry need not wait
+        wait = 0.0 if restart and fut.attempt == 1 else backoff(fut.attempt)
         if self.progress is not None:
             self.progress.log(f"{fut.key} attempt {fut.attempt} failed ({err['type']}: "
                               f"{redact(err['message'])}); retrying in {wait:.1f}s")

@@ -137,3 +137,37 @@ def test_an_engine_restart_closes_the_sync_group_on_every_side(monkeypatch):
     engines._restart(1)
     assert Sender.closed == 1 and engines._sender is None
     assert survivor.left == 1 and dead.left == 0 and engines._actors == [survivor, fresh]
+
+
+def test_an_engine_ray_restarted_is_given_weights_by_what_it_served(monkeypatch):
+    """`_after_ray_restart`: the last checkpoint loaded again; else behind the trainer's
+    next sync when it was synced; else (built weights only) started afresh."""
+    from alignflow.tasks.engines.vllm.actor import VLLMEngineActor
+    from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION
+
+    class Call:
+        def __init__(self, log, name):
+            self.log, self.name = log, name
+
+        def remote(self, *args):
+            self.log.append((self.name, args))
+            return f"ref-{self.name}"
+
+    class Actor:
+        def __init__(self):
+            self.log = []
+            self.load_checkpoint, self.version = Call(self.log, "load"), Call(self.log, "version")
+
+    restarted = []
+    monkeypatch.setattr(VLLMEngineActor, "_restart", lambda self, i: restarted.append(i))
+    for checkpoint, synced, expect in ((("store", "ck", 3), True, 3),
+                                       (None, True, UNKNOWN_VERSION), (None, False, 0)):
+        engines = object.__new__(VLLMEngineActor)
+        actor = Actor()
+        engines.__dict__.update(_actors=[actor], _checkpoint=checkpoint, _synced=synced,
+                                _starting={}, _versions=[0])
+        engines._after_ray_restart(0)
+        assert engines._versions == [expect]
+        assert actor.log == ([("load", ("store", "ck", 3)), ("version", ())] if checkpoint
+                             else [])
+    assert restarted == [0]  # only the engine that never had weights sent

@@ -10,7 +10,10 @@ Every wait has a limit (`generate_timeout_s`). An engine that misses it, or whos
 died, is killed and started again, and the call raises `EngineError` (kind "system", so the
 flow engine retries the task). A restarted engine reloads the last checkpoint given to
 `load_checkpoint`; weights pushed since by `update_weights` are gone, so `policy_version`
-drops to what the engines really serve and the next sync can see it.
+drops to what the engines really serve and the next sync can see it. In a supervised
+run the engines are named after their host's group (`alignflow.detached`): they outlive
+the host's process, whose replacement takes them over, and Ray starts a lost one again by
+itself (`engine_host.py` says how such an engine refuses work until it has weights).
 
 Each engine runs in its own placement group (`vllm_placement`). Weights reach the engines
 in packed buckets, either through Ray's object store (`transport="ray"`) or broadcast from
@@ -56,6 +59,7 @@ class VLLMEngineActor:
         self._initial_version = policy_version
         self._versions = [policy_version] * num_engines
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
+        self._synced = False  # weights were sent since the start (not only the built ones)
         self._names = detached.helper_names("engine", num_engines)  # named: they outlive us
         self._groups, self._actors = [], []
         for index in range(num_engines):
@@ -78,6 +82,7 @@ class VLLMEngineActor:
         actor, group = found
         actor.leave_sync_group.remote()  # its sender died with the process it served
         self._versions[index] = UNKNOWN_VERSION
+        self._synced = True  # what it serves comes from the trainer, not from its build
         return group, actor
 
     def _start(self, index: int, version: int) -> tuple:
@@ -148,10 +153,11 @@ class VLLMEngineActor:
                 failed[index] = f"actor died ({type(exc).__name__})"
             except EngineError as exc:  # restarted by Ray (`engine_host.py`): sync it first
                 stale[index] = str(exc).splitlines()[-1]
-        if stale and not failed:
-            self._versions = [UNKNOWN_VERSION if i in stale else v
-                              for i, v in enumerate(self._versions)]
+        if stale:
             self._close_sync(survivors=self._actors)
+            for index in stale:
+                self._after_ray_restart(index)
+        if stale and not failed:
             raise EngineError(f"vLLM {what}: engines {sorted(stale)} were restarted by Ray "
                               "and serve unknown weights; they are synced before the retry")
         if failed:
@@ -176,6 +182,20 @@ class VLLMEngineActor:
             self._actors[index].load_checkpoint.remote(store, rel_dir, version)
         self._starting[index] = self._actors[index].version.remote()
         self._versions[index] = version
+
+    def _after_ray_restart(self, index: int) -> None:
+        """An engine Ray started again serves the weights it was built from: give it the
+        last checkpoint loaded, or leave it behind for the trainer's next sync; an engine
+        never synced (generation from the built weights) is started afresh instead."""
+        if self._checkpoint is not None:
+            store, rel_dir, version = self._checkpoint
+            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
+            self._starting[index] = self._actors[index].version.remote()
+            self._versions[index] = version
+        elif self._synced:
+            self._versions[index] = UNKNOWN_VERSION
+        else:
+            self._restart(index)
 
     def _close_sync(self, survivors: list) -> None:
         """The sync group lost a member: every side left closes it (NCCL communicators are
@@ -212,6 +232,7 @@ class VLLMEngineActor:
             self._send_by_broadcast(named_tensors, timeout)
         target = self.policy_version + 1 if version is None else version
         self._versions = self._wait(self._each("commit_weights", target), timeout, "sync")
+        self._synced = True
 
     def _send_by_ray(self, named_tensors, timeout: float) -> None:
         import ray
