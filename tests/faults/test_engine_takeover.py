@@ -23,6 +23,7 @@ from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION, EngineHost
 from alignflow.tasks.engines.vllm.weights import pack_buckets
+from alignflow.tasks.modeling.loading import load_causal_lm
 from alignflow.tasks.simulate import node
 
 pytestmark = pytest.mark.slow
@@ -64,11 +65,13 @@ def test_an_engine_ray_restarts_refuses_work_until_a_whole_sync(ray_local, tiny_
         assert ray.get(engine.version.remote()) == UNKNOWN_VERSION
         with pytest.raises(EngineError, match="restarted by Ray"):
             ray.get(engine.generate.remote([[1, 2, 3]], GREEDY, 0))
-        with pytest.raises(EngineError, match="restarted by Ray"):  # no drop_staged: partial
-            ray.get(engine.commit_weights.remote(4))
-        from alignflow.tasks.modeling.loading import load_causal_lm
-
-        weights = load_causal_lm(str(tiny_model_dir), dtype="fp32").state_dict().items()
+        weights = list(load_causal_lm(str(tiny_model_dir), dtype="fp32").state_dict().items())
+        (first, *_) = pack_buckets(weights, 1 << 20)
+        for call in (engine.commit_weights.remote(4),  # no drop_staged in this life: a part
+                     engine.stage_bucket.remote(*first.as_args()),  # of a sync it lost
+                     engine.receive_bucket.remote(*first.as_args()[:4], 16)):
+            with pytest.raises(EngineError, match="restarted by Ray"):
+                ray.get(call)
         ray.get(engine.drop_staged.remote())
         for bucket in pack_buckets(weights, 1 << 20):
             ray.get(engine.stage_bucket.remote(*bucket.as_args()))
@@ -96,8 +99,6 @@ def test_the_hosts_replacement_takes_over_its_engines(ray_local, tiny_model_dir,
         with pytest.raises(EngineError, match=r"engines \[1\] were restarted by Ray"):
             again.generate([[1, 2, 3]] * 2, GREEDY)
         assert again._actors[1] is not None and again.policy_version == UNKNOWN_VERSION
-        from alignflow.tasks.modeling.loading import load_causal_lm
-
         model = load_causal_lm(str(tiny_model_dir), dtype="fp32")
         again.update_weights(model.state_dict().items(), version=0)
         assert again.policy_version == 0

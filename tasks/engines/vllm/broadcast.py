@@ -177,6 +177,7 @@ class BroadcastSender:
         try:
             self.group.broadcast(self.group.on_device(bucket.buffer))
         except Exception as exc:
-            wait(calls, 1.0, "sync")
+            with contextlib.suppress(Exception):  # the receivers' side of the same failure
+                wait(calls, 1.0, "sync")
             raise EngineError(f"vLLM weight broadcast ({self.backend}) failed: {exc}") from exc
         wait(calls, self.timeout_s, "sync")

@@ -1,11 +1,12 @@
 """The body of a vLLM engine actor: one engine, built in the actor's process.
 
-An engine a supervised run names (`flows/ray/adopt.py`) outlives the host process that
+An engine a supervised run names (`alignflow/detached.py`) outlives the host process that
 drives it, and Ray starts it again by itself when its process or node is lost, so the
 host's replacement finds it running. A restarted engine holds the weights it was built
-from, not the ones its driver last sent: it refuses to generate, and to commit a sync
-that did not start in this incarnation, until a whole sync or a checkpoint load has given
-it weights again (`EngineError`: the caller syncs it and retries).
+from, not the ones its driver last sent: it refuses to generate, and any part of a sync
+that did not start in its own life (Ray runs the call the dead one was running again on
+it), until a whole sync or a checkpoint load has given it weights (`EngineError`: the
+caller syncs it and retries).
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ class EngineHost:
     def __init__(self, model_path: str, config: VLLMEngineConfig, policy_version: int) -> None:
         self.engine = build_engine(model_path, config, policy_version=policy_version)
         self.stale = restarted_by_ray()  # its weights are not the ones last sent to it
-        self.syncing = False  # a whole sync started in this incarnation (drop_staged)
+        self.syncing = False  # a whole sync started in this life (drop_staged)
+        self.joined = False  # it joined a weight-sync group in this life
         mark("engine up")
 
-    def _fresh(self, what: str) -> None:
-        if self.stale:
+    def _usable(self, what: str, in_sync: bool = False) -> None:
+        """A restarted engine does nothing its lost state would make wrong: no sample, and
+        no part of a sync that did not start in this life (Ray runs the call the dead one
+        was running again here)."""
+        if self.stale and not (in_sync and self.syncing):
             raise EngineError(f"vLLM engine restarted by Ray after its process or node was "
                               f"lost: {what} waits for a whole weight sync")
 
@@ -46,10 +51,11 @@ class EngineHost:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  prompt_offset: int) -> list[GeneratedSample]:
-        self._fresh("generate")
+        self._usable("generate")
         return self.engine.generate(prompts, params, prompt_offset=prompt_offset)
 
     def stage_bucket(self, names, dtypes, shapes, offsets, buffer) -> None:
+        self._usable("a weight bucket", in_sync=True)
         self.engine.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
 
     def drop_staged(self) -> None:
@@ -57,8 +63,7 @@ class EngineHost:
         self.syncing = True
 
     def commit_weights(self, version: int | None) -> int:
-        if not self.syncing:  # restarted mid-sync: some buckets went to the dead process
-            self._fresh("a weight commit")
+        self._usable("a weight commit", in_sync=True)  # not half of a sync: all of one
         self.engine.commit_weights(version=version)
         self.stale = False
         return self.engine.policy_version
@@ -77,11 +82,14 @@ class EngineHost:
     def join_sync_group(self, host: str, port: int, rank: int, world: int, backend: str,
                         timeout_s: float) -> bool:
         self.engine.join_sync_group(host, port, rank, world, backend, timeout_s)
+        self.joined = True
         return True
 
     def receive_bucket(self, names, dtypes, shapes, offsets, nbytes: int) -> None:
+        self._usable("a broadcast bucket", in_sync=self.joined)
         self.engine.receive_bucket(names, dtypes, shapes, offsets, nbytes)
 
     def leave_sync_group(self) -> bool:
         self.engine.leave_sync_group()
+        self.joined = False
         return True
