@@ -107,15 +107,21 @@ def helper_options(name: str | None) -> dict:
             "max_restarts": HELPER_RESTARTS, "max_task_retries": HELPER_RESTARTS}
 
 
-def take_over(name: str, timeout: float, method: str) -> tuple[Any, Any] | None:
-    """(actor, its placement group, also called `name`) a replaced worker left, when it
-    answers a call of `method` within `timeout`; else None, with the leftovers gone and
-    the name free."""
-    actor, pg = find(name), placement_group(name)
-    if actor is not None and pg is not None and answering([actor], timeout, method):
-        return actor, pg
-    discard([name])
-    remove_pg(name)
+def take_over(names: list[str], pg_name: str | None, *, timeout: float = 20.0,
+              method: str = "pid") -> tuple[list[Any], Any] | None:
+    """(actors, placement group) a replaced process left under `names` (and `pg_name`, when
+    they have one), when every actor answers a call of `method` within `timeout` (a rank on
+    a lost node does not); else None, with the leftovers gone and the names free."""
+    actors = [find(n) for n in names]
+    pg = placement_group(pg_name) if pg_name else None
+    if all(a is not None for a in actors) and (pg is not None or not pg_name) \
+            and answering(actors, timeout, method):
+        return actors, pg
+    discard(names)
+    if pg is not None:
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(pg)
     return None
 
 

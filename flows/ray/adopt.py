@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from alignflow.detached import NAMESPACE, answering, discard, find, placement_group, remove_pg
+from alignflow.detached import NAMESPACE, take_over
 
 SUPERVISED_ENV = "ALIGNFLOW_SUPERVISED"  # set by the supervisor for the drivers it starts
 
@@ -38,27 +38,14 @@ def pg_options() -> dict:
 def adopt_actor(name: str) -> Any:
     """The actor a dead driver left under `name` when it answers; else None (and the name
     free)."""
-    if not supervised():
-        return None
-    actor = find(name)
-    if actor is not None and answering([actor]):
-        return actor
-    discard([name])
-    return None
+    found = take_over([name], None) if supervised() else None
+    return found[0][0] if found else None
 
 
 def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any] | None:
     """A dead driver's group: (actors, placement group) when every rank answers; else None
     (its leftovers killed, its placement group removed)."""
-    if not supervised():
-        return None
-    actors = [find(n) for n in names]
-    pg = placement_group(pg_name)
-    if pg is not None and all(a is not None for a in actors) and answering(actors):
-        return actors, pg
-    discard(names)
-    remove_pg(pg_name)
-    return None
+    return take_over(names, pg_name) if supervised() else None
 
 
 def group_name(run_id: str, name: str) -> str:

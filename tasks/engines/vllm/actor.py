@@ -76,10 +76,12 @@ class VLLMEngineActor:
         if self._names is None:
             return None
         # a live engine answers at once, one Ray is starting again within its start time
-        found = detached.take_over(self._names[index], self.config.startup_timeout_s, "version")
+        name = self._names[index]
+        found = detached.take_over([name], name, timeout=self.config.startup_timeout_s,
+                                   method="version")
         if found is None:
             return None
-        actor, group = found
+        (actor,), group = found
         actor.leave_sync_group.remote()  # its sender died with the process it served
         self._versions[index] = UNKNOWN_VERSION
         self._synced = True  # what it serves comes from the trainer, not from its build
@@ -141,7 +143,7 @@ class VLLMEngineActor:
                                               "answered")
         done = {r.hex() for r in ready}
         failed: dict[int, str] = {}
-        stale: dict[int, str] = {}
+        stale: list[int] = []  # restarted by Ray (`engine_host.py`): sync them first
         results = []
         for index, ref in calls.items():
             if ref.hex() not in done:
@@ -151,8 +153,8 @@ class VLLMEngineActor:
                 results.append(ray.get(ref))
             except (rex.RayActorError, rex.WorkerCrashedError) as exc:
                 failed[index] = f"actor died ({type(exc).__name__})"
-            except EngineError as exc:  # restarted by Ray (`engine_host.py`): sync it first
-                stale[index] = str(exc).splitlines()[-1]
+            except EngineError:
+                stale.append(index)
         if stale:
             self._close_sync(survivors=self._actors)
             for index in stale:
