@@ -1,8 +1,11 @@
-"""A flow whose first task leaves background work (like a checkpoint being written) that can
-only finish after the next task started: used by the deferred-commit tests, inline and Ray."""
+"""Flows whose tasks leave background work (like a checkpoint being written): one that can
+only finish after the next task started (the deferred-commit tests, inline and Ray), and one
+whose process is killed while a checkpoint is on its way (`lost_write`, on Ray)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,6 +14,7 @@ import pyarrow as pa
 from alignflow.artifacts.scope import current_scope
 from alignflow.flows.engine import flow, task
 from alignflow.flows.ray.workers import worker_group
+from tests.flows_for_tests import bump, count
 
 
 class Writer:
@@ -51,3 +55,45 @@ def deferred(cfg: dict) -> int:
     worker_group("w", Writer, num_cpus=0)
     save(cfg["fail"])
     return after()
+
+
+class Trainer:
+    """A worker that trains a running total and writes each checkpoint in the background."""
+
+    def __init__(self) -> None:
+        self.pool, self.total = ThreadPoolExecutor(max_workers=1), 0
+
+    def restore(self, store, checkpoint: str) -> None:
+        self.total = int(store.read_json(checkpoint)["total"])
+
+
+@task(worker="t")
+def train(obj: Trainer, folder: str, x: int) -> dict:
+    scope = current_scope()
+    obj.total += x
+    path = f"runs/{scope.run_id}/checkpoints/{scope.task_key}.json"
+    hang = bump(folder, f"train-{x}") == 1 and x == 2
+
+    def write() -> list:
+        if hang:
+            threading.Event().wait(120)  # its process is killed meanwhile
+        scope.store.write_json(path, {"total": obj.total})
+        return []
+    scope.defer(obj.pool.submit(write))
+    return {"total": obj.total, "checkpoint": path, "pid": os.getpid()}
+
+
+@task
+def use_then_kill(folder: str, out: dict) -> int:
+    """Uses a train's output; the first time train-1's is used, kills that train's process
+    while its checkpoint is still on its way."""
+    bump(folder, f"use-{out['total']}")
+    if out["total"] == 3 and count(folder, "train-2") == 1:
+        os.kill(out["pid"], signal.SIGKILL)
+    return out["total"]
+
+
+@flow
+def lost_write(cfg: dict) -> list:
+    worker_group("t", Trainer, num_cpus=0)
+    return [use_then_kill(cfg["dir"], train(cfg["dir"], x)) for x in (1, 2, 3)]

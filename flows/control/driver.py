@@ -16,6 +16,7 @@ from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control.live import LiveFuture, backoff, manifest_record
+from alignflow.flows.control.redo import redo_lost
 from alignflow.flows.control.worker_groups import WorkerGroups
 from alignflow.flows.engine import Done, Task, TaskError
 from alignflow.flows.journal import codec, runs
@@ -56,6 +57,7 @@ class Driver(Timers, WorkerGroups):
         self.listeners: list[Any] = []  # called with each manifest this driver commits
         self.plan = self.budget = None  # set by the runner: the plan, recoveries by role
         self.workers_of: dict[str, str | None] = {}  # live task key -> its worker group
+        self.incarnations: Counter[str] = Counter()  # worker group -> processes replaced
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------
@@ -83,7 +85,7 @@ class Driver(Timers, WorkerGroups):
     # -- submit: replay, cache or run ------------------------------------------------------
     def submit(self, task: Task, args: tuple, kwargs: dict) -> Any:
         self.boundary()
-        self.queue.flush(self._write_live, block=False)
+        self.queue.flush(self._write_live, block=False, redo=self._redo)
         key = self.next_key(task.name, task.opts.key)
         if key in self.manifests:
             return Done(self.replay(task, self.manifests[key]))
@@ -141,6 +143,7 @@ class Driver(Timers, WorkerGroups):
             self.progress.task_started(fut.key)
         fut.queued = time.time()
         self.workers_of[fut.key] = fut.task.opts.worker
+        fut.incarnation = self.incarnations[fut.task.opts.worker]
         return self.executor.submit(call, vars(fut.task.opts))
 
     def resolve(self, fut: LiveFuture) -> Any:
@@ -168,17 +171,21 @@ class Driver(Timers, WorkerGroups):
 
     def _retry(self, fut: LiveFuture, err: dict, restart: bool) -> None:
         mark(f"fault {fut.key} {err['type']}")
-        if restart or err["type"] == "EngineError":
-            self._charge(err, fut.task.opts.worker, fut.key)
+        worker = fut.task.opts.worker
+        replaced = restart and fut.incarnation != self.incarnations[worker]  # since (`redo.py`)
+        restart = restart and not replaced
+        if err["type"] == "EngineError" and not restart:
+            self._charge(err, worker, fut.key)
         # a dead worker's replacement removes the cause: its first retry need not wait
-        wait = 0.0 if restart and fut.attempt == 1 else backoff(fut.attempt)
+        wait = 0.0 if replaced or (restart and fut.attempt == 1) else backoff(fut.attempt)
         if self.progress is not None:
             self.progress.log(f"{fut.key} attempt {fut.attempt} failed ({err['type']}: "
                               f"{redact(err['message'])}); retrying in {wait:.1f}s")
         time.sleep(wait)
         fut.attempt += 1
         if restart:
-            self._restart_worker(fut.task.opts.worker)
+            self._restart_worker(worker, fut.incarnation,
+                                 charge=lambda: self._charge(err, worker, fut.key))
         fut.handle = self.launch(fut)
 
     def _fail(self, fut: LiveFuture, res: dict | None, err: dict) -> Any:
@@ -211,7 +218,7 @@ class Driver(Timers, WorkerGroups):
             self._write_live(fut, fields)
         else:
             self.queue.add(fut, fields, handle)
-            self.queue.flush(self._write_live, block=False)
+            self.queue.flush(self._write_live, block=False, redo=self._redo)
         return codec.decode(fields["output"], runs.manifest_path(self.run_id, fut.key))
 
     def _write_live(self, fut: LiveFuture, fields: dict) -> None:
@@ -224,7 +231,10 @@ class Driver(Timers, WorkerGroups):
 
     def flush(self) -> None:
         """Commit every finished task, waiting for their checkpoints (`commit_queue.py`)."""
-        self.queue.flush(self._write_live, block=True)
+        self.queue.flush(self._write_live, block=True, redo=self._redo)
+
+    def _redo(self, failed: TaskFailed) -> bool:
+        return redo_lost(self, failed)
 
     def commit(self, task: Task | None, key: str, input_hash: str | None, fields: dict) -> dict:
         """Write the manifest of `key` (create-once) after every queued one."""

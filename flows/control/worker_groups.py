@@ -3,6 +3,7 @@ before first use, replaced when their process dies (a part of `driver.py`'s `Dri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from alignflow.artifacts import usercode
@@ -47,14 +48,29 @@ class WorkerGroups:
                 engines = type(cause).__name__ == "EngineError"
                 if attempt == tries or not (engines or is_transient(exc)):
                     raise
-                self._charge(fault_record(cause, name) if engines else
-                             fault_record(exc, name), name, key)
-                if not engines:
-                    return self._restart_worker(name)
+                if engines:
+                    self._charge(fault_record(cause, name), name, key)
+                    continue
+                return self._restart_worker(
+                    name, charge=lambda exc=exc: self._charge(fault_record(exc, name), name, key))
 
-    def _restart_worker(self, name: str) -> None:
+    def _restart_worker(self, name: str, seen: int | None = None,
+                        charge: Callable[[], Any] | None = None) -> None:
+        """Replace `name`, whose process died under an attempt launched on its incarnation
+        `seen` (default: the current one), unless committing what is done replaced it
+        since (`redo.py`, which charged the recovery): it then stands restored to the
+        newest state already. `charge` counts the replacement (`Driver._charge`)."""
+        seen = self.incarnations[name] if seen is None else seen
         self.flush()  # the new worker restores the newest checkpoint: commit what is done
+        if self.incarnations[name] == seen:
+            if charge is not None:
+                charge()
+            self.replace_worker(name)
+
+    def replace_worker(self, name: str) -> None:
+        """A new process for worker group `name`, restored from its newest checkpoint."""
         factory, options = self.groups[name]
         self.executor.restart_worker(name, factory, options, self.run_id)
+        self.incarnations[name] += 1
         if name in self.latest_ckpt:
             self.executor.restore_worker(name, self.store, self.latest_ckpt[name])

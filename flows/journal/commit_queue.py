@@ -4,7 +4,8 @@ A task may return while work it started still runs (a checkpoint on its way to t
 `TaskScope.defer`). The flow gets its output at once and goes on; the task's manifest is
 written only when that work is done, and every task finished after it queues behind it,
 so the committed tasks are always a prefix of the run's order: a crash at any point leaves
-a journal that resumes bitwise.
+a journal that resumes bitwise. Background work lost with its process may be done again
+(`redo`, `flows/control/redo.py`) before the run has to be re-formed.
 """
 
 from __future__ import annotations
@@ -29,31 +30,39 @@ class CommitQueue:
         """Queue a finished task; `handle` (`.ready()`, `.wait()`) is its background work."""
         self.items.append((fut, fields, handle))
 
-    def flush(self, write: Callable[[Any, dict], None], *, block: bool) -> None:
+    def flush(self, write: Callable[[Any, dict], None], *, block: bool,
+              redo: Callable[[TaskFailed], bool] | None = None) -> None:
         """`write(fut, fields)` each queued task whose work is done, in order; with `block`,
         wait for all of them. A failed background work fails its task (kind system: the
-        run resumes and redoes it)."""
+        run resumes and redoes it) unless `redo(failed)` did it again: it then put the
+        new attempts' fields and handles in the queue, and returns True."""
         while self.items:
             fut, fields, handle = self.items[0]
             if handle is not None and not block and not handle.ready():
                 return
             if handle is not None:
-                fields = _settled(fields, _wait(self, fut, handle))
+                done = _wait(self, fut, handle, redo)
+                if done is None:
+                    continue  # done again: the queue holds the new attempts
+                fields = _settled(fields, done)
             self.items.popleft()
             write(fut, fields)
 
 
-def _wait(queue: CommitQueue, fut: Any, handle: Any) -> dict:
+def _wait(queue: CommitQueue, fut: Any, handle: Any,
+          redo: Callable[[TaskFailed], bool] | None) -> dict | None:
     try:
         return handle.wait()
     except Exception as exc:
-        queue.items.clear()
         exc = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
         line = (str(exc).strip().splitlines() or [""])[0]
         failed = TaskFailed(fut.key, f"its checkpoint was not written ({type(exc).__name__}: "
                                      f"{line}); resume to run it again", kind="system")
         failed.fault = type(exc).__name__  # a lost process or node: control/recovery.py
-        raise failed from None
+    if redo is not None and redo(failed):
+        return None
+    queue.items.clear()
+    raise failed from None
 
 
 def _settled(fields: dict, done: dict) -> dict:

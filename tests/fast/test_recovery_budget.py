@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -79,13 +79,16 @@ def test_user_errors_and_other_system_faults_are_not_recovered(local_store, fold
 
 class Saver:
     """A worker whose checkpoint write loses its process the first time (a node lost while
-    a learn checkpoint is on its way)."""
+    a learn checkpoint is on its way), after the next task already used the learn's output."""
 
     def __init__(self) -> None:
         self.pool, self.total = ThreadPoolExecutor(max_workers=1), 0
 
     def restore(self, store, checkpoint: str) -> None:
         self.total = int(store.read_json(checkpoint)["total"])
+
+
+USED = threading.Event()  # the inline executor runs every task in this process
 
 
 @task(worker="saver")
@@ -97,6 +100,7 @@ def learn(obj: Saver, folder: str, x: int) -> dict:
 
     def write() -> list:
         if first and x == 2:
+            assert USED.wait(10)  # lost only once the flow has used this learn's output
             raise ConnectionError("the actor's node died while writing")
         scope.store.write_json(path, {"total": obj.total})
         return []
@@ -104,17 +108,37 @@ def learn(obj: Saver, folder: str, x: int) -> dict:
     return {"total": obj.total, "checkpoint": path}
 
 
+@task
+def use(folder: str, total: int) -> int:
+    F.bump(folder, f"use-{total}")
+    USED.set()
+    return total
+
+
 @flow
 def learning(cfg: dict) -> list:
     worker_group("saver", Saver, num_cpus=0)
-    return [learn(cfg["dir"], x)["total"] for x in (1, 2, 3)]
+    return [use(cfg["dir"], learn(cfg["dir"], x)["total"]) for x in (1, 2, 3)]
 
 
-def test_a_checkpoint_lost_with_its_node_does_not_fail_the_run(local_store, folder):
-    out = api.run(learning, {"dir": folder}, store=local_store, run_id="c", executor="inline")
-    assert out == [1, 3, 6]  # the replaced worker restored learn-0's total, not its own
+def test_a_lost_checkpoint_is_written_again_without_re_forming_the_run(local_store, folder):
+    USED.clear()
+    out = io.StringIO()
+    got = api.run(learning, {"dir": folder}, store=local_store, run_id="c", executor="inline",
+                  progress=Progress(stream=out, live=False))
+    assert got == [1, 3, 6]  # the replaced worker restored learn-0's total, not its own
     assert runs.read_run(local_store, "c")["recoveries"] == {"worker group 'saver'": 1}
-    assert sorted(Path(folder).glob("write-*.count")) != []
+    counts = {name: F.count(folder, name) for name in
+              ("write-1", "write-2", "write-3", "use-1", "use-3", "use-6")}
+    # learn-1 (and learn-2, if it had finished before the loss was seen) ran again from
+    # learn-0's checkpoint; the task that used learn-1's output did not
+    assert counts["write-1"] == counts["use-1"] == counts["use-3"] == counts["use-6"] == 1
+    assert counts["write-2"] == 2 and counts["write-3"] in (1, 2)
+    assert "the worker is replaced and runs" in out.getvalue()
+    assert "re-formed" not in out.getvalue()
+    manifests = runs.read_manifests(local_store, "c")
+    assert manifests["learn-1"]["attempts"] == 2
+    assert local_store.read_json(manifests["learn-1"]["checkpoint"]) == {"total": 3}
 
 
 def test_a_driver_started_by_a_person_counts_from_zero(local_store, folder, monkeypatch):
