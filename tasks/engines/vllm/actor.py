@@ -6,14 +6,17 @@ the actor asks for `tensor_parallel_size` GPUs; placement groups come with GPU p
 A generate call splits the prompts into contiguous shards, one per engine, with global
 prompt indices, so every sample keeps the seed it would get from one engine.
 
-Every wait has a limit (`generate_timeout_s`). An engine that misses it, or whose actor
-died, is killed and started again, and the call raises `EngineError` (kind "system", so the
-flow engine retries the task). A restarted engine reloads the last checkpoint given to
+Every wait has a limit (`generate_timeout_s`). An engine whose actor died is started again
+in the background (`fleet.py`) and its shard of a generate is sampled on another engine
+serving the same weights, so a lost engine costs the run no retry; one that misses a
+deadline is killed and started again, and the call raises `EngineError` (kind "system", so
+the flow engine retries the task). A restarted engine reloads the last checkpoint given to
 `load_checkpoint`; weights pushed since by `update_weights` are gone, so `policy_version`
-drops to what the engines really serve and the next sync can see it. In a supervised
-run the engines are named after their host's group (`alignflow.detached`): they outlive
-the host's process, whose replacement takes them over, and Ray starts a lost one again by
-itself (`engine_host.py` says how such an engine refuses work until it has weights).
+drops to what the engines really serve once it is up, and the next sync can see it. In a
+supervised run the engines are named after their host's group (`alignflow.detached`): they
+outlive the host's process, whose replacement takes them over, and Ray starts a lost one
+again by itself (`engine_host.py` says how such an engine refuses work until it has
+weights).
 
 Each engine runs in its own placement group (`vllm_placement`). Weights reach the engines
 in packed buckets, either through Ray's object store (`transport="ray"`) or broadcast from
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Iterable
 
 import torch
@@ -36,10 +40,11 @@ from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION, EngineHost
+from alignflow.tasks.engines.vllm.fleet import EngineFleet
 from alignflow.tasks.engines.vllm.weights import pack_buckets
 
 
-class VLLMEngineActor:
+class VLLMEngineActor(EngineFleet):
     """`num_engines` vLLM engines in Ray actors behind one `GenerationEngine`."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
@@ -58,7 +63,9 @@ class VLLMEngineActor:
         self._checkpoint: tuple | None = None  # (store, rel_dir, version) of the last load
         self._initial_version = policy_version
         self._versions = [policy_version] * num_engines
+        self._target = policy_version  # the version last synced or loaded: what is served
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
+        self._restarts: Counter[int] = Counter()  # engine index -> deaths in this host's life
         self._synced = False  # weights were sent since the start (not only the built ones)
         self._names = detached.helper_names("engine", num_engines)  # named: they outlive us
         self._groups, self._actors = [], []
@@ -96,11 +103,6 @@ class VLLMEngineActor:
         return self._names[index] if self._names else None
 
     @property
-    def policy_version(self) -> int:
-        """The version every engine serves (the oldest one after a restart)."""
-        return min(self._versions)
-
-    @property
     def generate_timeout_s(self) -> float:
         return self.config.generate_timeout_s
 
@@ -121,147 +123,103 @@ class VLLMEngineActor:
 
     # -- calls with a deadline -------------------------------------------------------------
     def _each(self, method: str, *args) -> dict[int, object]:
-        """One call per engine: {engine index: object ref}."""
-        self._ready()
-        return {i: getattr(a, method).remote(*args) for i, a in enumerate(self._actors)}
+        """One call per engine, every one (restarts waited for): {engine index: object ref}."""
+        self._ready(every=True)
+        return self._call(dict(enumerate(self._actors)), method, *args)
 
-    def _ready(self) -> None:
-        """Restarted engines get their start-up time before the next call (a start can take
-        longer than a generate deadline)."""
-        if self._starting:
-            starting, self._starting = self._starting, {}
-            self._wait(starting, self.config.startup_timeout_s, "restart")
+    @staticmethod
+    def _call(engines: dict[int, object], method: str, *args) -> dict[int, object]:
+        return {i: getattr(a, method).remote(*args) for i, a in engines.items()}
 
-    def _wait(self, calls: dict[int, object], timeout_s: float, what: str) -> list:
-        """Results of one call per engine, in engine order. Engines that miss the deadline
-        or whose actor died are restarted, then the call raises `EngineError`."""
-        import ray
-        from ray import exceptions as rex
-
-        ready = placement.wait_said(list(calls.values()), timeout_s,
-                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
-                                              "answered")
-        done = {r.hex() for r in ready}
-        failed: dict[int, str] = {}
-        stale: list[int] = []  # restarted by Ray (`engine_host.py`): sync them first
-        results = []
-        for index, ref in calls.items():
-            if ref.hex() not in done:
-                failed[index] = f"no answer within {timeout_s:g}s"
-                continue
-            try:
-                results.append(ray.get(ref))
-            except (rex.RayActorError, rex.WorkerCrashedError) as exc:
-                failed[index] = f"actor died ({type(exc).__name__})"
-            except EngineError:
-                stale.append(index)
-        if stale:
-            self._close_sync(survivors=self._actors)
-            for index in stale:
-                self._after_ray_restart(index)
-        if stale and not failed:
-            raise EngineError(f"vLLM {what}: engines {sorted(stale)} were restarted by Ray "
-                              "and serve unknown weights; they are synced before the retry")
-        if failed:
-            for index in failed:
-                self._restart(index)
-            engines = "; ".join(f"engine {i}: {why}" for i, why in failed.items())
-            raise EngineError(f"vLLM {what} failed on {len(failed)} of {len(calls)} engines "
-                              f"({engines}); restarted them, serving policy version "
-                              f"{self.policy_version}")
-        return results
-
-    def _restart(self, index: int) -> None:
-        import ray
-
-        ray.kill(self._actors[index], no_restart=True)
-        if self._names:
-            detached.discard([self._names[index]])  # its name free for the new one
-        self._close_sync(survivors=[a for i, a in enumerate(self._actors) if i != index])
-        store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
-        self._actors[index] = self._spawn(index, version, self._groups[index])
-        if store is not None:
-            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
-        self._starting[index] = self._actors[index].version.remote()
-        self._versions[index] = version
-
-    def _after_ray_restart(self, index: int) -> None:
-        """An engine Ray started again serves the weights it was built from: give it the
-        last checkpoint loaded, or leave it behind for the trainer's next sync; an engine
-        never synced (generation from the built weights) is started afresh instead."""
-        if self._checkpoint is not None:
-            store, rel_dir, version = self._checkpoint
-            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
-            self._starting[index] = self._actors[index].version.remote()
-            self._versions[index] = version
-        elif self._synced:
-            self._versions[index] = UNKNOWN_VERSION
-        else:
-            self._restart(index)
-
-    def _close_sync(self, survivors: list) -> None:
-        """The sync group lost a member: every side left closes it (NCCL communicators are
-        aborted, so nothing waits on the dead engine); it is formed anew at the next sync."""
-        sender, self._sender = self._sender, None
-        if sender is None:
-            return
-        sender.close()
-        for actor in survivors:
-            actor.leave_sync_group.remote()
+    def _place(self, shards: list[int]) -> dict[int, int]:
+        """{shard: engine}: each shard on its own engine while that one serves, else on
+        one that does (restarts are waited for only when none serves)."""
+        serving = self._serving()
+        if not serving and self._starting:
+            self._ready(every=True)
+            serving = self._serving()
+        if not serving:
+            raise EngineError(f"vLLM generate: no engine serves policy version {self._target} "
+                              f"(they serve {self._versions}); they are synced before the retry")
+        return {j: j if j in serving else serving[k % len(serving)]
+                for k, j in enumerate(shards)}
 
     # -- GenerationEngine ------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], params: SamplingParams, *,
                  timeout_s: float | None = None) -> list[GeneratedSample]:
-        """Contiguous prompt shards, one per engine; samples in (prompt, sample) order."""
+        """Contiguous prompt shards, one per engine; samples in (prompt, sample) order. A
+        shard whose engine died is sampled again on one serving the same weights (same
+        prompts, offset and seed: the same samples) while the lost one starts again; a
+        missed deadline restarts its engine and raises `EngineError`."""
         if params.seed is None:  # one seed for all shards, as one engine would draw it
             params = dataclasses.replace(params, seed=random.getrandbits(62))
-        bounds = _shards(len(prompts), len(self._actors))
-        self._ready()
-        calls = {i: self._actors[i].generate.remote(prompts[lo:hi], params, lo)
-                 for i, (lo, hi) in enumerate(bounds) if hi > lo}
-        shards = self._wait(calls, timeout_s or self.generate_timeout_s, "generate")
-        return [sample for shard in shards for sample in shard]
+        timeout = timeout_s or self.generate_timeout_s
+        todo = {j: (lo, hi) for j, (lo, hi) in enumerate(_shards(len(prompts), len(self._actors)))
+                if hi > lo}
+        done: dict[int, list] = {}
+        for _ in range(len(self._actors)):
+            where = self._place(list(todo))
+            calls = {j: self._actors[where[j]].generate.options(max_task_retries=0).remote(
+                prompts[lo:hi], params, lo) for j, (lo, hi) in todo.items()}
+            answers = self._gather(calls, timeout, "generate")
+            done.update(answers.results)
+            self._settle({where[j]: why for j, why in answers.failed.items()},
+                         [where[j] for j in answers.stale], {where[j] for j in answers.late})
+            if answers.late:
+                lost = "; ".join(f"engine {where[j]}: {why}" for j, why in answers.failed.items())
+                raise EngineError(f"vLLM generate failed ({lost}); restarted them, serving "
+                                  f"policy version {self.policy_version}")
+            todo = {j: b for j, b in todo.items() if j not in done}
+            if not todo:
+                return [sample for j in sorted(done) for sample in done[j]]
+        raise EngineError(f"vLLM generate: engines failed {len(self._actors)} times in one "
+                          "call; restarted them")
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
-        """Packs once here; each bucket goes to every engine once (object store or
-        broadcast), then all engines load the staged weights together."""
-        timeout = self.generate_timeout_s
-        self._wait(self._each("drop_staged"), timeout, "sync")
+        """Packs once here; each bucket goes to every engine up once (object store or
+        broadcast), then they load the staged weights together. Engines still starting
+        are synced once up (they count as behind)."""
+        timeout, live = self.generate_timeout_s, self._live()
+        target = self._target + 1 if version is None else version
+        self._wait(self._call(live, "drop_staged"), timeout, "sync")
         if self.transport == "ray":
-            self._send_by_ray(named_tensors, timeout)
+            self._send_by_ray(named_tensors, timeout, live)
         else:
-            self._send_by_broadcast(named_tensors, timeout)
-        target = self.policy_version + 1 if version is None else version
-        self._versions = self._wait(self._each("commit_weights", target), timeout, "sync")
-        self._synced = True
+            self._send_by_broadcast(named_tensors, timeout, live)
+        versions = self._wait(self._call(live, "commit_weights", target), timeout, "sync")
+        for index, served in zip(live, versions, strict=True):
+            self._versions[index] = served
+        self._target, self._synced = target, True
 
-    def _send_by_ray(self, named_tensors, timeout: float) -> None:
+    def _send_by_ray(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
         import ray
 
         for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
             args = [ray.put(a) for a in bucket.as_args()]
-            self._wait(self._each("stage_bucket", *args), timeout, "sync")
+            self._wait(self._call(live, "stage_bucket", *args), timeout, "sync")
 
-    def _send_by_broadcast(self, named_tensors, timeout: float) -> None:
-        if self._sender is None:
+    def _send_by_broadcast(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
+        if self._sender is not None and self._sender.members != tuple(live):
+            self._close_sync(survivors=[self._actors[i] for i in self._sender.members if i in live])
+        if self._sender is None:  # formed with the engines up now
             sender = BroadcastSender(self.transport, timeout_s=timeout)
-            sender.connect(self._actors, self._wait, self.config.tensor_parallel_size)
+            sender.connect(live, self._wait, self.config.tensor_parallel_size)
             self._sender = sender
         try:
             for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
                                        device=self._sender.group.device):
-                self._sender.send(bucket, self._actors, self._wait)
+                self._sender.send(bucket, live, self._wait)
         except BaseException:
-            self._close_sync(survivors=self._actors)
+            self._close_sync(survivors=list(live.values()))
             raise
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
         """Every engine reads the checkpoint from the store itself."""
-        target = self.policy_version + 1 if version is None else version
+        target = self._target + 1 if version is None else version
         self._versions = self._wait(self._each("load_checkpoint", store, rel_dir, target),
                                     self.generate_timeout_s, "load_checkpoint")
-        self._checkpoint = (store, rel_dir, target)
+        self._checkpoint, self._target = (store, rel_dir, target), target
 
     def sleep(self) -> bool:
         return all(self._wait(self._each("sleep"), self.generate_timeout_s, "sleep"))

@@ -129,17 +129,20 @@ class BroadcastSender:
         self.backend = backend
         self.timeout_s = timeout_s
         self.group: SyncGroup | None = None
+        self.members: tuple[int, ...] = ()  # the engines (by index) that joined
 
-    def connect(self, actors: list, wait: Wait, tensor_parallel_size: int) -> None:
-        """Has every engine worker join a group on this node's address, joins as rank 0."""
+    def connect(self, actors: dict[int, object], wait: Wait, tensor_parallel_size: int) -> None:
+        """Has every worker of the engines `actors` ({index: actor}) join a group on this
+        node's address, joins as rank 0."""
         import ray
 
         world = 1 + tensor_parallel_size * len(actors)
         host = ray.util.get_node_ip_address()
         store, port = self._rendezvous(host, world)
-        calls = {i: actor.join_sync_group.remote(host, port, 1 + i * tensor_parallel_size,
+        calls = {i: actor.join_sync_group.remote(host, port, 1 + k * tensor_parallel_size,
                                                   world, self.backend, self.timeout_s)
-                 for i, actor in enumerate(actors)}
+                 for k, (i, actor) in enumerate(actors.items())}
+        self.members = tuple(actors)
         try:
             self.group = SyncGroup(self.backend, host, port, 0, world, self.timeout_s,
                                    store=store)
@@ -168,12 +171,13 @@ class BroadcastSender:
         if group is not None:
             group.close()
 
-    def send(self, bucket, actors: list, wait: Wait) -> None:
-        """Announces `bucket` to every engine, then broadcasts its buffer."""
+    def send(self, bucket, actors: dict[int, object], wait: Wait) -> None:
+        """Announces `bucket` to every engine of the group ({index: actor}), then
+        broadcasts its buffer."""
         assert self.group is not None, "connect() first"
         meta = (bucket.names, bucket.dtypes, bucket.shapes, bucket.offsets,
                 int(bucket.buffer.numel()))
-        calls = {i: actor.receive_bucket.remote(*meta) for i, actor in enumerate(actors)}
+        calls = {i: actor.receive_bucket.remote(*meta) for i, actor in actors.items()}
         try:
             self.group.broadcast(self.group.on_device(bucket.buffer))
         except Exception as exc:

@@ -1,0 +1,173 @@
+"""Which of a host's engine actors serve now: answers gathered with a deadline, engines
+that died or missed it started again, and those still starting kept out of the way.
+
+An engine restarts in the background (Ray starts a named one again by itself; an unnamed
+one is killed and spawned anew): the others go on generating and syncing without it. Once
+its start answers it is up again, but behind — it holds the weights it was built or loaded
+with — so it serves nothing until a sync or a checkpoint load gives it the version the
+others serve (`VLLMEngineActor._target`); the host's check before each generate sees the
+older `policy_version` and syncs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from alignflow import detached
+from alignflow.errors import EngineError
+from alignflow.tasks.engines.vllm import placement
+from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION
+
+
+@dataclass
+class Answers:
+    """One call per key (an engine, or a shard of a generate): what came back."""
+
+    results: dict = field(default_factory=dict)
+    failed: dict[object, str] = field(default_factory=dict)  # key -> why (died, too late)
+    late: set = field(default_factory=set)  # keys that missed the deadline
+    stale: list = field(default_factory=list)  # keys whose engine Ray restarted
+
+
+class EngineFleet:
+    """Mixed into `VLLMEngineActor` (its `_actors`, `_versions`, `_starting`, `_target`,
+    `_restarts`, `_sender`, `_checkpoint`, `_names`, `_groups`, `config` and `_spawn`)."""
+
+    @property
+    def policy_version(self) -> int:
+        """The oldest version an engine that is up serves (one still starting counts once
+        it is up: it is then behind, and the host syncs it)."""
+        up = [v for i, v in enumerate(self._versions) if i not in self._starting]
+        return min(up or self._versions)
+
+    def _ready(self, every: bool = False) -> None:
+        """Engines whose restart answered are up again. `every`: wait for all of them (a
+        call every engine must take); else wait only when none is up."""
+        if not self._starting:
+            return
+        if every or len(self._starting) == len(self._actors):
+            starting, self._starting = self._starting, {}
+            self._wait(starting, self.config.startup_timeout_s, "restart", starts=True)
+            return
+        import ray
+
+        refs = list(self._starting.values())
+        done = {r.hex() for r in ray.wait(refs, num_returns=len(refs), timeout=0)[0]}
+        up = {i: r for i, r in self._starting.items() if r.hex() in done}
+        for i in up:
+            del self._starting[i]
+        if up:  # a start that failed is started afresh; the engines up meanwhile go on
+            answers = self._gather(up, 0.0, "restart")
+            self._settle(answers.failed, answers.stale, late=set(answers.failed))
+
+    def _live(self) -> dict[int, object]:
+        """{index: actor} of the engines up (waits for restarts when none is)."""
+        self._ready()
+        return {i: a for i, a in enumerate(self._actors) if i not in self._starting}
+
+    def _serving(self) -> list[int]:
+        """The engines up that serve the version last synced or loaded."""
+        return [i for i in self._live() if self._versions[i] == self._target]
+
+    def _gather(self, calls: dict, timeout_s: float, what: str,
+                engine_of: dict | None = None) -> Answers:
+        """Wait for one call per key up to `timeout_s`; `engine_of` maps a key to its
+        engine when keys are not engines (shards)."""
+        import ray
+        from ray import exceptions as rex
+
+        ready = placement.wait_said(list(calls.values()), timeout_s,
+                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
+                                              "answered")
+        done, out = {r.hex() for r in ready}, Answers()
+        for key, ref in calls.items():
+            if ref.hex() not in done:
+                out.failed[key] = f"no answer within {timeout_s:g}s"
+                out.late.add(key)
+                continue
+            try:
+                out.results[key] = ray.get(ref)
+            except (rex.RayActorError, rex.WorkerCrashedError) as exc:
+                out.failed[key] = f"actor died ({type(exc).__name__})"
+            except EngineError:
+                out.stale.append(key)
+        return out
+
+    def _settle(self, failed: dict[int, str], stale: list[int], late: set = frozenset()) -> None:
+        """Engines that died or came back from Ray's restart are started (or given weights)
+        again; a named one that died is being restarted by Ray already (`late` ones, which
+        may hang, are killed and started anew)."""
+        if stale:
+            self._close_sync(survivors=self._actors)
+        for index in sorted(set(stale)):
+            self._after_ray_restart(index)
+        self._restarts.update(failed.keys())  # +1 per engine lost
+        for index in sorted(failed):
+            if self._names and index not in late:
+                self._close_sync(survivors=[a for i, a in enumerate(self._actors) if i != index])
+                self._starting[index] = self._actors[index].version.remote()  # up once Ray is done
+                self._after_ray_restart(index)
+            else:
+                self._restart(index)
+        looping = {i: n for i, n in self._restarts.items() if n > detached.HELPER_RESTARTS}
+        if looping:  # the run's recovery budget takes it from here (a retried task)
+            self._restarts.clear()
+            raise EngineError(f"vLLM engines {sorted(looping)} died more than "
+                              f"{detached.HELPER_RESTARTS} times in this host's life; "
+                              "restarted them")
+
+    def _wait(self, calls: dict[int, object], timeout_s: float, what: str, *,
+              starts: bool = False) -> list:
+        """Results of one call per engine, in engine order. Engines that miss the deadline
+        or whose actor died are started again (afresh, when the calls were their `starts`),
+        then the call raises `EngineError`."""
+        answers = self._gather(calls, timeout_s, what)
+        self._settle(answers.failed, answers.stale,
+                     set(answers.failed) if starts else answers.late)
+        if answers.failed:
+            engines = "; ".join(f"engine {i}: {why}" for i, why in answers.failed.items())
+            raise EngineError(f"vLLM {what} failed on {len(answers.failed)} of {len(calls)} "
+                              f"engines ({engines}); restarted them, serving policy version "
+                              f"{self.policy_version}")
+        if answers.stale:
+            raise EngineError(f"vLLM {what}: engines {sorted(answers.stale)} were restarted "
+                              "by Ray and serve unknown weights; they are synced before the retry")
+        return [answers.results[i] for i in calls]
+
+    def _restart(self, index: int) -> None:
+        import ray
+
+        ray.kill(self._actors[index], no_restart=True)
+        if self._names:
+            detached.discard([self._names[index]])  # its name free for the new one
+        self._close_sync(survivors=[a for i, a in enumerate(self._actors) if i != index])
+        store, rel_dir, version = self._checkpoint or (None, None, self._initial_version)
+        self._actors[index] = self._spawn(index, version, self._groups[index])
+        if store is not None:
+            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
+        self._starting[index] = self._actors[index].version.remote()
+        self._versions[index] = version
+
+    def _after_ray_restart(self, index: int) -> None:
+        """An engine Ray started again serves the weights it was built from: give it the
+        last checkpoint loaded, or leave it behind for the trainer's next sync; an engine
+        never synced (generation from the built weights) is started afresh instead."""
+        if self._checkpoint is not None:
+            store, rel_dir, version = self._checkpoint
+            self._actors[index].load_checkpoint.remote(store, rel_dir, version)
+            self._starting[index] = self._actors[index].version.remote()
+            self._versions[index] = version
+        elif self._synced:
+            self._versions[index] = UNKNOWN_VERSION
+        else:
+            self._restart(index)
+
+    def _close_sync(self, survivors: list) -> None:
+        """The sync group lost a member: every side left closes it (NCCL communicators are
+        aborted, so nothing waits on the dead engine); it is formed anew at the next sync."""
+        sender, self._sender = self._sender, None
+        if sender is None:
+            return
+        sender.close()
+        for actor in survivors:
+            actor.leave_sync_group.remote()
