@@ -8,6 +8,7 @@ import io
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,10 @@ def learn(obj: Saver, folder: str, x: int) -> dict:
     scope = current_scope()
     obj.total += x
     path = f"runs/{scope.run_id}/checkpoints/{scope.task_key}.json"
-    first = F.bump(folder, f"write-{x}") == 1
+    runs_of_it = F.bump(folder, f"write-{x}")
+    first = runs_of_it == 1
+    if x == 2 and runs_of_it == 2 and os.path.exists(f"{folder}/lose-again"):
+        raise ConnectionError("the replaced worker's node died too")
 
     def write() -> list:
         if first and x == 2:
@@ -139,6 +143,20 @@ def test_a_lost_checkpoint_is_written_again_without_re_forming_the_run(local_sto
     manifests = runs.read_manifests(local_store, "c")
     assert manifests["learn-1"]["attempts"] == 2
     assert local_store.read_json(manifests["learn-1"]["checkpoint"]) == {"total": 3}
+
+
+def test_a_lost_checkpoint_that_cannot_be_written_again_re_forms_the_run(local_store, folder):
+    USED.clear()
+    Path(folder, "lose-again").touch()  # the learn run again loses its process as well
+    out = io.StringIO()
+    got = api.run(learning, {"dir": folder}, store=local_store, run_id="c", executor="inline",
+                  progress=Progress(stream=out, live=False))
+    assert got == [1, 3, 6]  # bitwise what the undisturbed run gives
+    assert "the worker is replaced and runs 1 task(s) again" in out.getvalue()
+    assert "re-formed from its newest checkpoints" in out.getvalue()
+    assert F.count(folder, "write-2") == 3 and F.count(folder, "use-1") == 1
+    assert F.count(folder, "use-3") == 2  # its commit queued behind the lost one: run again
+    assert runs.read_run(local_store, "c")["recoveries"] == {"worker group 'saver'": 2}
 
 
 def test_a_driver_started_by_a_person_counts_from_zero(local_store, folder, monkeypatch):
