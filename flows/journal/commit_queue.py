@@ -56,13 +56,18 @@ def _wait(queue: CommitQueue, fut: Any, handle: Any,
     except Exception as exc:
         exc = getattr(exc, "cause", None) or exc  # a Ray error wraps the real one
         line = (str(exc).strip().splitlines() or [""])[0]
-        failed = TaskFailed(fut.key, f"its checkpoint was not written ({type(exc).__name__}: "
-                                     f"{line}); resume to run it again", kind="system")
-        failed.fault = type(exc).__name__  # a lost process or node: control/recovery.py
-    if redo is not None and redo(failed):
+        lost = f"its checkpoint was not written ({type(exc).__name__}: {line})"
+        fault = type(exc).__name__  # a lost process or node: control/recovery.py
+    if redo is not None and redo(_failed(fut.key, lost, fault)):
         return None
     queue.items.clear()
-    raise failed from None
+    raise _failed(fut.key, f"{lost}; resume to run it again", fault) from None
+
+
+def _failed(key: str, error: str, fault: str) -> TaskFailed:
+    failed = TaskFailed(key, error, kind="system")
+    failed.fault = fault  # type: ignore[attr-defined]
+    return failed
 
 
 def _settled(fields: dict, done: dict) -> dict:

@@ -157,7 +157,7 @@ class VLLMEngineActor(EngineFleet):
         todo = {j: (lo, hi) for j, (lo, hi) in enumerate(_shards(len(prompts), len(self._actors)))
                 if hi > lo}
         done: dict[int, list] = {}
-        for _ in range(len(self._actors)):
+        for _ in range(len(self._actors) + 1):  # the last round: on a restarted one
             where = self._place(list(todo))
             calls = {j: self._actors[where[j]].generate.options(max_task_retries=0).remote(
                 prompts[lo:hi], params, lo) for j, (lo, hi) in todo.items()}
@@ -172,8 +172,8 @@ class VLLMEngineActor(EngineFleet):
             todo = {j: b for j, b in todo.items() if j not in done}
             if not todo:
                 return [sample for j in sorted(done) for sample in done[j]]
-        raise EngineError(f"vLLM generate: engines failed {len(self._actors)} times in one "
-                          "call; restarted them")
+        raise EngineError(f"vLLM generate: engines kept dying ({len(self._actors) + 1} rounds "
+                          "in one call); restarted them")
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
