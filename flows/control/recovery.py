@@ -38,6 +38,15 @@ def limit() -> int:
     return int(os.environ.get(ENV, DEFAULT))
 
 
+def lost_outside_a_task(exc: BaseException) -> bool:
+    """Whether an error raised outside any task (a worker group started, restored or
+    replaced) means a lost process or node, or engines Ray restarted (the Ray error
+    wraps the `EngineError`)."""
+    from alignflow.flows.ray.executors import is_transient
+
+    return is_transient(exc) or type(getattr(exc, "cause", None)).__name__ == "EngineError"
+
+
 def recoverable(exc: BaseException) -> bool:
     """Whether a failed task's fault was a lost process or node (`TaskFailed.fault`)."""
     return getattr(exc, "kind", "") == "system" and getattr(exc, "fault", "") in RECOVERABLE

@@ -18,8 +18,7 @@ from typing import Any
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import TaskFailed
-from alignflow.flows.control.recovery import recoverable, role_of
-from alignflow.flows.ray.executors import is_transient
+from alignflow.flows.control.recovery import lost_outside_a_task, recoverable, role_of
 from alignflow.timeline import mark
 
 
@@ -44,7 +43,7 @@ def redo_lost(driver: Any, failed: TaskFailed) -> bool:
             fut, fields, _ = driver.queue.items[i]
             driver.queue.items[i] = _run_again(driver, fut, fields)
     except Exception as exc:  # another fault on the way: the run is re-formed
-        if not is_transient(exc) and type(getattr(exc, "cause", None)).__name__ != "EngineError":
+        if not lost_outside_a_task(exc):
             raise
         return False
     return True

@@ -21,12 +21,11 @@ from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
 from alignflow.flows.control.heartbeat import watch
-from alignflow.flows.control.recovery import Budget, recoverable, role_of
+from alignflow.flows.control.recovery import Budget, lost_outside_a_task, recoverable, role_of
 from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
-from alignflow.flows.ray.executors import is_transient
 from alignflow.timeline import mark
 
 
@@ -145,7 +144,7 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
         cause = getattr(exc, "cause", None)  # a Ray error wraps the real one
-        if is_transient(exc) or type(cause).__name__ == "EngineError":
+        if lost_outside_a_task(exc):
             # a worker group or its engines lost while it started, restored or was rebuilt
             why = (str(cause or exc).strip().splitlines() or [""])[0]
             spent = _recover_or(driver, _fault("worker-start", cause or exc, why))

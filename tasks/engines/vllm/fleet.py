@@ -69,10 +69,8 @@ class EngineFleet:
         """The engines up that serve the version last synced or loaded."""
         return [i for i in self._live() if self._versions[i] == self._target]
 
-    def _gather(self, calls: dict, timeout_s: float, what: str,
-                engine_of: dict | None = None) -> Answers:
-        """Wait for one call per key up to `timeout_s`; `engine_of` maps a key to its
-        engine when keys are not engines (shards)."""
+    def _gather(self, calls: dict, timeout_s: float, what: str) -> Answers:
+        """Wait for one call per key (an engine, or a generate's shard) up to `timeout_s`."""
         import ray
         from ray import exceptions as rex
 
