@@ -9,6 +9,7 @@ time over the plain one's (1.00 = the floor). vLLM cannot travel to the GPU node
 
     python -m bench.gpu_throughput [--model tiny-llama|smollm2-135m|PATH] [--rows 64]
         [--seq 256] [--micro 16] [--new-tokens 64] [--reps 3] [--peak-tflops X] [--cpu]
+        [--random-layers N]
 
 On CUDA: bf16 autocast, MFU = 6·params·tokens/s ÷ the device's dense bf16 peak (a table by
 device name, or --peak-tflops). Without CUDA (or --cpu): fp32 at the sizes given, no MFU —
@@ -152,6 +153,16 @@ def report(kind: str, results: dict, tokens: int, plain: str, extra: Any = None)
     return rows
 
 
+def random_llama(layers: int) -> Any:
+    """The sleep check's ~170M shape (its vocabulary holds any small tokenizer's ids)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from bench.gpu_check.checks.trainer_sleep import MODEL
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**{**MODEL, "num_hidden_layers": layers}))
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="tiny-llama")
@@ -162,12 +173,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--peak-tflops", type=float)
     p.add_argument("--cpu", action="store_true")
+    p.add_argument("--random-layers", type=int, help="a random-init Llama of the sleep "
+                   "check's width with this many layers (20: ~164M) and --model's tokenizer: "
+                   "a model that fills a GPU more than the tiny one and travels as 0 bytes")
     args = p.parse_args(argv)
     from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
     from alignflow.tasks.zoo.registry import resolve_model
 
     device, path = device_of(args), resolve_model(args.model)
-    model = load_causal_lm(path).to(device).eval()
+    model = (random_llama(args.random_layers) if args.random_layers else
+             load_causal_lm(path)).to(device).eval()
     tok = load_tokenizer(path, padding_side="left")
     params = sum(p.numel() for p in model.parameters())
     peak = peak_tflops(device, args.peak_tflops)
@@ -178,9 +193,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if peak else None
     rows += report("learn", interleaved(sides, args.reps, device), tokens, "plain_loop", mfu)
     head = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "model": args.model, "params": params, "peak_tflops": peak}
+            "model": f"random Llama, {args.random_layers} layers" if args.random_layers
+            else args.model, "params": params, "peak_tflops": peak}
+    rows = [head | row for row in rows]
     for row in rows:
-        print(json.dumps(head | row))
+        print(json.dumps(row))
     return rows
 
 

@@ -25,3 +25,12 @@ def test_every_side_reports_tokens_per_second_and_its_ratio_to_the_plain_side():
         assert r["tokens_per_s"] > 0 and r["peak_mib"] > 0 and "mfu" not in r  # no GPU peak
         if r["side"] in ("model.generate", "plain_loop"):
             assert r["time_vs_plain"] == 1.0
+
+
+def test_a_random_model_of_the_sleep_checks_width_runs_with_the_tiny_tokenizer():
+    rows = main(["--cpu", "--random-layers", "1", "--rows", "2", "--seq", "8", "--micro", "2",
+                 "--new-tokens", "2", "--reps", "1"])
+    # one layer of the sleep check's shape: a 49152 × 768 embedding (tied) + one block
+    assert {r["params"] for r in rows} == {49152 * 768 + 768 + 12 * 64 * 768 * 2
+                                           + 4 * 64 * 768 * 2 + 3 * 768 * 2048 + 2 * 768}
+    assert {r["model"] for r in rows} == {"random Llama, 1 layers"}
