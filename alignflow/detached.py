@@ -41,6 +41,26 @@ def answering(actors: list[Any], timeout: float = 20.0, method: str = "pid") -> 
         return False
 
 
+def not_alive(actors: dict[Any, Any]) -> set[Any]:
+    """The keys of `actors` ({key: handle}) whose actor Ray's control store no longer holds
+    alive: dead, or being started again (it knows within milliseconds of a lost process,
+    where a caller's pending call learns it only after a second or more, and a call sent
+    meanwhile waits for the restart). Ray keeps this table in a private module: where it
+    cannot be read, nothing is reported and callers wait as they did without it."""
+    try:
+        from ray._private import state
+    except ImportError:
+        return set()
+    gone = set()
+    for key, actor in actors.items():
+        try:
+            if state.state.actor_table(actor._actor_id.hex())["State"] != "ALIVE":
+                gone.add(key)
+        except Exception:  # an unreadable row: not evidence of a loss
+            continue
+    return gone
+
+
 def discard(names: list[str]) -> None:
     """Kill the actors left under `names` and wait until the names are free."""
     import ray

@@ -4,7 +4,10 @@ Ray runtime with two engines (the HF stand-in for vLLM, as on a simulated node):
   give (its shard sampled on the other engine: same prompts, offsets, seed, weights);
 - the lost engine starts again in the background, unnamed (killed and spawned anew) or
   named in a supervised run (Ray starts it again by itself); once up it is behind, serves
-  nothing until a sync, and the sync forms the broadcast group again with it.
+  nothing until a sync, and the sync forms the broadcast group again with it;
+- an engine lost between two calls (the most likely moment: it is idle most of the time)
+  does not hold the next sync until its restart answers: Ray's control store knows at once,
+  and the sync goes on with the engines left.
 """
 
 from __future__ import annotations
@@ -95,3 +98,27 @@ def test_a_lost_engine_costs_no_retry_and_is_synced_once_up(engines, ray_local, 
     assert engines._versions == [3, 3] and engines._sender.members == (0, 1)
     again = _samples(engines.generate(PROMPTS, SAMPLED))
     assert [s[:4] for s in again] == [s[:4] for s in both] and {s[4] for s in again} == {3}
+
+
+@pytest.mark.parametrize("engines", ["unnamed", "named"], indirect=True)
+def test_an_engine_lost_between_calls_leaves_the_sync_to_the_others(engines, ray_local,
+                                                                    tiny_model_dir):
+    ray, (engines, hold) = ray_local, engines
+    weights = load_causal_lm(str(tiny_model_dir), dtype="fp32").state_dict()
+    engines.update_weights(weights.items(), version=1)
+    hold.touch()  # its restart waits until the test lets go: so would a call sent to it
+    os.kill(ray.get(engines._actors[1].pid.remote()), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not detached.not_alive({1: engines._actors[1]}) and time.monotonic() < deadline:
+        time.sleep(0.02)  # Ray knows; this caller has not called it since
+    assert detached.not_alive({1: engines._actors[1]}) == {1}
+
+    engines.update_weights(weights.items(), version=2)  # no EngineError, no wait for 1
+    assert engines._sender.members == (0,) and engines._versions[0] == 2
+    assert list(engines._starting) == [1] and engines._restarts[1] == 1
+    assert {s[4] for s in _samples(engines.generate(PROMPTS, SAMPLED))} == {2}
+
+    hold.unlink()
+    engines._ready(every=True)
+    engines.update_weights(weights.items(), version=3)  # formed again with both
+    assert engines._versions == [3, 3] and engines._sender.members == (0, 1)

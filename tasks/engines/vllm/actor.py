@@ -73,7 +73,7 @@ class VLLMEngineActor(EngineFleet):
             group, actor = self._take_over(index) or self._start(index, policy_version)
             self._groups.append(group)
             self._actors.append(actor)
-        self._wait(self._each("version"), self.config.startup_timeout_s, "start")
+        self._wait(self._each("version"), self.config.startup_timeout_s, "start", up=False)
 
     def _take_over(self, index: int) -> tuple | None:
         """The engine (and its placement group) that the process this one replaces left
@@ -161,7 +161,7 @@ class VLLMEngineActor(EngineFleet):
             where = self._place(list(todo))
             calls = {j: self._actors[where[j]].generate.options(max_task_retries=0).remote(
                 prompts[lo:hi], params, lo) for j, (lo, hi) in todo.items()}
-            answers = self._gather(calls, timeout, "generate")
+            answers = self._gather(calls, timeout, "generate", engine_of=where)
             done.update(answers.results)
             self._settle({where[j]: why for j, why in answers.failed.items()},
                          [where[j] for j in answers.stale], {where[j] for j in answers.late})
@@ -182,7 +182,7 @@ class VLLMEngineActor(EngineFleet):
         are synced once up (they count as behind)."""
         timeout, live = self.generate_timeout_s, self._live()
         target = self._target + 1 if version is None else version
-        self._wait(self._call(live, "drop_staged"), timeout, "sync")
+        live = self._begin_sync(live, timeout)
         if self.transport == "ray":
             self._send_by_ray(named_tensors, timeout, live)
         else:
@@ -191,6 +191,19 @@ class VLLMEngineActor(EngineFleet):
         for index, served in zip(live, versions, strict=True):
             self._versions[index] = served
         self._target, self._synced = target, True
+
+    def _begin_sync(self, live: dict[int, object], timeout: float) -> dict[int, object]:
+        """Every engine up drops what a broken sync left staged; the ones lost since their
+        last call are starting again (synced once up) and the sync goes on without them,
+        as no weight has been read yet. Raises `EngineError` when none is left."""
+        answers = self._gather(self._call(live, "drop_staged"), timeout, "sync")
+        self._settle(answers.failed, answers.stale, answers.late)
+        kept = {i: a for i, a in live.items() if i in answers.results}
+        if answers.late or not kept:
+            lost = "; ".join(f"engine {i}: {why}" for i, why in answers.failed.items())
+            raise EngineError(f"vLLM sync could not start ({lost}); restarted them, serving "
+                              f"policy version {self.policy_version}")
+        return kept
 
     def _send_by_ray(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
         import ray

@@ -57,7 +57,7 @@ class EngineFleet:
         for i in up:
             del self._starting[i]
         if up:  # a start that failed is started afresh; the engines up meanwhile go on
-            answers = self._gather(up, 0.0, "restart")
+            answers = self._gather(up, 0.0, "restart", watch=False)
             self._settle(answers.failed, answers.stale, late=set(answers.failed))
 
     def _live(self) -> dict[int, object]:
@@ -69,19 +69,36 @@ class EngineFleet:
         """The engines up that serve the version last synced or loaded."""
         return [i for i in self._live() if self._versions[i] == self._target]
 
-    def _gather(self, calls: dict, timeout_s: float, what: str) -> Answers:
-        """Wait for one call per key (an engine, or a generate's shard) up to `timeout_s`."""
+    def _gather(self, calls: dict, timeout_s: float, what: str, *, watch: bool = True,
+                engine_of: dict | None = None) -> Answers:
+        """Wait for one call per key (an engine, or a generate's shard: `engine_of` maps it
+        to its engine) up to `timeout_s`. `watch`: the engines are up, so one that Ray
+        reports lost meanwhile fails its calls at once (a call sent to it would wait for
+        its restart); not for calls that wait for a start."""
         import ray
         from ray import exceptions as rex
 
+        engine_of = engine_of or {key: key for key in calls}
+        lost: set = set()
+
+        def gone(pending: list) -> list:
+            keys = {r.hex(): k for k, r in calls.items()}
+            found = detached.not_alive({k: self._actors[engine_of[k]]
+                                        for k in (keys[r.hex()] for r in pending)})
+            lost.update(found)
+            return [calls[k] for k in found]
+
         ready = placement.wait_said(list(calls.values()), timeout_s,
                                     lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
-                                              "answered")
+                                              "answered", lost=gone if watch else None)
         done, out = {r.hex() for r in ready}, Answers()
         for key, ref in calls.items():
             if ref.hex() not in done:
-                out.failed[key] = f"no answer within {timeout_s:g}s"
-                out.late.add(key)
+                if key in lost:
+                    out.failed[key] = "its process was lost (Ray is starting it again)"
+                else:
+                    out.failed[key] = f"no answer within {timeout_s:g}s"
+                    out.late.add(key)
                 continue
             try:
                 out.results[key] = ray.get(ref)
@@ -115,11 +132,11 @@ class EngineFleet:
                               "restarted them")
 
     def _wait(self, calls: dict[int, object], timeout_s: float, what: str, *,
-              starts: bool = False) -> list:
+              starts: bool = False, up: bool = True) -> list:
         """Results of one call per engine, in engine order. Engines that miss the deadline
         or whose actor died are started again (afresh, when the calls were their `starts`),
-        then the call raises `EngineError`."""
-        answers = self._gather(calls, timeout_s, what)
+        then the call raises `EngineError`. `up`: the engines were up when called."""
+        answers = self._gather(calls, timeout_s, what, watch=up and not starts)
         self._settle(answers.failed, answers.stale,
                      set(answers.failed) if starts else answers.late)
         if answers.failed:

@@ -79,25 +79,38 @@ def reserve(bundle: dict[str, float], timeout_s: float, index: int, name: str | 
 
 
 SAY_EVERY_S = 10.0  # a wait longer than this says what it waits for, this often
+POLL_S = 0.25  # how often a wait on engines asks Ray whether one of them was lost
 
 
-def wait_said(refs: list, timeout_s: float, what) -> list:
+def wait_said(refs: list, timeout_s: float, what, lost=None) -> list:
     """`ray.wait` for all `refs` up to `timeout_s`, saying on stderr every `SAY_EVERY_S`
-    what is waited for (`what(number ready)`) and for how long; returns the ready refs."""
+    what is waited for (`what(number ready)`) and for how long; returns the ready refs.
+    `lost(pending refs)`, asked every `POLL_S` while refs are pending, names those that will
+    not answer (their actor was lost): the wait stops waiting for them."""
     import sys
     import time
 
     import ray
 
-    start, ready = time.monotonic(), []
-    while True:
+    start = said = time.monotonic()
+    pending, ready = list(refs), []
+    while pending:
         left = timeout_s - (time.monotonic() - start)
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, min(SAY_EVERY_S, left)))
-        if len(ready) == len(refs) or left <= SAY_EVERY_S:
-            return ready
-        print(f"alignflow: {what(len(ready))}; {time.monotonic() - start:.0f}s of "
-              f"{timeout_s:g}s (vllm.startup_timeout_s / vllm.generate_timeout_s)",
-              file=sys.stderr, flush=True)
+        step = min(POLL_S if lost else SAY_EVERY_S, max(0.0, left))
+        done, pending = ray.wait(pending, num_returns=len(pending), timeout=step)
+        ready += done
+        if not pending or left <= step:
+            break
+        if lost is not None:
+            gone = {r.hex() for r in lost(pending)}
+            pending = [r for r in pending if r.hex() not in gone]
+        now = time.monotonic()
+        if pending and (lost is None or now - said >= SAY_EVERY_S):
+            said = now
+            print(f"alignflow: {what(len(ready))}; {now - start:.0f}s of {timeout_s:g}s "
+                  "(vllm.startup_timeout_s / vllm.generate_timeout_s)", file=sys.stderr,
+                  flush=True)
+    return ready
 
 
 def _summary(resources: dict[str, float]) -> str:
