@@ -6,7 +6,10 @@ one is killed and spawned anew): the others go on generating and syncing without
 its start answers it is up again, but behind — it holds the weights it was built or loaded
 with — so it serves nothing until a sync or a checkpoint load gives it the version the
 others serve (`VLLMEngineActor._target`); the host's check before each generate sees the
-older `policy_version` and syncs it.
+older `policy_version` and syncs it. An engine lost between two calls is seen by the
+next wait on it in Ray's control store (`detached.not_alive`), not when its restart
+answers the call sent to it: the generate samples its shard elsewhere, the sync goes on
+without it.
 """
 
 from __future__ import annotations
