@@ -73,7 +73,8 @@ class VLLMEngineActor(EngineFleet):
             group, actor = self._take_over(index) or self._start(index, policy_version)
             self._groups.append(group)
             self._actors.append(actor)
-        self._wait(self._each("version"), self.config.startup_timeout_s, "start", up=False)
+        self._wait(self._each("version"), self.config.startup_timeout_s, "start",
+                   starts=True)
 
     def _take_over(self, index: int) -> tuple | None:
         """The engine (and its placement group) that the process this one replaces left

@@ -82,12 +82,11 @@ class EngineFleet:
         from ray import exceptions as rex
 
         engine_of = engine_of or {key: key for key in calls}
-        lost: set = set()
+        key_of, lost = {r.hex(): k for k, r in calls.items()}, set()
 
         def gone(pending: list) -> list:
-            keys = {r.hex(): k for k, r in calls.items()}
-            found = detached.not_alive({k: self._actors[engine_of[k]]
-                                        for k in (keys[r.hex()] for r in pending)})
+            found = detached.not_alive({key_of[r.hex()]: self._actors[engine_of[key_of[r.hex()]]]
+                                        for r in pending})
             lost.update(found)
             return [calls[k] for k in found]
 
@@ -135,11 +134,11 @@ class EngineFleet:
                               "restarted them")
 
     def _wait(self, calls: dict[int, object], timeout_s: float, what: str, *,
-              starts: bool = False, up: bool = True) -> list:
+              starts: bool = False) -> list:
         """Results of one call per engine, in engine order. Engines that miss the deadline
         or whose actor died are started again (afresh, when the calls were their `starts`),
-        then the call raises `EngineError`. `up`: the engines were up when called."""
-        answers = self._gather(calls, timeout_s, what, watch=up and not starts)
+        then the call raises `EngineError`."""
+        answers = self._gather(calls, timeout_s, what, watch=not starts)
         self._settle(answers.failed, answers.stale,
                      set(answers.failed) if starts else answers.late)
         if answers.failed:

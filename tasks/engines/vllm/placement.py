@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections.abc import Callable
 
 from alignflow.errors import ConfigError
 
@@ -82,7 +83,8 @@ SAY_EVERY_S = 10.0  # a wait longer than this says what it waits for, this often
 POLL_S = 0.25  # how often a wait on engines asks Ray whether one of them was lost
 
 
-def wait_said(refs: list, timeout_s: float, what, lost=None) -> list:
+def wait_said(refs: list, timeout_s: float, what: Callable[[int], str],
+              lost: Callable[[list], list] | None = None) -> list:
     """`ray.wait` for all `refs` up to `timeout_s`, saying on stderr every `SAY_EVERY_S`
     what is waited for (`what(number ready)`) and for how long; returns the ready refs.
     `lost(pending refs)`, asked every `POLL_S` while refs are pending, names those that will
