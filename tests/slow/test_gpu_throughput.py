@@ -34,3 +34,14 @@ def test_a_random_model_of_the_sleep_checks_width_runs_with_the_tiny_tokenizer()
     assert {r["params"] for r in rows} == {49152 * 768 + 768 + 12 * 64 * 768 * 2
                                            + 4 * 64 * 768 * 2 + 3 * 768 * 2048 + 2 * 768}
     assert {r["model"] for r in rows} == {"random Llama, 1 layers"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs DeepSpeed")
+def test_the_zero_probe_times_every_variant_beside_the_plain_loop():
+    from bench.ds_zero_probe import VARIANTS
+    from bench.ds_zero_probe import main as probe
+
+    rows = probe(["--cpu", "--rows", "4", "--seq", "16", "--micro", "2", "--reps", "1",
+                  "--profile", "0"])
+    assert [r["side"] for r in rows] == ["plain_loop", *VARIANTS]
+    assert rows[0]["time_vs_plain"] == 1.0 and all(r["tokens_per_s"] > 0 for r in rows)

@@ -1,0 +1,107 @@
+"""Where DeepSpeed ZeRO's one-GPU step spends its time over the plain loop's: the same
+micro-batches through ZeRO variants (bucket sizes, overlap, stage 1/0) and a profiler's
+top operators for the default, each row's time over the plain loop's in the same run.
+
+    python -m bench.ds_zero_probe --model tiny-llama [--random-layers 20] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from typing import Any
+
+import torch
+
+from bench.gpu_throughput import _lm_loss, _plain_loop, device_of, interleaved, random_llama
+
+VARIANTS: dict[str, tuple[int, Any]] = {  # name: (stage, the model's DeepSpeed overrides)
+    "zero2": (2, lambda m: {}),  # the trainer's own buckets (`config.model_buckets`)
+    "zero2_hidden2_buckets": (2, lambda m: _bucket(m.config.hidden_size ** 2)),
+    "zero2_5e8_buckets": (2, lambda m: _bucket(int(5e8))),
+    "zero2_overlap": (2, lambda m: {"zero_optimization": {"overlap_comm": True}}),
+    "zero2_no_contiguous": (2, lambda m: {"zero_optimization": {"contiguous_gradients": False}}),
+    "zero1": (1, lambda m: {}),
+    "zero0_autocast": (0, lambda m: {}),
+}
+
+
+def _bucket(elements: int) -> dict:
+    return {"zero_optimization": {"reduce_bucket_size": elements}}
+
+
+def sides(model: Any, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The plain loop and one DeepSpeed trainer per variant, each on its own model copy."""
+    from alignflow.tasks.trainers.config import TrainerConfig
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
+    from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
+
+    bf16 = device.type == "cuda"
+    cfg = TrainerConfig(dtype="bf16" if bf16 else "fp32", total_steps=1000,
+                        train_batch_size=args.rows, micro_train_batch_size=args.micro)
+    ids = torch.randint(4, model.config.vocab_size, (args.rows, args.seq),
+                        generator=torch.Generator().manual_seed(0)).to(device)
+    batches = [{"input_ids": c} for c in ids.split(args.micro)]
+    out = {"plain_loop": _plain_loop(copy.deepcopy(model).to(device).train(), batches, cfg,
+                                     bf16)}
+    for name, (stage, overrides_of) in VARIANTS.items():
+        if args.only and name not in args.only.split(","):
+            continue
+        ds = DeepSpeedTrainer(copy.deepcopy(model).to(device), cfg,
+                              DSConfig(zero_stage=stage), overrides=overrides_of(model))
+        out[name] = (lambda t: lambda: t.step(batches, _lm_loss))(ds)
+    return out
+
+
+def profile_top(fn: Any, device: torch.device, top: int) -> str:
+    """The profiler's operators of one call, by self device time then by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    table = prof.key_averages()
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return (table.table(sort_by=key, row_limit=top) + "\n"
+            + table.table(sort_by="self_cpu_time_total", row_limit=top))
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="tiny-llama")
+    p.add_argument("--random-layers", type=int)
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--micro", type=int, default=16)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--only", help="comma-separated variants (default: all)")
+    p.add_argument("--profile", type=int, default=25, help="profiler rows (0: none)")
+    p.add_argument("--cpu", action="store_true")
+    args = p.parse_args(argv)
+    from alignflow.tasks.modeling.loading import load_causal_lm
+    from alignflow.tasks.zoo.registry import resolve_model
+
+    device = device_of(args)
+    model = random_llama(args.random_layers) if args.random_layers else \
+        load_causal_lm(resolve_model(args.model))
+    fns = sides(model.to(device), args, device)
+    results = interleaved(fns, args.reps, device)
+    tokens = args.rows * args.seq
+    rows = [{"side": k, "tokens_per_s": round(tokens / r["seconds"], 1),
+             "peak_mib": r["peak_mib"],
+             "time_vs_plain": round(r["seconds"] / results["plain_loop"]["seconds"], 3)}
+            for k, r in results.items()]
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    if args.profile:
+        for name in ("plain_loop", "zero2"):
+            if name in fns:
+                print(f"== profile: {name}\n" + profile_top(fns[name], device, args.profile))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
