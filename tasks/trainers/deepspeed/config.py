@@ -22,6 +22,7 @@ from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 STEPS_PER_PRINT_NEVER = 2**31 - 1
+DEEPSPEED_REDUCE_BUCKET = 500_000_000  # elements: DeepSpeed's own default
 TRAINER_OWNED = frozenset({"optimizer", "scheduler", "gradient_accumulation_steps", "bf16",
                            "fp16", "train_batch_size", "managed_gradient_accumulation"})
 
@@ -36,15 +37,15 @@ def check_overrides(overrides: dict[str, Any]) -> None:
 
 def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
               overrides: dict[str, Any] | None = None,
-              hidden_size: int | None = None) -> dict[str, Any]:
+              hidden_size: int | None = None, trainable: int | None = None) -> dict[str, Any]:
     """DeepSpeed's config dict for the `ds` section's stage, offload and overlap, with
     `overrides` merged in (nested) for DeepSpeed's own knobs, e.g. {"zero_optimization":
     {"stage3_param_persistence_threshold": 0}}. Stage 0 clips in the trainer (DeepSpeed
-    reports no norm there). With the model's `hidden_size`, ZeRO's buckets are sized to the
-    model (`model_buckets`) unless the overrides set them."""
+    reports no norm there). With the model's `hidden_size` and `trainable` parameter count,
+    ZeRO's buckets are sized to the model (`model_buckets`) unless the overrides set them."""
     check_overrides(overrides or {})
     zero: dict[str, Any] = {"stage": ds.stage, "overlap_comm": ds.overlap_comm,
-                            **model_buckets(ds.stage, hidden_size)}
+                            **model_buckets(ds.stage, hidden_size, trainable)}
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
     return _merge({
@@ -59,19 +60,24 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
     }, overrides or {})
 
 
-def model_buckets(stage: int, hidden_size: int | None) -> dict[str, int]:
-    """ZeRO's reduce (and, at stage 3, prefetch) buckets sized to the model, as the
-    Transformers integration fills DeepSpeed's "auto": hidden² elements (0.9 hidden² to
-    prefetch). DeepSpeed's own default is 5e8 elements whatever the model: a 2 GB fp32
-    buffer per ZeRO-3 engine (GPU memory on a GPU; on the CPU test suite, one kept per
-    engine made the process too large to fork)."""
-    if not hidden_size or stage == 0:
+def model_buckets(stage: int, hidden_size: int | None,
+                  trainable: int | None = None) -> dict[str, int]:
+    """ZeRO's reduce (and, at stage 3, prefetch) buckets sized to the model.
+
+    Stages 1-2 reduce each micro-batch's gradients bucket by bucket, and every bucket is a
+    flush (copies, a collective, Python bookkeeping): on one H100 a 164M Llama with hidden²
+    buckets (~280 a micro-batch) stepped at 2.2-2.4x the plain loop, with one 5e8 bucket at
+    1.5x (bench/ds_zero_probe.py). So they take DeepSpeed's own 5e8 elements (what
+    OpenRLHF's "auto" leaves), capped at the trainable parameter count: a larger bucket is
+    a buffer, allocated each step, that is never filled. Stage 3 keeps the Transformers
+    integration's "auto" (hidden², 0.9 hidden² to prefetch): DeepSpeed's default is a 2 GB
+    fp32 buffer per ZeRO-3 engine whatever the model (the CPU suite could no longer fork)."""
+    if stage in (1, 2) and trainable:
+        return {"reduce_bucket_size": min(DEEPSPEED_REDUCE_BUCKET, trainable)}
+    if not hidden_size or stage != 3:
         return {}
     square = hidden_size * hidden_size
-    out = {"reduce_bucket_size": square}
-    if stage == 3:
-        out["stage3_prefetch_bucket_size"] = int(0.9 * square)
-    return out
+    return {"reduce_bucket_size": square, "stage3_prefetch_bucket_size": int(0.9 * square)}
 
 
 def bf16_module(cfg: TrainerConfig, ds: DSConfig) -> bool:

@@ -72,9 +72,7 @@ class DeepSpeedTrainer:
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
         config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
-                           overrides=overrides,
-                           hidden_size=getattr(getattr(model, "config", None), "hidden_size",
-                                               None))
+                           overrides=overrides, **_model_sizes(model))
         self.engine, _, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
         self.model = self.engine.module
@@ -187,6 +185,12 @@ class DeepSpeedTrainer:
                 tokenizer.save_pretrained(folder)
         if world > 1:
             torch.distributed.barrier()
+
+
+def _model_sizes(model: nn.Module) -> dict[str, int | None]:
+    """What ZeRO's buckets are sized by (`config.model_buckets`)."""
+    return {"hidden_size": getattr(getattr(model, "config", None), "hidden_size", None),
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
 def join_deepspeed() -> None:
