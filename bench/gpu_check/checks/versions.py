@@ -9,6 +9,7 @@ node. Runs without CUDA too, and tells the runner whether CUDA is there.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata as md
 import json
@@ -16,6 +17,7 @@ import os
 import platform
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from bench.gpu_check.checks.common import CheckFailed, run
@@ -71,10 +73,18 @@ def bundled() -> dict[str, str]:
             if torch.version.cuda or name not in cuda_only}
 
 
+@functools.cache
+def _top_levels() -> dict[str, list[str]]:
+    """Top-level module -> distributions, read once: each read walks every distribution's
+    file list on the path (~1 s per read on a GPU node's site-packages; it was read once per
+    bundled package, 42 times, and the check took 48 s)."""
+    return md.packages_distributions()
+
+
 def _modules(name: str) -> list[str]:
     """The modules to import for a distribution: the one named like it (duckdb, not also
     its optional adbc_driver_duckdb), else every public top-level module it installs."""
-    tops = md.packages_distributions()
+    tops = _top_levels()
     mine = sorted(m for m, dists in tops.items() if name in {d.lower().replace("_", "-")
                   for d in dists} and m.isidentifier() and not m.startswith("_"))
     same = name.replace("-", "_")
@@ -93,12 +103,13 @@ def package_figures(expected: dict[str, str]) -> tuple[dict, list[str]]:
             continue
         row = {"expected": version, "found": dist.version,
                "at": str(Path(str(dist.locate_file(""))).resolve())}
-        errors = []
+        errors, start = [], time.perf_counter()
         for module in _modules(name):
             try:
                 importlib.import_module(module)
             except Exception as exc:  # an import that fails is the finding
                 errors.append(f"{module}: {type(exc).__name__}: {exc}".splitlines()[0])
+        row["import_s"] = round(time.perf_counter() - start, 2)
         if errors:
             row["import_errors"] = errors
             problems.append(f"{name}: {errors[0]}")
@@ -144,7 +155,9 @@ def check(argv: list[str]) -> dict:
             nodes[name] = md.version(name)
         except md.PackageNotFoundError:
             nodes[name] = None
-    figures |= {"node_packages": nodes, "bundled": packages, **requirement_figures(expected)}
+    slowest = sorted(packages.items(), key=lambda kv: -kv[1].get("import_s", 0.0))[:5]
+    figures |= {"node_packages": nodes, "bundled": packages, **requirement_figures(expected),
+                "slowest_imports_s": {name: row.get("import_s") for name, row in slowest}}
     gpu = figures.get("gpu", "no CUDA device")
     figures["summary"] = (f"py {figures['python']}, torch {figures['torch']} "
                           f"(CUDA {figures['torch_cuda']}), {gpu}, {len(packages)} bundled")
