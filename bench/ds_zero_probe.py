@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="tiny-llama")
     p.add_argument("--random-layers", type=int)
+    p.add_argument("--random-hidden", type=int, help="the random model's width (default 768)")
     p.add_argument("--rows", type=int, default=64)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--micro", type=int, default=16)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from alignflow.tasks.zoo.registry import resolve_model
 
     device = device_of(args)
-    model = random_llama(args.random_layers) if args.random_layers else \
+    model = random_llama(args.random_layers, args.random_hidden) if args.random_layers else \
         load_causal_lm(resolve_model(args.model))
     fns = sides(model.to(device), args, device)
     results = interleaved(fns, args.reps, device)

@@ -153,14 +153,21 @@ def report(kind: str, results: dict, tokens: int, plain: str, extra: Any = None)
     return rows
 
 
-def random_llama(layers: int) -> Any:
-    """The sleep check's ~170M shape (its vocabulary holds any small tokenizer's ids)."""
+def random_llama(layers: int, hidden: int | None = None) -> Any:
+    """The sleep check's ~170M shape (its vocabulary holds any small tokenizer's ids), with
+    `layers` blocks; `hidden` widens it (4x MLP, 64-wide heads, 4 query heads per KV head:
+    16 layers at 2048 are ~1.1B)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from bench.gpu_check.checks.trainer_sleep import MODEL
 
+    shape = {**MODEL, "num_hidden_layers": layers}
+    if hidden:
+        heads = max(1, hidden // 64)
+        shape |= {"hidden_size": hidden, "intermediate_size": 4 * hidden,
+                  "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 4)}
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**{**MODEL, "num_hidden_layers": layers}))
+    return LlamaForCausalLM(LlamaConfig(**shape))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -176,12 +183,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--random-layers", type=int, help="a random-init Llama of the sleep "
                    "check's width with this many layers (20: ~164M) and --model's tokenizer: "
                    "a model that fills a GPU more than the tiny one and travels as 0 bytes")
+    p.add_argument("--random-hidden", type=int, help="the random model's width (default 768)")
     args = p.parse_args(argv)
     from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
     from alignflow.tasks.zoo.registry import resolve_model
 
     device, path = device_of(args), resolve_model(args.model)
-    model = (random_llama(args.random_layers) if args.random_layers else
+    model = (random_llama(args.random_layers, args.random_hidden) if args.random_layers else
              load_causal_lm(path)).to(device).eval()
     tok = load_tokenizer(path, padding_side="left")
     params = sum(p.numel() for p in model.parameters())
@@ -193,8 +201,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if peak else None
     rows += report("learn", interleaved(sides, args.reps, device), tokens, "plain_loop", mfu)
     head = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "model": f"random Llama, {args.random_layers} layers" if args.random_layers
-            else args.model, "params": params, "peak_tflops": peak}
+            "model": f"random Llama, {args.random_layers} layers"
+            + (f", hidden {args.random_hidden}" if args.random_hidden else "")
+            if args.random_layers else args.model, "params": params, "peak_tflops": peak}
     rows = [head | row for row in rows]
     for row in rows:
         print(json.dumps(row))

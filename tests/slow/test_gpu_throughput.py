@@ -45,3 +45,14 @@ def test_the_zero_probe_times_every_variant_beside_the_plain_loop():
                   "--profile", "0"])
     assert [r["side"] for r in rows] == ["plain_loop", *VARIANTS]
     assert rows[0]["time_vs_plain"] == 1.0 and all(r["tokens_per_s"] > 0 for r in rows)
+
+
+def test_a_wider_random_model_keeps_64_wide_heads_and_a_4x_mlp():
+    from bench.gpu_throughput import random_llama
+
+    cfg = random_llama(1, hidden=256).config
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads,
+            cfg.num_key_value_heads, cfg.num_hidden_layers) == (256, 1024, 4, 1, 1)
+    rows = main(["--cpu", "--random-layers", "1", "--random-hidden", "128", "--rows", "2",
+                 "--seq", "8", "--micro", "2", "--new-tokens", "2", "--reps", "1"])
+    assert {r["model"] for r in rows} == {"random Llama, 1 layers, hidden 128"}
