@@ -23,7 +23,10 @@ VARIANTS: dict[str, tuple[int, Any]] = {  # name: (stage, the model's DeepSpeed 
     "zero2_overlap": (2, lambda m: {"zero_optimization": {"overlap_comm": True}}),
     "zero2_no_contiguous": (2, lambda m: {"zero_optimization": {"contiguous_gradients": False}}),
     "zero1": (1, lambda m: {}),
-    "zero0_autocast": (0, lambda m: {}),
+    "zero3": (3, lambda m: {}),
+    "zero3_hidden2_buckets": (3, lambda m: {"zero_optimization": {
+        "reduce_bucket_size": m.config.hidden_size ** 2,
+        "stage3_prefetch_bucket_size": int(0.9 * m.config.hidden_size ** 2)}}),
 }
 
 

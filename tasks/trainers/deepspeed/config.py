@@ -22,7 +22,8 @@ from alignflow.tasks.trainers.config import TrainerConfig
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 STEPS_PER_PRINT_NEVER = 2**31 - 1
-DEEPSPEED_REDUCE_BUCKET = 500_000_000  # elements: DeepSpeed's own default
+DEEPSPEED_REDUCE_BUCKET = 500_000_000  # elements: DeepSpeed's own defaults
+DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 TRAINER_OWNED = frozenset({"optimizer", "scheduler", "gradient_accumulation_steps", "bf16",
                            "fp16", "train_batch_size", "managed_gradient_accumulation"})
 
@@ -37,15 +38,15 @@ def check_overrides(overrides: dict[str, Any]) -> None:
 
 def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
               overrides: dict[str, Any] | None = None,
-              hidden_size: int | None = None, trainable: int | None = None) -> dict[str, Any]:
+              trainable: int | None = None) -> dict[str, Any]:
     """DeepSpeed's config dict for the `ds` section's stage, offload and overlap, with
     `overrides` merged in (nested) for DeepSpeed's own knobs, e.g. {"zero_optimization":
     {"stage3_param_persistence_threshold": 0}}. Stage 0 clips in the trainer (DeepSpeed
-    reports no norm there). With the model's `hidden_size` and `trainable` parameter count,
-    ZeRO's buckets are sized to the model (`model_buckets`) unless the overrides set them."""
+    reports no norm there). With the model's `trainable` parameter count, ZeRO's buckets are
+    sized to the model (`model_buckets`) unless the overrides set them."""
     check_overrides(overrides or {})
     zero: dict[str, Any] = {"stage": ds.stage, "overlap_comm": ds.overlap_comm,
-                            **model_buckets(ds.stage, hidden_size, trainable)}
+                            **model_buckets(ds.stage, trainable)}
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
     return _merge({
@@ -60,24 +61,23 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
     }, overrides or {})
 
 
-def model_buckets(stage: int, hidden_size: int | None,
-                  trainable: int | None = None) -> dict[str, int]:
-    """ZeRO's reduce (and, at stage 3, prefetch) buckets sized to the model.
+def model_buckets(stage: int, trainable: int | None) -> dict[str, int]:
+    """ZeRO's reduce (and, at stage 3, prefetch) buckets: DeepSpeed's own sizes (what
+    OpenRLHF's "auto" leaves), no larger than the trainable parameters.
 
-    Stages 1-2 reduce each micro-batch's gradients bucket by bucket, and every bucket is a
-    flush (copies, a collective, Python bookkeeping): on one H100 a 164M Llama with hidden²
-    buckets (~280 a micro-batch) stepped at 2.2-2.4x the plain loop, with one 5e8 bucket at
-    1.5x (bench/ds_zero_probe.py). So they take DeepSpeed's own 5e8 elements (what
-    OpenRLHF's "auto" leaves), capped at the trainable parameter count: a larger bucket is
-    a buffer, allocated each step, that is never filled. Stage 3 keeps the Transformers
-    integration's "auto" (hidden², 0.9 hidden² to prefetch): DeepSpeed's default is a 2 GB
-    fp32 buffer per ZeRO-3 engine whatever the model (the CPU suite could no longer fork)."""
-    if stage in (1, 2) and trainable:
-        return {"reduce_bucket_size": min(DEEPSPEED_REDUCE_BUCKET, trainable)}
-    if not hidden_size or stage != 3:
+    Every bucket is a flush (copies, a collective, Python bookkeeping) each micro-batch: on
+    one H100 a 164M Llama with the Transformers integration's hidden²-element buckets (~280
+    flushes a micro-batch) stepped ZeRO-2 at 2.2-2.4x the plain loop, with one bucket at
+    1.4-1.5x; on the CPU the tiny model's ZeRO-3 stepped at 5.9x with hidden² buckets, 3.4x
+    with these (bench/ds_zero_probe.py). The cap keeps small models' buffers small:
+    DeepSpeed's fixed 5e8 elements are a 2 GB buffer per engine whatever the model (the CPU
+    suite, holding one per ZeRO-3 engine it built, could no longer fork)."""
+    if stage == 0 or not trainable:
         return {}
-    square = hidden_size * hidden_size
-    return {"reduce_bucket_size": square, "stage3_prefetch_bucket_size": int(0.9 * square)}
+    out = {"reduce_bucket_size": min(DEEPSPEED_REDUCE_BUCKET, trainable)}
+    if stage == 3:
+        out["stage3_prefetch_bucket_size"] = min(DEEPSPEED_PREFETCH_BUCKET, trainable)
+    return out
 
 
 def bf16_module(cfg: TrainerConfig, ds: DSConfig) -> bool:

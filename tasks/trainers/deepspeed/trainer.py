@@ -72,7 +72,7 @@ class DeepSpeedTrainer:
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
         config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
-                           overrides=overrides, **_model_sizes(model))
+                           overrides=overrides, trainable=trainable_count(model))
         self.engine, _, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
         self.model = self.engine.module
@@ -187,10 +187,10 @@ class DeepSpeedTrainer:
             torch.distributed.barrier()
 
 
-def _model_sizes(model: nn.Module) -> dict[str, int | None]:
-    """What ZeRO's buckets are sized by (`config.model_buckets`)."""
-    return {"hidden_size": getattr(getattr(model, "config", None), "hidden_size", None),
-            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+def trainable_count(model: nn.Module) -> int:
+    """Trainable elements, whole: a ZeRO-3 partitioned parameter (built under `zero.Init`)
+    holds an empty tensor and its size in `ds_numel`."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
 
 
 def join_deepspeed() -> None:
