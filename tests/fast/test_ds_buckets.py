@@ -17,7 +17,7 @@ from alignflow.tasks.trainers.deepspeed.config import (
     ds_config,
 )
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
-from alignflow.tasks.trainers.deepspeed.trainer import trainable_count
+from alignflow.tasks.trainers.deepspeed.trainer import param_counts
 
 
 def _zero(stage: int, **kw) -> dict:
@@ -36,6 +36,9 @@ def test_buckets_are_deepspeeds_no_larger_than_the_model():
         == DEEPSPEED_PREFETCH_BUCKET == 50_000_000
     assert "reduce_bucket_size" not in _zero(0, trainable=106_816)
     assert "reduce_bucket_size" not in _zero(3)  # no model size known: DeepSpeed's own
+    lora = _zero(3, trainable=10**6, params=7 * 10**9)  # a frozen base is prefetched too
+    assert (lora["reduce_bucket_size"], lora["stage3_prefetch_bucket_size"]) \
+        == (10**6, DEEPSPEED_PREFETCH_BUCKET)
 
 
 def test_the_users_overrides_win():
@@ -45,8 +48,9 @@ def test_the_users_overrides_win():
         assert zero["reduce_bucket_size"] == 123
 
 
-def test_a_partitioned_parameter_counts_whole_and_a_frozen_one_not_at_all():
+def test_a_partitioned_parameter_counts_whole_and_a_frozen_one_only_in_the_total():
     lin, frozen = torch.nn.Linear(4, 3), torch.nn.Linear(2, 2)
     frozen.requires_grad_(False)
     lin.weight.ds_numel = 1000  # as zero.Init leaves it: the data elsewhere, its size here
-    assert trainable_count(torch.nn.Sequential(lin, frozen)) == 1000 + 3
+    assert param_counts(torch.nn.Sequential(lin, frozen)) == {"trainable": 1000 + 3,
+                                                              "params": 1000 + 3 + 6}

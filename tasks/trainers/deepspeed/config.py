@@ -38,15 +38,15 @@ def check_overrides(overrides: dict[str, Any]) -> None:
 
 def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
               overrides: dict[str, Any] | None = None,
-              trainable: int | None = None) -> dict[str, Any]:
+              trainable: int | None = None, params: int | None = None) -> dict[str, Any]:
     """DeepSpeed's config dict for the `ds` section's stage, offload and overlap, with
     `overrides` merged in (nested) for DeepSpeed's own knobs, e.g. {"zero_optimization":
     {"stage3_param_persistence_threshold": 0}}. Stage 0 clips in the trainer (DeepSpeed
-    reports no norm there). With the model's `trainable` parameter count, ZeRO's buckets are
-    sized to the model (`model_buckets`) unless the overrides set them."""
+    reports no norm there). With the model's `trainable` and total `params` counts, ZeRO's
+    buckets are sized to the model (`model_buckets`) unless the overrides set them."""
     check_overrides(overrides or {})
     zero: dict[str, Any] = {"stage": ds.stage, "overlap_comm": ds.overlap_comm,
-                            **model_buckets(ds.stage, trainable)}
+                            **model_buckets(ds.stage, trainable, params)}
     if ds.adam_offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin_memory}
     return _merge({
@@ -61,9 +61,11 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
     }, overrides or {})
 
 
-def model_buckets(stage: int, trainable: int | None) -> dict[str, int]:
+def model_buckets(stage: int, trainable: int | None,
+                  params: int | None = None) -> dict[str, int]:
     """ZeRO's reduce (and, at stage 3, prefetch) buckets: DeepSpeed's own sizes (what
-    OpenRLHF's "auto" leaves), no larger than the trainable parameters.
+    OpenRLHF's "auto" leaves), no larger than what they carry: the trainable parameters'
+    gradients to reduce, all parameters (a LoRA model's frozen base too) to prefetch.
 
     Every bucket is a flush (copies, a collective, Python bookkeeping) each micro-batch: on
     one H100 a 164M Llama with the Transformers integration's hidden²-element buckets (~280
@@ -76,7 +78,8 @@ def model_buckets(stage: int, trainable: int | None) -> dict[str, int]:
         return {}
     out = {"reduce_bucket_size": min(DEEPSPEED_REDUCE_BUCKET, trainable)}
     if stage == 3:
-        out["stage3_prefetch_bucket_size"] = min(DEEPSPEED_PREFETCH_BUCKET, trainable)
+        out["stage3_prefetch_bucket_size"] = min(DEEPSPEED_PREFETCH_BUCKET,
+                                                 max(params or 0, trainable))
     return out
 
 

@@ -72,7 +72,7 @@ class DeepSpeedTrainer:
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
         config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
-                           overrides=overrides, trainable=trainable_count(model))
+                           overrides=overrides, **param_counts(model))
         self.engine, _, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
         self.model = self.engine.module
@@ -187,10 +187,11 @@ class DeepSpeedTrainer:
             torch.distributed.barrier()
 
 
-def trainable_count(model: nn.Module) -> int:
-    """Trainable elements, whole: a ZeRO-3 partitioned parameter (built under `zero.Init`)
-    holds an empty tensor and its size in `ds_numel`."""
-    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+def param_counts(model: nn.Module) -> dict[str, int]:
+    """Trainable and total elements, whole: a ZeRO-3 partitioned parameter (built under
+    `zero.Init`) holds an empty tensor and its size in `ds_numel`."""
+    sizes = [(getattr(p, "ds_numel", p.numel()), p.requires_grad) for p in model.parameters()]
+    return {"trainable": sum(n for n, grad in sizes if grad), "params": sum(n for n, _ in sizes)}
 
 
 def join_deepspeed() -> None:
