@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from bench.gpu_throughput import _lm_loss, _plain_loop, device_of, interleaved, random_llama
+from bench.gpu_throughput import _lm_loss, device_of, interleaved, learn_setup, random_llama
 
 VARIANTS: dict[str, tuple[int, Any]] = {  # name: (stage, the model's DeepSpeed overrides)
     "zero2": (2, lambda m: {}),  # the trainer's own buckets (`config.model_buckets`)
@@ -36,18 +36,11 @@ def _bucket(elements: int) -> dict:
 
 def sides(model: Any, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """The plain loop and one DeepSpeed trainer per variant, each on its own model copy."""
-    from alignflow.tasks.trainers.config import TrainerConfig
     from alignflow.tasks.trainers.deepspeed.section import DSConfig
     from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
 
-    bf16 = device.type == "cuda"
-    cfg = TrainerConfig(dtype="bf16" if bf16 else "fp32", total_steps=1000,
-                        train_batch_size=args.rows, micro_train_batch_size=args.micro)
-    ids = torch.randint(4, model.config.vocab_size, (args.rows, args.seq),
-                        generator=torch.Generator().manual_seed(0)).to(device)
-    batches = [{"input_ids": c} for c in ids.split(args.micro)]
-    out = {"plain_loop": _plain_loop(copy.deepcopy(model).to(device).train(), batches, cfg,
-                                     bf16)}
+    cfg, batches, plain = learn_setup(model, args, device)
+    out = {"plain_loop": plain}
     for name, (stage, overrides_of) in VARIANTS.items():
         if args.only and name not in args.only.split(","):
             continue

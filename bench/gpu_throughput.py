@@ -113,13 +113,10 @@ def _plain_loop(model: Any, batches: list[dict], cfg: Any, bf16: bool):
     return step
 
 
-def learn_sides(model: Any, args: argparse.Namespace, device: torch.device):
-    """(sides, tokens per step): the torch trainer, DeepSpeed ZeRO-2 (when installed) and
-    the plain loop, each on its own copy of the model, on the same micro-batches."""
-    import importlib.util
-
+def learn_setup(model: Any, args: argparse.Namespace, device: torch.device):
+    """(trainer config, micro-batches, the plain loop's step on its own model copy): what
+    every learn side of a comparison shares (bf16 on a GPU, fp32 on the CPU)."""
     from alignflow.tasks.trainers.config import TrainerConfig
-    from alignflow.tasks.trainers.torch_trainer import TorchTrainer
 
     bf16 = device.type == "cuda"
     cfg = TrainerConfig(dtype="bf16" if bf16 else "fp32", total_steps=1000,
@@ -127,10 +124,20 @@ def learn_sides(model: Any, args: argparse.Namespace, device: torch.device):
     ids = torch.randint(4, model.config.vocab_size, (args.rows, args.seq),
                         generator=torch.Generator().manual_seed(0)).to(device)
     batches = [{"input_ids": c} for c in ids.split(args.micro)]
+    return cfg, batches, _plain_loop(copy.deepcopy(model).to(device).train(), batches, cfg,
+                                     bf16)
+
+
+def learn_sides(model: Any, args: argparse.Namespace, device: torch.device):
+    """(sides, tokens per step): the torch trainer, DeepSpeed ZeRO-2 (when installed) and
+    the plain loop, each on its own copy of the model, on the same micro-batches."""
+    import importlib.util
+
+    from alignflow.tasks.trainers.torch_trainer import TorchTrainer
+
+    cfg, batches, plain = learn_setup(model, args, device)
     trainer = TorchTrainer(copy.deepcopy(model).to(device), cfg)
-    sides = {"torch_trainer": lambda: trainer.step(batches, _lm_loss),
-             "plain_loop": _plain_loop(copy.deepcopy(model).to(device).train(), batches, cfg,
-                                       bf16)}
+    sides = {"torch_trainer": lambda: trainer.step(batches, _lm_loss), "plain_loop": plain}
     if importlib.util.find_spec("deepspeed") is not None:
         from alignflow.tasks.trainers.deepspeed.section import DSConfig
         from alignflow.tasks.trainers.deepspeed.trainer import DeepSpeedTrainer
