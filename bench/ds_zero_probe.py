@@ -14,24 +14,33 @@ from typing import Any
 
 import torch
 
-from bench.gpu_throughput import _lm_loss, device_of, interleaved, learn_setup, random_llama
+from bench.gpu_throughput import (
+    _lm_loss,
+    bench_model,
+    device_of,
+    interleaved,
+    learn_setup,
+    model_arguments,
+    report,
+)
 
 VARIANTS: dict[str, tuple[int, Any]] = {  # name: (stage, the model's DeepSpeed overrides)
     "zero2": (2, lambda m: {}),  # the trainer's own buckets (`config.model_buckets`)
-    "zero2_hidden2_buckets": (2, lambda m: _bucket(m.config.hidden_size ** 2)),
-    "zero2_5e8_buckets": (2, lambda m: _bucket(int(5e8))),
-    "zero2_overlap": (2, lambda m: {"zero_optimization": {"overlap_comm": True}}),
-    "zero2_no_contiguous": (2, lambda m: {"zero_optimization": {"contiguous_gradients": False}}),
+    "zero2_hidden2_buckets": (2, lambda m: _zero(reduce_bucket_size=m.config.hidden_size ** 2)),
+    "zero2_5e8_buckets": (2, lambda m: _zero(reduce_bucket_size=int(5e8))),
+    "zero2_overlap": (2, lambda m: _zero(overlap_comm=True)),
+    "zero2_no_contiguous": (2, lambda m: _zero(contiguous_gradients=False)),
     "zero1": (1, lambda m: {}),
     "zero3": (3, lambda m: {}),
-    "zero3_hidden2_buckets": (3, lambda m: {"zero_optimization": {
-        "reduce_bucket_size": m.config.hidden_size ** 2,
-        "stage3_prefetch_bucket_size": int(0.9 * m.config.hidden_size ** 2)}}),
+    "zero3_hidden2_buckets": (3, lambda m: _zero(
+        reduce_bucket_size=m.config.hidden_size ** 2,
+        stage3_prefetch_bucket_size=int(0.9 * m.config.hidden_size ** 2))),
 }
 
 
-def _bucket(elements: int) -> dict:
-    return {"zero_optimization": {"reduce_bucket_size": elements}}
+def _zero(**knobs: Any) -> dict:
+    """DeepSpeed overrides of the `zero_optimization` section."""
+    return {"zero_optimization": knobs}
 
 
 def sides(model: Any, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
@@ -67,30 +76,14 @@ def profile_top(fn: Any, device: torch.device, top: int) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="tiny-llama")
-    p.add_argument("--random-layers", type=int)
-    p.add_argument("--random-hidden", type=int, help="the random model's width (default 768)")
-    p.add_argument("--rows", type=int, default=64)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--micro", type=int, default=16)
-    p.add_argument("--reps", type=int, default=3)
+    model_arguments(p)
     p.add_argument("--only", help="comma-separated variants (default: all)")
     p.add_argument("--profile", type=int, default=25, help="profiler rows (0: none)")
-    p.add_argument("--cpu", action="store_true")
     args = p.parse_args(argv)
-    from alignflow.tasks.modeling.loading import load_causal_lm
-    from alignflow.tasks.zoo.registry import resolve_model
-
     device = device_of(args)
-    model = random_llama(args.random_layers, args.random_hidden) if args.random_layers else \
-        load_causal_lm(resolve_model(args.model))
-    fns = sides(model.to(device), args, device)
-    results = interleaved(fns, args.reps, device)
-    tokens = args.rows * args.seq
-    rows = [{"side": k, "tokens_per_s": round(tokens / r["seconds"], 1),
-             "peak_mib": r["peak_mib"],
-             "time_vs_plain": round(r["seconds"] / results["plain_loop"]["seconds"], 3)}
-            for k, r in results.items()]
+    fns = sides(bench_model(args).to(device), args, device)
+    rows = report("learn", interleaved(fns, args.reps, device), args.rows * args.seq,
+                  "plain_loop")
     for row in rows:
         print(json.dumps(row), flush=True)
     if args.profile:

@@ -177,28 +177,43 @@ def random_llama(layers: int, hidden: int | None = None) -> Any:
     return LlamaForCausalLM(LlamaConfig(**shape))
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def model_arguments(p: argparse.ArgumentParser) -> None:
+    """The model, step shape and device flags of the GPU benches (this one and
+    `bench/ds_zero_probe.py`)."""
     p.add_argument("--model", default="tiny-llama")
-    p.add_argument("--rows", type=int, default=64)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--micro", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, default=64)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--peak-tflops", type=float)
-    p.add_argument("--cpu", action="store_true")
     p.add_argument("--random-layers", type=int, help="a random-init Llama of the sleep "
                    "check's width with this many layers (20: ~164M) and --model's tokenizer: "
                    "a model that fills a GPU more than the tiny one and travels as 0 bytes")
     p.add_argument("--random-hidden", type=int, help="the random model's width (default 768)")
-    args = p.parse_args(argv)
-    from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--micro", type=int, default=16)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--cpu", action="store_true")
+
+
+def bench_model(args: argparse.Namespace) -> Any:
+    """The random Llama the flags ask for, else --model loaded (fp32, on the CPU)."""
+    from alignflow.tasks.modeling.loading import load_causal_lm
     from alignflow.tasks.zoo.registry import resolve_model
 
-    device, path = device_of(args), resolve_model(args.model)
-    model = (random_llama(args.random_layers, args.random_hidden) if args.random_layers else
-             load_causal_lm(path)).to(device).eval()
-    tok = load_tokenizer(path, padding_side="left")
+    if args.random_layers:
+        return random_llama(args.random_layers, args.random_hidden)
+    return load_causal_lm(resolve_model(args.model))
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    model_arguments(p)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--peak-tflops", type=float)
+    args = p.parse_args(argv)
+    from alignflow.tasks.modeling.loading import load_tokenizer
+    from alignflow.tasks.zoo.registry import resolve_model
+
+    device = device_of(args)
+    model = bench_model(args).to(device).eval()
+    tok = load_tokenizer(resolve_model(args.model), padding_side="left")
     params = sum(p.numel() for p in model.parameters())
     peak = peak_tflops(device, args.peak_tflops)
     sides, tokens = generate_sides(model, tok, args, device)
