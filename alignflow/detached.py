@@ -13,6 +13,7 @@ removes them (`sweep`). A leaf: it imports only Ray, when called.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 NAMESPACE = "alignflow"
@@ -128,14 +129,16 @@ def helper_options(name: str | None) -> dict:
 
 
 def take_over(names: list[str], pg_name: str | None, *, timeout: float = 20.0,
-              method: str = "pid") -> tuple[list[Any], Any] | None:
+              method: str = "pid",
+              ready: Callable[[list[Any]], bool] | None = None) -> tuple[list[Any], Any] | None:
     """(actors, placement group) a replaced process left under `names` (and `pg_name`, when
     they have one), when every actor answers a call of `method` within `timeout` (a rank on
-    a lost node does not); else None, with the leftovers gone and the names free."""
+    a lost node does not), or passes `ready(actors)` where one is given; else None, with the
+    leftovers gone and the names free."""
     actors = [find(n) for n in names]
     pg = placement_group(pg_name) if pg_name else None
-    if all(a is not None for a in actors) and (pg is not None or not pg_name) \
-            and answering(actors, timeout, method):
+    ready = ready or (lambda found: answering(found, timeout, method))
+    if all(a is not None for a in actors) and (pg is not None or not pg_name) and ready(actors):
         return actors, pg
     discard(names)
     if pg is not None:

@@ -15,6 +15,7 @@ that gives up leaves them to the next `resume`, which adopts or kills them.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from alignflow.detached import NAMESPACE, take_over
@@ -42,10 +43,59 @@ def adopt_actor(name: str) -> Any:
     return found[0][0] if found else None
 
 
-def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any] | None:
-    """A dead driver's group: (actors, placement group) when every rank answers; else None
-    (its leftovers killed, its placement group removed)."""
-    return take_over(names, pg_name) if supervised() else None
+def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any, int] | None:
+    """A dead driver's group: (actors, placement group, number of its last call) when every
+    rank answers and none is left inside a call (`settle`); else None (its leftovers
+    killed, its placement group removed)."""
+    if not supervised():
+        return None
+    last: list[int] = []
+
+    def ready(actors: list[Any]) -> bool:
+        last[:] = [n for n in [settle(actors)] if n is not None]
+        return bool(last)
+
+    found = take_over(names, pg_name, ready=ready)
+    return (*found, last[0]) if found else None
+
+
+def settle(actors: list[Any], timeout: float = 20.0) -> int | None:
+    """The number of the last call of a dead driver's ranks once none runs one; None when a
+    rank does not answer or they do not come to rest within `timeout`. A call the driver
+    gave only some ranks (it died between them) would leave those waiting in its
+    collectives for the others forever: it is given to the others too, so all finish it
+    (its effects are undone by the restore before the next task; a rank runs a number once,
+    so the dead driver's own copy, if still on its way, is not run twice)."""
+    import ray
+
+    deadline, completed = time.time() + timeout, False
+    while time.time() < deadline:
+        try:
+            states = ray.get([a.calls.remote() for a in actors],
+                             timeout=max(0.1, deadline - time.time()))
+        except Exception:  # a rank on a lost node, or gone
+            return None
+        seqs = [seq for seq, _ in states]
+        newest = max(seqs)
+        if min(seqs) == newest and not any(running for _, running in states):
+            return newest
+        if min(seqs) < newest:
+            if completed or newest - min(seqs) > 1:  # more than the one call is missing
+                return None
+            _complete(actors, seqs, newest)
+            completed = True
+        time.sleep(0.05)
+    return None
+
+
+def _complete(actors: list[Any], seqs: list[int], newest: int) -> None:
+    """Give call `newest` to the ranks that did not get it (as rank r of the group)."""
+    import ray
+
+    call = ray.get(actors[seqs.index(newest)].call_numbered.remote(newest))
+    for rank, actor in enumerate(actors):
+        if seqs[rank] < newest and call is not None:
+            actor.call.remote(dict(call, rank=rank))
 
 
 def group_name(run_id: str, name: str) -> str:

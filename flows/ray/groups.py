@@ -40,6 +40,30 @@ class GroupWorker(WorkerHost):
         mark("rank up")
         detached.own(owner)  # the engines rank 0 starts outlive it (supervised runs)
         self.obj, self.failure = factory(), None  # a failed start raises at `join`
+        self.seq, self.running, self.last_call = 0, False, None  # the calls it was given
+
+    def call(self, call: dict) -> dict:
+        """Run the group's call numbered `group_seq` once: a number already run is a call
+        delivered twice (the dead driver's, and a take-over's completion of it)."""
+        seq = call.get("group_seq")
+        if seq is not None:
+            if seq <= self.seq:
+                return {"error": None, "duplicate": seq}
+            self.seq, self.last_call = seq, call
+        self.running = True
+        try:
+            return super().call(call)
+        finally:
+            self.running = False
+
+    def calls(self) -> tuple[int, bool]:
+        """(number of the last call given, whether it still runs), answered on a side thread
+        while a call runs (`flows/ray/adopt.settle`)."""
+        return self.seq, self.running
+
+    def call_numbered(self, seq: int) -> dict | None:
+        """The call numbered `seq`, when it is the last one this rank was given."""
+        return self.last_call if self.seq == seq else None
 
     def rendezvous(self) -> tuple[str, int]:
         """This node's address and a port nobody listens on (asked of rank 0)."""
@@ -72,6 +96,7 @@ class RayWorkerGroup:
         self.size = group_size(options)
         self.actors: list[Any] = []
         self.pg: Any = None
+        self.seq = 0  # the number of the last call sent to the ranks
 
     def names(self) -> list[str]:
         return [f"alignflow:{self.run_id}:{self.name}:{rank}" for rank in range(self.size)]
@@ -81,7 +106,7 @@ class RayWorkerGroup:
         found = adopt.adopt_ranks(self.names(), f"alignflow:{self.run_id}:{self.name}")
         if found is None:
             return None
-        self.actors, self.pg = found
+        self.actors, self.pg, self.seq = found
         return self
 
     def start(self) -> RayWorkerGroup:
@@ -138,8 +163,10 @@ class RayWorkerGroup:
 
         per_node = int(self.options.get("workers_per_node", 1))
         ray.method(concurrency_group="durable")(GroupWorker.durable)  # not per call: Ray Client
+        for method in (GroupWorker.calls, GroupWorker.call_numbered):
+            ray.method(concurrency_group="control")(method)  # answered while a call runs
         remote = ray.remote(max_restarts=0, max_task_retries=0,
-                            concurrency_groups={"durable": 1})(GroupWorker)
+                            concurrency_groups={"durable": 1, "control": 1})(GroupWorker)
         return [remote.options(
             name=f"alignflow:{self.run_id}:{self.name}:{rank}",
             scheduling_strategy=PlacementGroupSchedulingStrategy(
@@ -191,7 +218,8 @@ class RayWorkerGroup:
     def submit(self, call: dict) -> GroupHandle:
         """The call on every rank; a group killed after a failure answers with a transient
         `ConnectionError`, so the driver rebuilds it before the retry."""
-        refs = [a.call.remote(dict(call, rank=r, world_size=self.size))
+        self.seq += 1
+        refs = [a.call.remote(dict(call, rank=r, world_size=self.size, group_seq=self.seq))
                 for r, a in enumerate(self.actors)]
         return GroupHandle(self, refs)
 
