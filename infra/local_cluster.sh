@@ -31,7 +31,7 @@ common=(--disable-usage-stats)
 export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$CLUSTER_DIR/auth_token"
 # How fast the head's GCS gives up on a lost node: alignflow's choice, the same as
 # tasks/simulate/node_health.py (which says why; tests/infra checks they agree).
-export RAY_health_check_period_ms=1000 RAY_health_check_timeout_ms=5000 \
+export RAY_health_check_period_ms=500 RAY_health_check_timeout_ms=5000 \
   RAY_health_check_failure_threshold=3
 
 start() {

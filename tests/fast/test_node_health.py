@@ -1,12 +1,12 @@
 """alignflow's Ray health-check settings (tasks/simulate/node_health.py): a crashed node is
 declared dead within seconds, and the settings stay at or above the floor chosen for CI's
-2 busy cores (a live raylet would have to stall ~17 s to be given up on)."""
+2 busy cores (a live raylet would have to stall ~16 s to be given up on)."""
 
 from __future__ import annotations
 
 from alignflow.tasks.simulate import node_health
 
-FLOOR = {"health_check_period_ms": 1000, "health_check_timeout_ms": 5000,
+FLOOR = {"health_check_period_ms": 500, "health_check_timeout_ms": 5000,
          "health_check_failure_threshold": 3}  # below this: measure false deaths first
 
 
@@ -22,7 +22,7 @@ def test_the_settings_keep_the_margin_against_false_deaths():
 
 def test_the_detection_bounds_follow_rays_probe_loop():
     # a crashed raylet refuses at once: threshold × period; a vanished host: × (period + timeout)
-    assert node_health.detection_bound_s() == 3.0
-    assert node_health.detection_bound_s(refused=False) == 18.0
+    assert node_health.detection_bound_s() == 1.5
+    assert node_health.detection_bound_s(refused=False) == 16.5
     assert node_health.detection_bound_s(node_health.RAY_DEFAULTS) == 15.0
     assert node_health.detection_bound_s(node_health.RAY_DEFAULTS, refused=False) == 65.0
