@@ -94,7 +94,7 @@ def trained(store: str, run_id: str) -> Any:
 
 def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
              rate: float | None, undisturbed: float, seed: int, sim,
-             from_start: bool = False) -> dict:
+             from_start: bool = False, kinds: tuple[str, ...] = ()) -> dict:
     """One supervised run; with `rate`, under the injector."""
     cmd = [sys.executable, "-m", "alignflow.cli", "run", flow, "--address", address,
            "--run-id", run_id, "--seed", "1", "--store", store, "--supervise",
@@ -107,7 +107,7 @@ def run_once(flow: str, sets: list[str], store: str, run_id: str, address: str,
     with log.open("w") as out:
         sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     injector = Injector(sim, run_id, psutil.Process(sup.pid), undisturbed * (rate or 0) / 100,
-                        seed, kinds=KINDS[flow], horizon=timeout,
+                        seed, kinds=kinds or KINDS[flow], horizon=timeout,
                         armed=None if from_start else trained(store, run_id))
     if rate:
         injector.start()
@@ -199,6 +199,9 @@ def main() -> None:
     parser.add_argument("--from-start", action="store_true",
                         help="inject from the driver's start (default: from the first "
                              "committed training step, when the run's workers are up)")
+    parser.add_argument("--kinds", default="",
+                        help="only these fault kinds (comma-separated; default: every kind "
+                             "the flow has), e.g. node, to time one kind's recovery")
     parser.add_argument("--ray-health-defaults", action="store_true",
                         help="the head with Ray's own node health checks, not alignflow's")
     args = parser.parse_args()
@@ -229,7 +232,8 @@ def main() -> None:
             print(json.dumps(base), flush=True)
             for rate in (float(r) for r in args.rates.split(",")):
                 res = run_once(flow, sets[flow], where, f"{flow}-r{rate:g}", sim.address,
-                               rate, base["wall_s"], args.seed, sim, args.from_start)
+                               rate, base["wall_s"], args.seed, sim, args.from_start,
+                               tuple(k for k in args.kinds.split(",") if k))
                 results.append(judge(res, store, base))
                 print(json.dumps(results[-1]), flush=True)
     print(table(results))
