@@ -4,9 +4,10 @@ next adopts them instead of starting processes and loading models again.
 A supervised run's worker actors and their placement groups are detached
 (`lifetime="detached"`, named after the run in the `alignflow` namespace), so the death of
 its driver does not take them along. The driver the supervisor starts next finds them by
-name and, when every rank answers, adopts them; the restore protocol then loads the newest
-committed checkpoint into each before its next task, as for a fresh worker, so the run goes
-on bitwise. A worker whose group has no committed checkpoint (nothing trained yet, or a
+name and, when every rank answers and none is left inside a call (`settle`: a call the
+dead driver gave only some ranks is given to the rest), adopts them; the restore protocol
+then loads the newest committed checkpoint into each before its next task, as for a fresh
+worker, so the run goes on bitwise. A worker whose group has no committed checkpoint (nothing trained yet, or a
 state that may be ahead of the journal) is never adopted: it is killed and started afresh.
 Whatever ends a run (finished, failed, stopped) kills its workers as before; a supervisor
 that gives up leaves them to the next `resume`, which adopts or kills them.
