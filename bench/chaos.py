@@ -4,7 +4,7 @@ nodes and the driver (`chaos_inject.py`), against the same run undisturbed.
 
     .venv/bin/python bench/chaos.py [--flows grpo,dpo] [--rates 10,5] [--seed 0]
                                     [--iterations 24] [--new-tokens 24] [--epochs 3]
-                                    [--ray-health-defaults]
+                                    [--kinds node] [--bracket] [--ray-health-defaults]
 
 A fault costs seconds whatever the run's length, and a rate R is about 100/R faults per
 run: ETTR depends on how long the run is (bench/RESULTS.md measures 800 GRPO iterations).
@@ -202,6 +202,9 @@ def main() -> None:
     parser.add_argument("--kinds", default="",
                         help="only these fault kinds (comma-separated; default: every kind "
                              "the flow has), e.g. node, to time one kind's recovery")
+    parser.add_argument("--bracket", action="store_true",
+                        help="run the undisturbed run again after the disturbed ones; ETTR "
+                             "against the mean of both (a machine whose speed drifts)")
     parser.add_argument("--ray-health-defaults", action="store_true",
                         help="the head with Ray's own node health checks, not alignflow's")
     args = parser.parse_args()
@@ -230,13 +233,33 @@ def main() -> None:
             base = judge(base, store, None)
             results.append(base)
             print(json.dumps(base), flush=True)
+            disturbed = []
             for rate in (float(r) for r in args.rates.split(",")):
                 res = run_once(flow, sets[flow], where, f"{flow}-r{rate:g}", sim.address,
                                rate, base["wall_s"], args.seed, sim, args.from_start,
                                tuple(k for k in args.kinds.split(",") if k))
-                results.append(judge(res, store, base))
-                print(json.dumps(results[-1]), flush=True)
+                disturbed.append(judge(res, store, base))
+                print(json.dumps(disturbed[-1]), flush=True)
+            results += disturbed
+            if args.bracket:
+                after = judge(run_once(flow, sets[flow], where, f"{flow}-base-after",
+                                       sim.address, None, 0, args.seed, sim), store, None)
+                results.append(bracket(base, after, disturbed))
+                print(json.dumps(after), flush=True)
     print(table(results))
+
+
+def bracket(base: dict, after: dict, disturbed: list[dict]) -> dict:
+    """ETTR against the mean of an undisturbed run before and one after the disturbed ones,
+    so that a machine whose speed drifts over the bench's half hour moves both sides alike
+    (the ETTR against the first alone is kept as `ettr_first_base`)."""
+    undisturbed = (base["wall_s"] + after["wall_s"]) / 2
+    for res in disturbed:
+        res["ettr_first_base"] = res["ettr"]
+        res["ettr"] = round(undisturbed / res["wall_s"], 3)
+        res["undisturbed_s"] = [base["wall_s"], after["wall_s"]]
+    after["bitwise"] = after.get("weights") == base.get("weights")
+    return after
 
 
 def table(results: list[dict]) -> str:

@@ -47,3 +47,14 @@ def test_a_node_is_not_hit_while_its_replacement_joins():
     inj.replacing.set()
     inj._fire("node", 1.0)
     assert not inj.faults and inj.skipped[0].target.endswith("being replaced")
+
+
+def test_a_bracketed_ettr_is_against_the_mean_of_both_undisturbed_runs():
+    from chaos import bracket
+
+    base, after = {"wall_s": 500.0, "weights": "w"}, {"wall_s": 540.0, "weights": "w"}
+    disturbed = [{"wall_s": 560.0, "ettr": round(500 / 560, 3)}]
+    assert bracket(base, after, disturbed) is after and after["bitwise"]
+    assert disturbed[0]["ettr"] == round(520 / 560, 3)
+    assert disturbed[0]["ettr_first_base"] == round(500 / 560, 3)
+    assert disturbed[0]["undisturbed_s"] == [500.0, 540.0]
