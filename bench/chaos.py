@@ -233,11 +233,11 @@ def main() -> None:
             base = judge(base, store, None)
             results.append(base)
             print(json.dumps(base), flush=True)
-            disturbed = []
+            disturbed, kinds = [], tuple(k for k in args.kinds.split(",") if k)
             for rate in (float(r) for r in args.rates.split(",")):
                 res = run_once(flow, sets[flow], where, f"{flow}-r{rate:g}", sim.address,
                                rate, base["wall_s"], args.seed, sim, args.from_start,
-                               tuple(k for k in args.kinds.split(",") if k))
+                               kinds)
                 disturbed.append(judge(res, store, base))
                 print(json.dumps(disturbed[-1]), flush=True)
             results += disturbed

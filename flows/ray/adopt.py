@@ -7,8 +7,9 @@ its driver does not take them along. The driver the supervisor starts next finds
 name and, when every rank answers and none is left inside a call (`settle`: a call the
 dead driver gave only some ranks is given to the rest), adopts them; the restore protocol
 then loads the newest committed checkpoint into each before its next task, as for a fresh
-worker, so the run goes on bitwise. A worker whose group has no committed checkpoint (nothing trained yet, or a
-state that may be ahead of the journal) is never adopted: it is killed and started afresh.
+worker, so the run goes on bitwise. A worker whose group has no committed checkpoint
+(nothing trained yet, or a state that may be ahead of the journal) is never adopted: it is
+killed and started afresh.
 Whatever ends a run (finished, failed, stopped) kills its workers as before; a supervisor
 that gives up leaves them to the next `resume`, which adopts or kills them.
 """
@@ -50,11 +51,11 @@ def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any, int] | 
     killed, its placement group removed)."""
     if not supervised():
         return None
-    last: list[int] = []
+    last: list[int | None] = [None]
 
     def ready(actors: list[Any]) -> bool:
-        last[:] = [n for n in [settle(actors)] if n is not None]
-        return bool(last)
+        last[0] = settle(actors)
+        return last[0] is not None
 
     found = take_over(names, pg_name, ready=ready)
     return (*found, last[0]) if found else None
@@ -80,8 +81,8 @@ def settle(actors: list[Any], timeout: float = 20.0) -> int | None:
         newest = max(seqs)
         if min(seqs) == newest and not any(running for _, running in states):
             return newest
-        if min(seqs) < newest:
-            if completed or newest - min(seqs) > 1:  # more than the one call is missing
+        if min(seqs) < newest and not completed:  # then wait for it to reach them
+            if newest - min(seqs) > 1:  # more than the one call is missing
                 return None
             _complete(actors, seqs, newest)
             completed = True
@@ -94,8 +95,10 @@ def _complete(actors: list[Any], seqs: list[int], newest: int) -> None:
     import ray
 
     call = ray.get(actors[seqs.index(newest)].call_numbered.remote(newest))
+    if call is None:  # its holder moved on: nothing to give
+        return
     for rank, actor in enumerate(actors):
-        if seqs[rank] < newest and call is not None:
+        if seqs[rank] < newest:
             actor.call.remote(dict(call, rank=rank))
 
 
