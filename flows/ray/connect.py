@@ -88,12 +88,17 @@ def _join_cluster(address: str) -> None:
 
     import ray
 
+    from alignflow.flows.lazyref import MODULES
+    from alignflow.flows.ray import spares
+
+    env = spares.runtime_env(tuple(sorted(MODULES)))  # supervised: warm spare processes
     for attempt in range(1, CLIENT_INIT_TRIES + 1):
         try:
             _probe(address)
             use_local_auth_token()
             with _own_sigterm():
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+                         runtime_env=env)
             _JOINED.add(address)
             return
         except ConnectionAbortedError as exc:  # the Ray Client server could not start ours

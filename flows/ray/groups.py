@@ -22,7 +22,7 @@ from typing import Any
 
 from alignflow import detached
 from alignflow.errors import FlowError
-from alignflow.flows.ray import adopt
+from alignflow.flows.ray import adopt, spares
 from alignflow.flows.ray.worker_host import WorkerHost
 from alignflow.timeline import mark
 
@@ -107,6 +107,7 @@ class RayWorkerGroup:
         if found is None:
             return None
         self.actors, self.pg, self.seq = found
+        self._keep_spares()
         return self
 
     def start(self) -> RayWorkerGroup:
@@ -126,6 +127,7 @@ class RayWorkerGroup:
                     ray.get([a.join.remote(r, self.size, addr, port)
                              for r, a in enumerate(self.actors)])
                     mark(f"group {self.name} joined")
+                    self._keep_spares()
                     return self
                 except ray.exceptions.RayTaskError as exc:
                     # the free port rank 0 picked was taken before it listened: pick again
@@ -136,6 +138,11 @@ class RayWorkerGroup:
             self.kill()  # a rank or its node lost while starting: nothing left behind
             raise
         return self
+
+    def _keep_spares(self) -> None:
+        """Warm processes on the group's nodes for the ranks of its next formation
+        (supervised runs, `flows/ray/spares.py`)."""
+        spares.keep(self.name, self.pg, int(self.options.get("workers_per_node", 1)))
 
     def _kill_actors(self) -> None:
         """Kill the ranks' actors and wait until their names are free again."""

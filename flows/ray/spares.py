@@ -1,0 +1,198 @@
+"""Warm spare processes for supervised runs: a rank that dies is replaced by a process that
+has already imported torch, transformers and the flow's modules.
+
+A new Ray worker spends seconds importing before it can load a model (~3 s for torch and
+transformers' Llama stack on two cores; the bulk of a lost rank's recovery,
+`bench/RESULTS.md`, Chaos). Ray's raylet can start workers ahead of any task or actor
+(its `PrestartWorkers` call, bound to a job and its runtime environment), and it hands such
+an idle, never-used worker to the next actor of that job, placement group bundle and GPUs
+included. So a supervised run's driver joins Ray with a worker setup hook that imports the
+flow's modules (`import_ahead`), and keeps `per_node` idle workers of its job on every node
+its worker groups live on (`keep`): the replacement ranks of a group formed again start in
+~0.1 s instead of ~3 s. The spares hold no GPU and no model (~350 MiB of host memory each);
+they end with their driver's job. Ray exposes no public API for this: where its internals
+differ (another Ray version), the run goes on without spares and says so once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from alignflow.flows.ray import adopt
+from alignflow.timeline import mark
+
+IMPORTS_ENV = "ALIGNFLOW_SPARE_IMPORTS"  # comma-separated modules a spare imports at start
+HOOK = "alignflow.flows.ray.spares.import_ahead"
+BASE_IMPORTS = ("torch", "transformers.modeling_utils")
+KEEP_ALIVE_S = 3600  # Ray keeps a prestarted worker this long before it may reap it
+PERIOD_S = 5.0  # how often the driver tops the spares up
+STARTING_S = 15.0  # a spare asked for and not seen yet counts as starting this long
+
+
+def runtime_env(modules: tuple[str, ...]) -> dict | None:
+    """The job runtime environment a supervised driver joins Ray with (None: no spares —
+    not supervised, or the job already has a setup hook of its own)."""
+    if not adopt.supervised() or _job_has_hook():
+        return None
+    imports = ",".join(dict.fromkeys((*BASE_IMPORTS, *modules)))
+    return {"worker_process_setup_hook": HOOK, "env_vars": {IMPORTS_ENV: imports}}
+
+
+def _job_has_hook() -> bool:
+    """A job submitted with its own setup hook (Ray refuses two)."""
+    from ray._private.runtime_env.constants import RAY_JOB_CONFIG_JSON_ENV_VAR
+
+    config = json.loads(os.environ.get(RAY_JOB_CONFIG_JSON_ENV_VAR) or "{}")
+    return bool((config.get("runtime_env") or {}).get("worker_process_setup_hook"))
+
+
+def import_ahead() -> None:
+    """Ray's worker setup hook: import the run's modules before any task or actor arrives.
+    A module that fails to import is left to the task that needs it (its error is the
+    task's, with the task's context)."""
+    mark("spare importing")
+    for name in filter(None, os.environ.get(IMPORTS_ENV, "").split(",")):
+        with contextlib.suppress(Exception):  # the task importing it reports it
+            importlib.import_module(name)
+    mark("spare imported")
+
+
+class _Keeper:
+    """The driver's thread that keeps `per_node` idle spares of its job on each node."""
+
+    def __init__(self) -> None:
+        self.wanted: dict[str, dict[str, int]] = {}  # owner -> node id -> spares wanted
+        self.starting: dict[str, list[float]] = {}  # node id -> when spares were asked for
+        self.seen: dict[str, set[int]] = {}  # node id -> pids of spares seen idle
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.broken = False
+
+    def want(self, owner: str, nodes: dict[str, int]) -> None:
+        with self.lock:
+            self.wanted[owner] = dict(nodes)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._loop, name="alignflow-spares",
+                                           daemon=True)
+            self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.broken:
+            try:
+                self.top_up()
+            except Exception as exc:  # Ray's internals differ: no spares
+                self.broken = True
+                print(f"alignflow: warm spares off for this run ({type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0] if str(exc) else ''}); a replaced rank "
+                      "starts a new process", file=sys.stderr, flush=True)
+                return
+            time.sleep(PERIOD_S)
+
+    def top_up(self) -> None:
+        with self.lock:
+            per_node: dict[str, int] = {}
+            for nodes in self.wanted.values():
+                for node_id, count in nodes.items():
+                    per_node[node_id] = max(per_node.get(node_id, 0), count)
+        if not per_node:
+            return
+        raylets = _raylets()
+        for node_id, count in per_node.items():
+            if node_id in raylets:
+                self._top_up_node(node_id, raylets[node_id], count)
+
+    def _top_up_node(self, node_id: str, stub: Any, count: int) -> None:
+        """Ask the node for the spares it lacks: idle ones count, and so do those asked for
+        in the last STARTING_S seconds and not seen yet (a spare may be taken before it
+        is ever seen idle, hence the expiry)."""
+        now = time.time()
+        idle = _idle_spares(stub)
+        seen = self.seen.setdefault(node_id, set())
+        asked = [t for t in self.starting.get(node_id, []) if now - t < STARTING_S]
+        asked = asked[len(idle - seen):]  # each spare seen for the first time was asked for
+        seen |= idle
+        missing = count - len(idle) - len(asked)
+        if missing > 0:
+            _prestart(stub, missing)
+            mark(f"spares asked {missing}")
+            asked += [now] * missing
+        self.starting[node_id] = asked
+
+
+_KEEPER = _Keeper()
+
+
+def keep(owner: str, pg: Any, per_node: int) -> None:
+    """Keep `per_node` spares on every node of placement group `pg` (the bundles of worker
+    group `owner`), from now on; a no-op unless this job was joined with `runtime_env`."""
+    if not _job_hooked():
+        return
+    import ray
+
+    table = ray.util.placement_group_table(pg)
+    nodes = {node_id: per_node for node_id in table.get("bundles_to_node_id", {}).values()}
+    _KEEPER.want(owner, nodes)
+
+
+def _job_hooked() -> bool:
+    import ray
+
+    env = ray.get_runtime_context().runtime_env or {}
+    return IMPORTS_ENV in (env.get("env_vars") or {})
+
+
+def _raylets() -> dict[str, Any]:
+    """Node id -> a gRPC stub of its raylet, for the nodes alive now."""
+    import ray
+
+    out = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            address = f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}"
+            out[node["NodeID"]] = _stub(address)
+    return out
+
+
+_STUBS: dict[str, Any] = {}
+
+
+def _stub(address: str) -> Any:
+    if address not in _STUBS:
+        from ray._private.grpc_utils import init_grpc_channel
+        from ray.core.generated import node_manager_pb2_grpc
+
+        _STUBS[address] = node_manager_pb2_grpc.NodeManagerServiceStub(
+            init_grpc_channel(address))
+    return _STUBS[address]
+
+
+def _idle_spares(stub: Any) -> set[int]:
+    """Pids of this job's workers on the node that never ran a task or held an actor."""
+    import ray
+    from ray.core.generated import common_pb2, node_manager_pb2
+
+    job = ray.get_runtime_context().get_job_id()
+    reply = stub.GetNodeStats(node_manager_pb2.GetNodeStatsRequest(), timeout=10)
+    nil_actor = bytes.fromhex("ff" * 16)
+    return {w.pid for w in reply.core_workers_stats
+            if w.worker_type == common_pb2.WORKER and w.job_id.hex() == job
+            and w.actor_id in (b"", nil_actor) and not w.num_executed_tasks}
+
+
+def _prestart(stub: Any, count: int) -> None:
+    import ray
+    from ray.core.generated import common_pb2, node_manager_pb2
+
+    worker = ray._private.worker.global_worker
+    request = node_manager_pb2.PrestartWorkersRequest(
+        language=common_pb2.PYTHON, job_id=worker.current_job_id.binary(),
+        runtime_env_info=worker.core_worker.get_job_config().runtime_env_info,
+        keep_alive_duration_secs=KEEP_ALIVE_S, num_workers=count)
+    stub.PrestartWorkers(request, timeout=10)

@@ -1,0 +1,63 @@
+"""Child process of test_warm_spares.py: a supervised driver joins its own Ray with the
+spares' runtime environment (a job's runtime environment is fixed when it joins)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import ray
+
+from alignflow.flows.ray import adopt, spares
+from alignflow.flows.ray.groups import RayWorkerGroup
+from alignflow.tasks.distributed.ray_group import GroupMember
+
+OPTIONS = {"num_nodes": 1, "workers_per_node": 2, "num_cpus": 0.1}
+
+
+class Member(GroupMember):
+    def group_on_gpu(self) -> bool:
+        return False
+
+
+def idle_spares() -> list[int]:
+    """Pids of this job's never-used workers on the (only) node."""
+    from ray.core.generated import common_pb2, node_manager_pb2
+
+    stub = next(iter(spares._raylets().values()))
+    reply = stub.GetNodeStats(node_manager_pb2.GetNodeStatsRequest(), timeout=10)
+    job = ray.get_runtime_context().get_job_id()
+    return [w.pid for w in reply.core_workers_stats
+            if w.worker_type == common_pb2.WORKER and w.job_id.hex() == job
+            and not w.num_executed_tasks and w.actor_id.hex() in ("", "f" * 32)]
+
+
+def wait_for_spares(count: int, timeout: float = 90.0) -> list[int]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        pids = idle_spares()
+        if len(pids) >= count:
+            return pids
+        time.sleep(0.5)
+    raise SystemExit(f"no {count} idle spares after {timeout}s: {idle_spares()}")
+
+
+def main() -> None:
+    os.environ[adopt.SUPERVISED_ENV] = "1"
+    ray.init(num_cpus=4, include_dashboard=False, runtime_env=spares.runtime_env(()),
+             _system_config={"enable_worker_prestart": False,
+                             "prestart_worker_first_driver": False})
+    group = RayWorkerGroup("actor", Member, OPTIONS, f"t{os.getpid()}").start()
+    first = [ray.get(a.pid.remote()) for a in group.actors]
+    spare_pids = wait_for_spares(2)
+    group.kill()  # a rank died: the group is formed again
+    again = RayWorkerGroup("actor", Member, OPTIONS, group.run_id).start()
+    second = [ray.get(a.pid.remote()) for a in again.actors]
+    json.dump({"first": first, "spares": spare_pids, "second": second,
+               "refill": wait_for_spares(2)}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

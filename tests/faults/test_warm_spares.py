@@ -1,0 +1,63 @@
+"""Warm spares (`flows/ray/spares.py`), on a real Ray runtime: a supervised driver keeps
+idle workers of its job that imported torch and transformers at start (Ray's setup hook);
+a worker group formed again takes them as its ranks, and the driver asks for new ones.
+The driver runs in a child process (`spares_child.py`): a job's runtime environment is
+fixed when it joins Ray, and the suite's own Ray has none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alignflow.flows.ray import adopt, spares
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_a_group_formed_again_takes_the_spares_and_they_are_replaced(tmp_path):
+    timeline = tmp_path / "timeline.jsonl"
+    env = {**os.environ, "ALIGNFLOW_TIMELINE": str(timeline), "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-m", "tests.faults.spares_child"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pids = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(pids["second"]) == set(pids["spares"])  # both ranks started on spares
+    assert not set(pids["refill"]) & set(pids["second"])  # and new spares replaced them
+    marks = [json.loads(line) for line in timeline.read_text().splitlines()]
+    for pid in pids["second"]:
+        events = [m["event"] for m in marks if m["pid"] == pid]
+        # the hook's imports were done before the rank's actor was built in that process
+        assert events.index("spare imported") < events.index("rank up"), events
+
+
+def test_only_a_supervised_driver_joins_with_the_setup_hook(monkeypatch):
+    monkeypatch.delenv(adopt.SUPERVISED_ENV, raising=False)
+    assert spares.runtime_env(("m",)) is None
+    monkeypatch.setenv(adopt.SUPERVISED_ENV, "1")
+    env = spares.runtime_env(("alignflow.tasks.rl.learn", "torch"))
+    assert env["worker_process_setup_hook"] == spares.HOOK
+    assert env["env_vars"][spares.IMPORTS_ENV] == \
+        "torch,transformers.modeling_utils,alignflow.tasks.rl.learn"
+
+
+def test_a_job_submitted_with_its_own_setup_hook_gets_no_spares(monkeypatch):
+    from ray._private.runtime_env.constants import RAY_JOB_CONFIG_JSON_ENV_VAR
+
+    monkeypatch.setenv(adopt.SUPERVISED_ENV, "1")
+    monkeypatch.setenv(RAY_JOB_CONFIG_JSON_ENV_VAR,
+                       json.dumps({"runtime_env": {"worker_process_setup_hook": "x.y"}}))
+    assert spares.runtime_env(()) is None  # Ray refuses two hooks: the job's stays
+
+
+def test_the_hook_imports_what_the_job_names_and_leaves_failures_to_the_task(monkeypatch):
+    monkeypatch.setenv(spares.IMPORTS_ENV, "json,no_such_module_here,colorsys")
+    sys.modules.pop("colorsys", None)
+    spares.import_ahead()
+    assert "colorsys" in sys.modules
