@@ -57,11 +57,35 @@ def import_ahead() -> None:
     """Ray's worker setup hook: import the run's modules before any task or actor arrives.
     A module that fails to import is left to the task that needs it (its error is the
     task's, with the task's context)."""
+    try:
+        from ray._private import utils as ray_utils
+
+        ray_set = ray_utils.set_omp_num_threads_if_unset
+    except (ImportError, AttributeError):  # torch's threads could not follow Ray's: as before
+        return
     mark("spare importing")
     for name in filter(None, os.environ.get(IMPORTS_ENV, "").split(",")):
         with contextlib.suppress(Exception):  # the task importing it reports it
             importlib.import_module(name)
+    ray_utils.set_omp_num_threads_if_unset = _then_torch_follows(ray_utils, ray_set)
     mark("spare imported")
+
+
+def _then_torch_follows(ray_utils: Any, ray_set: Any) -> Any:
+    """Ray sets OMP_NUM_THREADS from the CPUs of a worker's first task or actor just before
+    running it, and torch sizes its thread pool when imported: imported here, earlier, it
+    took every core (six processes on two cores ran 2.4x slower). So once Ray has set it,
+    torch follows, once (a host that sets its own threads afterwards keeps them)."""
+
+    def set_then_follow() -> bool:
+        ray_utils.set_omp_num_threads_if_unset = ray_set
+        changed = ray_set()
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(threads))
+        return changed
+
+    return set_then_follow
 
 
 class _Keeper:

@@ -55,8 +55,19 @@ def main() -> None:
     group.kill()  # a rank died: the group is formed again
     again = RayWorkerGroup("actor", Member, OPTIONS, group.run_id).start()
     second = [ray.get(a.pid.remote()) for a in again.actors]
-    json.dump({"first": first, "spares": spare_pids, "second": second,
+    threads = [ray.get(a.call.remote(
+        {"store": None, "run_id": "r", "task_key": "threads", "seed": 0, "attempt": 1,
+         "fn": threads_now, "args": (), "kwargs": {}, "worker": True, "rank": r,
+         "world_size": 2}))["output"] for r, a in enumerate(again.actors)]
+    json.dump({"threads": threads, "first": first, "spares": spare_pids, "second": second,
                "refill": wait_for_spares(2)}, sys.stdout)
+
+
+def threads_now(member: Member) -> list:
+    """torch's threads against what Ray assigned the rank (OMP_NUM_THREADS)."""
+    import torch
+
+    return [torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "")]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Warm spares (`flows/ray/spares.py`), on a real Ray runtime: a supervised driver keeps
 idle workers of its job that imported torch and transformers at start (Ray's setup hook);
-a worker group formed again takes them as its ranks, and the driver asks for new ones.
+a worker group formed again takes them as its ranks (with torch's threads as Ray assigned
+them, not every core), and the driver asks for new ones.
 The driver runs in a child process (`spares_child.py`): a job's runtime environment is
 fixed when it joins Ray, and the suite's own Ray has none."""
 
@@ -30,6 +31,8 @@ def test_a_group_formed_again_takes_the_spares_and_they_are_replaced(tmp_path):
     pids = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(pids["second"]) == set(pids["spares"])  # both ranks started on spares
     assert not set(pids["refill"]) & set(pids["second"])  # and new spares replaced them
+    for torch_threads, assigned in pids["threads"]:  # imported before Ray sized the rank,
+        assert str(torch_threads) == assigned  # torch still follows Ray's thread count
     marks = [json.loads(line) for line in timeline.read_text().splitlines()]
     for pid in pids["second"]:
         events = [m["event"] for m in marks if m["pid"] == pid]
