@@ -88,20 +88,50 @@ def _then_torch_follows(ray_utils: Any, ray_set: Any) -> Any:
     return set_then_follow
 
 
+class _Ledger:
+    """The spares this driver asked one node for. Idle workers of the job that never ran
+    anything are not all spares: Ray starts some for leases of another runtime environment
+    (a restarted engine's), which no rank can take. So a spare is a worker that appeared
+    after an ask (at most as many as asked), until it is no longer idle (taken, or dead)."""
+
+    def __init__(self) -> None:
+        self.ours: set[int] = set()
+        self.asks: list[tuple[float, int, set[int]]] = []  # (when, how many unseen, idle then)
+
+    def learn(self, idle: set[int], now: float) -> None:
+        self.ours &= idle
+        asks = []
+        for when, unseen, before in self.asks:
+            new = sorted(idle - before - self.ours)[:unseen]
+            self.ours.update(new)
+            if unseen > len(new) and now - when < STARTING_S:  # one taken before it was
+                asks.append((when, unseen - len(new), before))  # seen idle expires
+        self.asks = asks
+
+    def missing(self, wanted: int) -> int:
+        return wanted - len(self.ours) - sum(unseen for _, unseen, _ in self.asks)
+
+    def asked(self, count: int, idle: set[int], now: float) -> None:
+        self.asks.append((now, count, set(idle)))
+
+
 class _Keeper:
-    """The driver's thread that keeps `per_node` idle spares of its job on each node."""
+    """The driver's thread that keeps `per_node` idle spares of its job on each node: it
+    looks every PERIOD_S seconds, and at once when a group has formed (and may have taken
+    spares)."""
 
     def __init__(self) -> None:
         self.wanted: dict[str, dict[str, int]] = {}  # owner -> node id -> spares wanted
-        self.starting: dict[str, list[float]] = {}  # node id -> when spares were asked for
-        self.seen: dict[str, set[int]] = {}  # node id -> pids of spares seen idle
+        self.ledgers: dict[str, _Ledger] = {}  # node id -> its spares
         self.lock = threading.Lock()
+        self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.broken = False
 
     def want(self, owner: str, nodes: dict[str, int]) -> None:
         with self.lock:
             self.wanted[owner] = dict(nodes)
+        self.wake.set()
         if self.thread is None:
             self.thread = threading.Thread(target=self._loop, name="alignflow-spares",
                                            daemon=True)
@@ -109,6 +139,7 @@ class _Keeper:
 
     def _loop(self) -> None:
         while not self.broken:
+            self.wake.clear()
             try:
                 self.top_up()
             except Exception as exc:  # Ray's internals differ: no spares
@@ -117,7 +148,7 @@ class _Keeper:
                       f"{str(exc).splitlines()[0] if str(exc) else ''}); a replaced rank "
                       "starts a new process", file=sys.stderr, flush=True)
                 return
-            time.sleep(PERIOD_S)
+            self.wake.wait(PERIOD_S)
 
     def top_up(self) -> None:
         with self.lock:
@@ -133,21 +164,14 @@ class _Keeper:
                 self._top_up_node(node_id, raylets[node_id], count)
 
     def _top_up_node(self, node_id: str, stub: Any, count: int) -> None:
-        """Ask the node for the spares it lacks: idle ones count, and so do those asked for
-        in the last STARTING_S seconds and not seen yet (a spare may be taken before it
-        is ever seen idle, hence the expiry)."""
-        now = time.time()
-        idle = _idle_spares(stub)
-        seen = self.seen.setdefault(node_id, set())
-        asked = [t for t in self.starting.get(node_id, []) if now - t < STARTING_S]
-        asked = asked[len(idle - seen):]  # each spare seen for the first time was asked for
-        seen |= idle
-        missing = count - len(idle) - len(asked)
+        now, idle = time.time(), _idle_workers(stub)
+        ledger = self.ledgers.setdefault(node_id, _Ledger())
+        ledger.learn(idle, now)
+        missing = ledger.missing(count)
         if missing > 0:
             _prestart(stub, missing)
             mark(f"spares asked {missing}")
-            asked += [now] * missing
-        self.starting[node_id] = asked
+            ledger.asked(missing, idle, now)
 
 
 _KEEPER = _Keeper()
@@ -197,7 +221,7 @@ def _stub(address: str) -> Any:
     return _STUBS[address]
 
 
-def _idle_spares(stub: Any) -> set[int]:
+def _idle_workers(stub: Any) -> set[int]:
     """Pids of this job's workers on the node that never ran a task or held an actor."""
     import ray
     from ray.core.generated import common_pb2, node_manager_pb2

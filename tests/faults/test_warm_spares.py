@@ -64,3 +64,19 @@ def test_the_hook_imports_what_the_job_names_and_leaves_failures_to_the_task(mon
     sys.modules.pop("colorsys", None)
     spares.import_ahead()
     assert "colorsys" in sys.modules
+
+
+def test_the_ledger_counts_only_workers_that_appeared_after_an_ask():
+    ledger = spares._Ledger()
+    engine_worker = {101}  # idle, never used, of another runtime env: no rank can take it
+    ledger.learn(engine_worker, now=0.0)
+    assert ledger.missing(1) == 1
+    ledger.asked(1, engine_worker, now=0.0)
+    assert ledger.missing(1) == 0  # asked for, not up yet
+    ledger.learn({101, 205, 206}, now=1.0)  # ours, and one Ray started for another lease
+    assert ledger.ours == {205} and ledger.missing(1) == 0
+    ledger.learn({101, 206}, now=2.0)  # a rank took it
+    assert ledger.missing(1) == 1
+    ledger.asked(1, {101, 206}, now=2.0)
+    ledger.learn({101, 206}, now=2.0 + spares.STARTING_S)  # taken before it was ever seen
+    assert ledger.missing(1) == 1
