@@ -142,7 +142,8 @@ class RayWorkerGroup:
     def _keep_spares(self) -> None:
         """Warm processes on the group's nodes for the ranks of its next formation
         (supervised runs, `flows/ray/spares.py`)."""
-        spares.keep(self.name, self.pg, int(self.options.get("workers_per_node", 1)))
+        spares.keep(self.name, self.pg, int(self.options.get("workers_per_node", 1)),
+                    self.actors)
 
     def _kill_actors(self) -> None:
         """Kill the ranks' actors and wait until their names are free again."""

@@ -90,19 +90,28 @@ def _then_torch_follows(ray_utils: Any, ray_set: Any) -> Any:
 
 class _Ledger:
     """The spares this driver asked one node for. Idle workers of the job that never ran
-    anything are not all spares: Ray starts some for leases of another runtime environment
-    (a restarted engine's), which no rank can take. So a spare is a worker that appeared
-    after an ask (at most as many as asked), until it is no longer idle (taken, or dead)."""
+    anything are not all spares: Ray starts some for other leases (a restarted engine's
+    runtime environment, a host without GPUs) that no rank can take. So a spare is a worker
+    that appeared after an ask (at most as many as asked), until it is no longer idle
+    (taken, or dead); and one that a rank formed beside it did not take, starting a new
+    process instead, is not one (`formed`)."""
 
     def __init__(self) -> None:
         self.ours: set[int] = set()
+        self.unusable: set[int] = set()
         self.asks: list[tuple[float, int, set[int]]] = []  # (when, how many unseen, idle then)
+
+    def formed(self, rank_pids: set[int]) -> None:
+        """Ranks just started on this node in these processes."""
+        if rank_pids - self.ours:  # a rank started cold: the spares it passed over are not
+            self.unusable |= self.ours - rank_pids
+        self.ours -= rank_pids | self.unusable
 
     def learn(self, idle: set[int], now: float) -> None:
         self.ours &= idle
         asks = []
         for when, unseen, before in self.asks:
-            new = sorted(idle - before - self.ours)[:unseen]
+            new = sorted(idle - before - self.ours - self.unusable)[:unseen]
             self.ours.update(new)
             if unseen > len(new) and now - when < STARTING_S:  # one taken before it was
                 asks.append((when, unseen - len(new), before))  # seen idle expires
@@ -128,9 +137,11 @@ class _Keeper:
         self.thread: threading.Thread | None = None
         self.broken = False
 
-    def want(self, owner: str, nodes: dict[str, int]) -> None:
+    def want(self, owner: str, nodes: dict[str, int], ranks: dict[str, set[int]]) -> None:
         with self.lock:
             self.wanted[owner] = dict(nodes)
+            for node_id, pids in ranks.items():
+                self.ledgers.setdefault(node_id, _Ledger()).formed(pids)
         self.wake.set()
         if self.thread is None:
             self.thread = threading.Thread(target=self._loop, name="alignflow-spares",
@@ -165,28 +176,33 @@ class _Keeper:
 
     def _top_up_node(self, node_id: str, stub: Any, count: int) -> None:
         now, idle = time.time(), _idle_workers(stub)
-        ledger = self.ledgers.setdefault(node_id, _Ledger())
-        ledger.learn(idle, now)
-        missing = ledger.missing(count)
+        with self.lock:
+            ledger = self.ledgers.setdefault(node_id, _Ledger())
+            ledger.learn(idle, now)
+            missing = ledger.missing(count)
+            if missing > 0:
+                ledger.asked(missing, idle, now)
         if missing > 0:
             _prestart(stub, missing)
             mark(f"spares asked {missing}")
-            ledger.asked(missing, idle, now)
 
 
 _KEEPER = _Keeper()
 
 
-def keep(owner: str, pg: Any, per_node: int) -> None:
-    """Keep `per_node` spares on every node of placement group `pg` (the bundles of worker
-    group `owner`), from now on; a no-op unless this job was joined with `runtime_env`."""
+def keep(owner: str, pg: Any, per_node: int, actors: list[Any]) -> None:
+    """Keep `per_node` spares on every node of placement group `pg`, where worker group
+    `owner` just formed with `actors` (rank r in bundle r // per_node), from now on; a
+    no-op unless this job was joined with `runtime_env`."""
     if not _job_hooked():
         return
     import ray
 
-    table = ray.util.placement_group_table(pg)
-    nodes = {node_id: per_node for node_id in table.get("bundles_to_node_id", {}).values()}
-    _KEEPER.want(owner, nodes)
+    bundles = ray.util.placement_group_table(pg).get("bundles_to_node_id", {})
+    ranks: dict[str, set[int]] = {}
+    for rank, pid in enumerate(ray.get([a.pid.remote() for a in actors])):
+        ranks.setdefault(bundles[rank // per_node], set()).add(pid)
+    _KEEPER.want(owner, {node_id: per_node for node_id in bundles.values()}, ranks)
 
 
 def _job_hooked() -> bool:

@@ -80,3 +80,16 @@ def test_the_ledger_counts_only_workers_that_appeared_after_an_ask():
     ledger.asked(1, {101, 206}, now=2.0)
     ledger.learn({101, 206}, now=2.0 + spares.STARTING_S)  # taken before it was ever seen
     assert ledger.missing(1) == 1
+
+
+def test_a_spare_a_rank_passed_over_is_not_counted_again():
+    ledger = spares._Ledger()
+    ledger.asked(1, set(), now=0.0)
+    ledger.learn({205}, now=1.0)  # appeared after the ask: taken for ours
+    ledger.formed({300})  # but the rank formed beside it started in a new process
+    assert ledger.missing(1) == 1
+    ledger.asked(1, {205}, now=2.0)
+    ledger.learn({205, 310}, now=3.0)
+    assert ledger.ours == {310}
+    ledger.formed({310})  # the next rank took the real one
+    assert ledger.ours == set() and ledger.unusable == {205} and ledger.missing(1) == 1
