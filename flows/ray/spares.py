@@ -153,7 +153,7 @@ class _Keeper:
             self.wake.clear()
             try:
                 self.top_up()
-            except Exception as exc:  # Ray's internals differ: no spares
+            except Exception as exc:  # not a lost node: Ray's internals differ, no spares
                 self.broken = True
                 print(f"alignflow: warm spares off for this run ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else ''}); a replaced rank "
@@ -169,10 +169,15 @@ class _Keeper:
                     per_node[node_id] = max(per_node.get(node_id, 0), count)
         if not per_node:
             return
+        import grpc
+
         raylets = _raylets()
         for node_id, count in per_node.items():
             if node_id in raylets:
-                self._top_up_node(node_id, raylets[node_id], count)
+                try:
+                    self._top_up_node(node_id, raylets[node_id], count)
+                except grpc.RpcError:  # the node was lost since: its replacement is asked
+                    _STUBS.pop(node_id, None)  # when a group forms there
 
     def _top_up_node(self, node_id: str, stub: Any, count: int) -> None:
         now, idle = time.time(), _idle_workers(stub)
@@ -220,21 +225,21 @@ def _raylets() -> dict[str, Any]:
     for node in ray.nodes():
         if node.get("Alive"):
             address = f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}"
-            out[node["NodeID"]] = _stub(address)
+            out[node["NodeID"]] = _stub(node["NodeID"], address)
     return out
 
 
-_STUBS: dict[str, Any] = {}
+_STUBS: dict[str, Any] = {}  # node id -> its raylet's stub
 
 
-def _stub(address: str) -> Any:
-    if address not in _STUBS:
+def _stub(node_id: str, address: str) -> Any:
+    if node_id not in _STUBS:
         from ray._private.grpc_utils import init_grpc_channel
         from ray.core.generated import node_manager_pb2_grpc
 
-        _STUBS[address] = node_manager_pb2_grpc.NodeManagerServiceStub(
+        _STUBS[node_id] = node_manager_pb2_grpc.NodeManagerServiceStub(
             init_grpc_channel(address))
-    return _STUBS[address]
+    return _STUBS[node_id]
 
 
 def _idle_workers(stub: Any) -> set[int]:

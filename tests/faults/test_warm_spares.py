@@ -93,3 +93,25 @@ def test_a_spare_a_rank_passed_over_is_not_counted_again():
     assert ledger.ours == {310}
     ledger.formed({310})  # the next rank took the real one
     assert ledger.ours == set() and ledger.unusable == {205} and ledger.missing(1) == 1
+
+
+def test_a_node_lost_while_the_keeper_asks_it_does_not_turn_spares_off(monkeypatch):
+    import grpc
+
+    class Lost(grpc.RpcError):
+        pass
+
+    asked = []
+
+    def idle(stub):
+        if stub == "lost":
+            raise Lost("the raylet is gone")
+        return set()
+
+    monkeypatch.setattr(spares, "_raylets", lambda: {"a": "lost", "b": "alive"})
+    monkeypatch.setattr(spares, "_idle_workers", idle)
+    monkeypatch.setattr(spares, "_prestart", lambda stub, n: asked.append((stub, n)))
+    keeper = spares._Keeper()
+    keeper.wanted["actor"] = {"a": 1, "b": 1}
+    keeper.top_up()  # raises nothing: the lost node is skipped, the other one asked
+    assert asked == [("alive", 1)] and not keeper.broken
