@@ -127,8 +127,7 @@ class RayWorkerGroup:
                     ray.get([a.join.remote(r, self.size, addr, port)
                              for r, a in enumerate(self.actors)])
                     mark(f"group {self.name} joined")
-                    self._keep_spares()
-                    return self
+                    break
                 except ray.exceptions.RayTaskError as exc:
                     # the free port rank 0 picked was taken before it listened: pick again
                     if "EADDRINUSE" not in str(exc) or attempt == 2:
@@ -137,6 +136,7 @@ class RayWorkerGroup:
         except BaseException:
             self.kill()  # a rank or its node lost while starting: nothing left behind
             raise
+        self._keep_spares()  # outside: the spares' bookkeeping never undoes a formed group
         return self
 
     def _keep_spares(self) -> None:

@@ -24,14 +24,7 @@ class Member(GroupMember):
 
 def idle_spares() -> list[int]:
     """Pids of this job's never-used workers on the (only) node."""
-    from ray.core.generated import common_pb2, node_manager_pb2
-
-    stub = next(iter(spares._raylets().values()))
-    reply = stub.GetNodeStats(node_manager_pb2.GetNodeStatsRequest(), timeout=10)
-    job = ray.get_runtime_context().get_job_id()
-    return [w.pid for w in reply.core_workers_stats
-            if w.worker_type == common_pb2.WORKER and w.job_id.hex() == job
-            and not w.num_executed_tasks and w.actor_id.hex() in ("", "f" * 32)]
+    return sorted(spares._idle_workers(next(iter(spares._raylets().values()))))
 
 
 def wait_for_spares(count: int, timeout: float = 90.0) -> list[int]:
