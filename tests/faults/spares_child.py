@@ -14,7 +14,8 @@ from alignflow.flows.ray import adopt, spares
 from alignflow.flows.ray.groups import RayWorkerGroup
 from alignflow.tasks.distributed.ray_group import GroupMember
 
-OPTIONS = {"num_nodes": 1, "workers_per_node": 2, "num_cpus": 0.1}
+# two ranks on one node, each with a (fake) GPU of its bundle, as on a GPU node
+OPTIONS = {"num_nodes": 1, "workers_per_node": 2, "num_cpus": 0.1, "num_gpus": 1}
 
 
 class Member(GroupMember):
@@ -39,7 +40,7 @@ def wait_for_spares(count: int, timeout: float = 90.0) -> list[int]:
 
 def main() -> None:
     os.environ[adopt.SUPERVISED_ENV] = "1"
-    ray.init(num_cpus=4, include_dashboard=False, runtime_env=spares.runtime_env(()),
+    ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, runtime_env=spares.runtime_env(()),
              _system_config={"enable_worker_prestart": False,
                              "prestart_worker_first_driver": False})
     group = RayWorkerGroup("actor", Member, OPTIONS, f"t{os.getpid()}").start()
@@ -57,10 +58,12 @@ def main() -> None:
 
 
 def threads_now(member: Member) -> list:
-    """torch's threads against what Ray assigned the rank (OMP_NUM_THREADS)."""
+    """torch's threads against what Ray assigned the rank (OMP_NUM_THREADS), and the GPU
+    Ray gave it (set when the actor was created in the spare, not when the spare started)."""
     import torch
 
-    return [torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "")]
+    return [torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", ""),
+            os.environ.get("CUDA_VISIBLE_DEVICES", "")]
 
 
 if __name__ == "__main__":

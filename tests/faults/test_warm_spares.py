@@ -31,8 +31,9 @@ def test_a_group_formed_again_takes_the_spares_and_they_are_replaced(tmp_path):
     pids = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(pids["second"]) == set(pids["spares"])  # both ranks started on spares
     assert not set(pids["refill"]) & set(pids["second"])  # and new spares replaced them
-    for torch_threads, assigned in pids["threads"]:  # imported before Ray sized the rank,
-        assert str(torch_threads) == assigned  # torch still follows Ray's thread count
+    for torch_threads, assigned, _gpu in pids["threads"]:  # imported before Ray sized the
+        assert str(torch_threads) == assigned  # rank, torch still follows Ray's threads
+    assert sorted(gpu for *_, gpu in pids["threads"]) == ["0", "1"]  # each its bundle's GPU
     marks = [json.loads(line) for line in timeline.read_text().splitlines()]
     for pid in pids["second"]:
         events = [m["event"] for m in marks if m["pid"] == pid]
