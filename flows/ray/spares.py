@@ -9,15 +9,14 @@ an idle, never-used worker to the next actor of that job, placement group bundle
 included. So a supervised run's driver joins Ray with a worker setup hook that imports the
 flow's modules (`import_ahead`), and keeps `per_node` idle workers of its job on every node
 its worker groups live on (`keep`): the replacement ranks of a group formed again start in
-~0.1 s instead of ~3 s. The spares hold no GPU and no model (~400 MiB of host memory each);
+~0.1 s instead of ~3 s. A spare imports in the machine's idle time until it is given work
+(`warm_imports`): it is for the next fault, not this one. The spares hold no GPU and no model (~400 MiB of host memory each);
 they end with their driver's job. Ray exposes no public API for this: where its internals
 differ (another Ray version), the run goes on without spares and says so once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import os
 import sys
@@ -26,6 +25,7 @@ import time
 from typing import Any
 
 from alignflow.flows.ray import adopt
+from alignflow.flows.ray.warm_imports import WarmImports
 from alignflow.timeline import mark
 
 IMPORTS_ENV = "ALIGNFLOW_SPARE_IMPORTS"  # comma-separated modules a spare imports at start
@@ -54,9 +54,10 @@ def _job_has_hook() -> bool:
 
 
 def import_ahead() -> None:
-    """Ray's worker setup hook: import the run's modules before any task or actor arrives.
-    A module that fails to import is left to the task that needs it (its error is the
-    task's, with the task's context)."""
+    """Ray's worker setup hook: import the run's modules before any task or actor arrives,
+    in the machine's idle time until one does (`warm_imports`). A module that fails to
+    import is left to the task that needs it (its error is the task's, with its context)."""
+    global _warming
     try:
         from ray._private import utils as ray_utils
 
@@ -64,21 +65,24 @@ def import_ahead() -> None:
     except (ImportError, AttributeError):  # torch's threads could not follow Ray's: as before
         return
     mark("spare importing")
-    for name in filter(None, os.environ.get(IMPORTS_ENV, "").split(",")):
-        with contextlib.suppress(Exception):  # the task importing it reports it
-            importlib.import_module(name)
-    ray_utils.set_omp_num_threads_if_unset = _then_torch_follows(ray_utils, ray_set)
-    mark("spare imported")
+    _warming = WarmImports(list(filter(None, os.environ.get(IMPORTS_ENV, "").split(","))))
+    ray_utils.set_omp_num_threads_if_unset = _then_torch_follows(ray_utils, ray_set, _warming)
+    _warming.start()
 
 
-def _then_torch_follows(ray_utils: Any, ray_set: Any) -> Any:
+_warming: WarmImports | None = None  # this worker's imports ahead, while they run
+
+
+def _then_torch_follows(ray_utils: Any, ray_set: Any, warming: WarmImports) -> Any:
     """Ray sets OMP_NUM_THREADS from the CPUs of a worker's first task or actor just before
     running it, and torch sizes its thread pool when imported: imported here, earlier, it
-    took every core (six processes on two cores ran 2.4x slower). So once Ray has set it,
-    torch follows, once (a host that sets its own threads afterwards keeps them)."""
+    took every core (six processes on two cores ran 2.4x slower). So the imports ahead are
+    finished first, and once Ray has set the count torch follows, once (a host that sets its
+    own threads afterwards keeps them)."""
 
     def set_then_follow() -> bool:
         ray_utils.set_omp_num_threads_if_unset = ray_set
+        warming.finish()
         changed = ray_set()
         threads = os.environ.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and "torch" in sys.modules:

@@ -28,10 +28,18 @@ def idle_spares() -> list[int]:
     return sorted(spares._idle_workers(next(iter(spares._raylets().values()))))
 
 
+def imported() -> set[int]:
+    """Pids of the workers whose imports ahead are done (a spare is idle from its start, and
+    imports in the machine's idle time: `flows/ray/warm_imports.py`)."""
+    with open(os.environ["ALIGNFLOW_TIMELINE"]) as fh:
+        marks = [json.loads(line) for line in fh]
+    return {m["pid"] for m in marks if m["event"] == "spare imported"}
+
+
 def wait_for_spares(count: int, timeout: float = 90.0) -> list[int]:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        pids = idle_spares()
+        pids = [pid for pid in idle_spares() if pid in imported()]
         if len(pids) >= count:
             return pids
         time.sleep(0.5)

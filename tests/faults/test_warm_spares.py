@@ -61,10 +61,14 @@ def test_a_job_submitted_with_its_own_setup_hook_gets_no_spares(monkeypatch):
 
 
 def test_the_hook_imports_what_the_job_names_and_leaves_failures_to_the_task(monkeypatch):
+    from ray._private import utils as ray_utils
+
     monkeypatch.setenv(spares.IMPORTS_ENV, "json,no_such_module_here,colorsys")
+    monkeypatch.setattr(ray_utils, "set_omp_num_threads_if_unset", lambda: False)
     sys.modules.pop("colorsys", None)
-    spares.import_ahead()
-    assert "colorsys" in sys.modules
+    spares.import_ahead()  # on a side thread, until Ray is about to run the first task:
+    ray_utils.set_omp_num_threads_if_unset()  # which waits for the imports
+    assert "colorsys" in sys.modules and not spares._warming.thread.is_alive()
 
 
 def test_the_ledger_counts_only_workers_that_appeared_after_an_ask():
