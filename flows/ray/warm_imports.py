@@ -5,10 +5,12 @@ again, the engines) are what the run waits for now. Imported at full speed, the 
 asked after a lost node took the CPU from the step the run was waiting for: the learn run
 again after a lost node took 1.8–2.6 s against 0.4 s (`bench/RESULTS.md`, Chaos). An
 unprivileged process cannot lower a thread's priority and raise it again once the spare is
-needed, so the spare paces itself instead: it imports on a side thread, measures the share
-of a core that thread got over each slice, and steps aside while others want the CPU —
-until its worker is given work (Ray's main loop runs something, or the main thread
-imports), from when on the rest is imported at full speed.
+needed, so the spare paces itself instead: it imports on a side thread, and after a slice in
+which that thread got less than its share of a core, it sleeps until a look at the CPU's
+pressure (Linux PSI: the time runnable tasks waited for a CPU, the container's own where
+it has one) finds nothing else waiting — so it imports in the idle time the run leaves —
+until its worker is given work (Ray's main loop runs something, or the main thread imports),
+from when on the rest is imported at full speed. Without PSI it sleeps a fixed back-off.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from types import FrameType
 from alignflow.timeline import mark
 
 SLICE_S = 0.05  # the share of a core is measured over this much wall time
-SHARE = 0.75  # under this share others were waiting for the CPU: step aside
-BACKOFF_S = 0.2  # for this long, looking every STEP_S whether the worker got work
-STEP_S = 0.01
+SHARE = 0.9  # under this share others were waiting for the CPU: step aside
+LOOK_S = 0.05  # a look at the CPU's pressure spans this long (the thread asleep)
+IDLE = 0.05  # others waited under this share of a look: the CPU has room
+BACKOFF_S = 0.2  # without PSI, a step aside lasts this long
+STEP_S = 0.01  # while aside, whether the worker got work is looked at this often
+PRESSURE = ("/sys/fs/cgroup/cpu.pressure", "/proc/pressure/cpu")  # the container's first
 RAY_LOOP = "main_loop"  # Ray's worker loop (ray/_private/worker.py), idle between tasks
 
 
@@ -71,13 +76,27 @@ class WarmImports:
         now = time.monotonic()
         if self.arrived.is_set() or now - self._since < SLICE_S:
             return
-        share = (time.thread_time() - self._cpu) / (now - self._since)
-        if share < SHARE:
+        if (time.thread_time() - self._cpu) / (now - self._since) < SHARE:
             self.backoffs += 1
-            end = now + BACKOFF_S
-            while time.monotonic() < end and not self._worker_busy():
-                time.sleep(STEP_S)
+            self._wait_for_room()
         self._since, self._cpu = time.monotonic(), time.thread_time()
+
+    def _wait_for_room(self) -> None:
+        """Asleep until a look finds no other task waiting for a CPU (or, without PSI, for
+        BACKOFF_S), or the worker has work."""
+        aside = time.monotonic()
+        while True:
+            before, start = stalled_s(), time.monotonic()
+            while time.monotonic() - start < LOOK_S:
+                if self._worker_busy():
+                    return
+                time.sleep(STEP_S)
+            after = stalled_s()
+            if before is None or after is None:
+                if time.monotonic() - aside >= BACKOFF_S:
+                    return
+            elif after - before < IDLE * (time.monotonic() - start):
+                return
 
     def _worker_busy(self) -> bool:
         """Whether the main thread runs work (then no more pacing) or waits on an import."""
@@ -100,3 +119,17 @@ def _in_ray_loop(frame: FrameType | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def stalled_s() -> float | None:
+    """Seconds runnable tasks have waited for a CPU so far (PSI "some"; None without it)."""
+    for path in PRESSURE:
+        try:
+            with open(path) as fh:
+                some = fh.readline().split()
+        except OSError:
+            continue
+        for field in some:
+            if field.startswith("total="):
+                return int(field[6:]) / 1e6
+    return None

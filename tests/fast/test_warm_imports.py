@@ -15,7 +15,9 @@ from alignflow.flows.ray.warm_imports import WarmImports
 
 @pytest.fixture
 def slow_modules(tmp_path, monkeypatch):
-    """Modules whose import takes wall time but no CPU: to the pacing, a busy machine."""
+    """Modules whose import takes wall time but no CPU (to the pacing, a thread that did not
+    get its share), on a machine whose CPUs are never free (others always waiting)."""
+    monkeypatch.setattr(warm_imports, "stalled_s", time.monotonic)
     names = [f"warm_probe_{i}" for i in range(4)]
     for name in names:
         (tmp_path / f"{name}.py").write_text("import time\ntime.sleep(0.06)\n")
@@ -43,8 +45,7 @@ class FakeWorker:
             time.sleep(0.001)
 
 
-def test_an_idle_worker_steps_aside_and_one_with_work_does_not(slow_modules, monkeypatch):
-    monkeypatch.setattr(warm_imports, "BACKOFF_S", 5.0)  # long: a missed arrival shows
+def test_an_idle_worker_steps_aside_and_one_with_work_does_not(slow_modules):
     worker = FakeWorker()
     worker.thread.start()
     warming = WarmImports(slow_modules)
@@ -59,7 +60,7 @@ def test_an_idle_worker_steps_aside_and_one_with_work_does_not(slow_modules, mon
     worker.stop.set()
     assert warming.arrived.is_set() and not warming.thread.is_alive()
     assert all(name in sys.modules for name in slow_modules)
-    # the rest at full speed (4 × 0.06 s of imports), not after a 5 s back-off
+    # the rest at full speed (4 × 0.06 s of imports), where a missed arrival never ends
     assert time.monotonic() - started < 2.0
 
 
@@ -75,15 +76,14 @@ def test_finish_imports_the_rest_without_pacing(slow_modules):
     assert warming not in sys.meta_path  # the pacing finder is gone with its thread
 
 
-def test_a_main_thread_waiting_on_an_import_is_never_kept_waiting(slow_modules, monkeypatch):
-    monkeypatch.setattr(warm_imports, "BACKOFF_S", 5.0)
+def test_a_main_thread_waiting_on_an_import_is_never_kept_waiting(slow_modules):
     warming = WarmImports(slow_modules)  # the main thread is this test's: not Ray's loop
     warming.start()
     while not warming.backoffs:  # stepping aside in the finder, holding the next module's lock
         time.sleep(0.001)
     started = time.monotonic()
     __import__(slow_modules[1])  # waits for that lock: the side thread must not back off
-    assert time.monotonic() - started < 2.0  # one 0.06 s import, not a 5 s back-off
+    assert time.monotonic() - started < 2.0  # one 0.06 s import, not an endless wait
     assert warming.thread.is_alive()  # still paced: the main thread only imported
     warming.finish()
     assert all(name in sys.modules for name in slow_modules)
@@ -97,3 +97,32 @@ def test_a_module_that_fails_is_left_to_the_task(tmp_path, monkeypatch):
     warming.start()
     warming.finish()
     assert "colorsys" in sys.modules and "warm_broken" not in sys.modules
+
+
+def test_aside_until_a_look_finds_no_task_waiting_for_a_cpu(monkeypatch):
+    stalls = iter([0.0, 0.05, 0.05, 0.1, 0.1, 0.1004])  # busy, busy, then room
+    monkeypatch.setattr(warm_imports, "stalled_s", lambda: next(stalls))
+    warming = WarmImports([])
+    warming._main = -1  # no such thread: never "busy"
+    monkeypatch.setattr(warming, "_worker_busy", lambda: False)
+    warming._wait_for_room()
+    assert next(stalls, "all read") == "all read"  # three looks, the third found room
+
+
+def test_without_psi_aside_for_a_fixed_back_off(monkeypatch):
+    monkeypatch.setattr(warm_imports, "stalled_s", lambda: None)
+    warming = WarmImports([])
+    monkeypatch.setattr(warming, "_worker_busy", lambda: False)
+    started = time.monotonic()
+    warming._wait_for_room()
+    assert warm_imports.BACKOFF_S <= time.monotonic() - started < warm_imports.BACKOFF_S + 1
+
+
+def test_the_cpu_pressure_is_read_from_psi(tmp_path, monkeypatch):
+    psi = tmp_path / "cpu.pressure"
+    psi.write_text("some avg10=0.03 avg60=1.21 avg300=11.47 total=3771190302\n"
+                   "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    monkeypatch.setattr(warm_imports, "PRESSURE", (str(tmp_path / "absent"), str(psi)))
+    assert warm_imports.stalled_s() == 3771.190302
+    monkeypatch.setattr(warm_imports, "PRESSURE", (str(tmp_path / "absent"),))
+    assert warm_imports.stalled_s() is None
