@@ -10,9 +10,10 @@ included. So a supervised run's driver joins Ray with a worker setup hook that i
 flow's modules (`import_ahead`), and keeps `per_node` idle workers of its job on every node
 its worker groups live on (`keep`): the replacement ranks of a group formed again start in
 ~0.1 s instead of ~3 s. A spare imports in the machine's idle time until it is given work
-(`warm_imports`): it is for the next fault, not this one. The spares hold no GPU and no model (~400 MiB of host memory each);
-they end with their driver's job. Ray exposes no public API for this: where its internals
-differ (another Ray version), the run goes on without spares and says so once.
+(`warm_imports`): it is for the next fault, not this one. The spares hold no GPU and no
+model (~400 MiB of host memory each); they end with their driver's job. Ray exposes no
+public API for this: where its internals differ (another Ray version), the run goes on
+without spares and says so once.
 """
 
 from __future__ import annotations
