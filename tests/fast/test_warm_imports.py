@@ -45,33 +45,40 @@ class FakeWorker:
             time.sleep(0.001)
 
 
-def test_an_idle_worker_steps_aside_and_one_with_work_does_not(slow_modules):
+@pytest.fixture
+def worker():
     worker = FakeWorker()
     worker.thread.start()
-    warming = WarmImports(slow_modules)
+    yield worker
+    worker.stop.set()
+    worker.go.set()
+
+
+def warming_in(worker: FakeWorker, names: list[str]) -> WarmImports:
+    """The imports ahead of a worker whose main thread is `worker`'s."""
+    warming = WarmImports(names)
     warming._main = worker.thread.ident
     warming.start()
+    return warming
+
+
+def test_an_idle_worker_steps_aside_and_one_with_work_does_not(slow_modules, worker):
+    warming = warming_in(worker, slow_modules)
     warming.thread.join(timeout=0.5)
     assert warming.backoffs >= 1 and warming.thread.is_alive()  # idle worker: paced
     assert not warming.arrived.is_set()
     worker.go.set()  # a task arrives in Ray's loop
     started = time.monotonic()
     warming.thread.join(timeout=5)
-    worker.stop.set()
     assert warming.arrived.is_set() and not warming.thread.is_alive()
     assert all(name in sys.modules for name in slow_modules)
     # the rest at full speed (4 × 0.06 s of imports), where a missed arrival never ends
     assert time.monotonic() - started < 2.0
 
 
-def test_finish_imports_the_rest_without_pacing(slow_modules):
-    worker = FakeWorker()
-    worker.thread.start()
-    warming = WarmImports(slow_modules)
-    warming._main = worker.thread.ident
-    warming.start()
+def test_finish_imports_the_rest_without_pacing(slow_modules, worker):
+    warming = warming_in(worker, slow_modules)
     warming.finish()  # Ray is about to run the worker's first task
-    worker.stop.set()
     assert all(name in sys.modules for name in slow_modules)
     assert warming not in sys.meta_path  # the pacing finder is gone with its thread
 
