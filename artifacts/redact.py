@@ -6,8 +6,9 @@ value can be a URL with a password, a command line with a token, or an exception
 printed an environment value. So every such text passes through `redact`, which replaces
 - the value of each environment variable whose name looks secret (`*KEY*`, `*SECRET*`,
   `*TOKEN*`, `*PASSWORD*`, any case; values of 4+ characters that are not a number or a
-  flag such as `false`), and of each variable a config references as `${NAME}` whatever
-  its name (`expand`), with `<redacted $NAME>`;
+  flag such as `false`), the password of each variable holding a URL with one
+  (`DATABASE_URL`), and the value of each variable a config references as `${NAME}` or
+  code registers (`register_secret`) whatever its name, with `<redacted $NAME>`;
 - the userinfo of `scheme://user:pass@`, `scheme://:pass@` and `scheme://token@` URLs,
   query values named like credentials (`?token=`, `&api_key=`, `&X-Amz-Signature=`, ...),
   `Authorization` header values and Hugging Face tokens written out (`hf_...`, which
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from urllib.parse import unquote
 
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD", re.IGNORECASE)
 MIN_SECRET_LEN = 4  # shorter values ("1", "on") would mask ordinary words and numbers
@@ -48,13 +50,27 @@ def _userinfo(match: re.Match) -> str:
     return f"{match['head']}***@"  # a token used as the user
 
 
+def _is_secret(value: str) -> bool:
+    return len(value.strip()) >= MIN_SECRET_LEN and not _NOT_SECRET.fullmatch(value.strip())
+
+
+def _url_passwords(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, password) of each variable holding a URL with a password, whatever its name
+    (`DATABASE_URL=postgres://app:PASS@db/x`): code that prints the password alone, as
+    written or %-decoded."""
+    found = [(name, match["secret"]) for name, value in env.items() if "://" in value
+             for match in _URL_USERINFO.finditer(value)
+             if match["colon"] and _is_secret(match["secret"])
+             and not _REFERENCE.fullmatch(match["secret"])]
+    return found + [(name, unquote(pw)) for name, pw in found if unquote(pw) != pw]
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(name, value) of each secret-looking variable, longest value first (so a secret that
-    contains another is masked whole)."""
+    """(name, value) of each secret-looking variable and of each URL password a variable
+    holds, longest value first (so a secret that contains another is masked whole)."""
     env = os.environ if environ is None else environ
     found = [(name, value) for name, value in env.items()
-             if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LEN
-             and not _NOT_SECRET.fullmatch(value.strip())]
+             if SECRET_NAME.search(name) and _is_secret(value)] + _url_passwords(env)
     if environ is None:  # this process: also what its configs referenced
         found += [(n, v) for n, v in _REFERENCED.items()
                   if len(v.strip()) >= MIN_SECRET_LEN and (n, v) not in found]

@@ -14,11 +14,13 @@ import importlib.util
 import io
 import random
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
 from alignflow.artifacts import usercode
+from alignflow.artifacts.masked_output import LineMasker
 from alignflow.artifacts.redact import redact
 from alignflow.errors import AlignflowError, FlowError, StoreFileRefused
 from alignflow.flows.journal import codec
@@ -104,15 +106,29 @@ def exit_code(exc: SystemExit) -> int:
 
 
 class _Tee(io.TextIOBase):
+    """A task's stdout or stderr: its prints (and those of the user code it calls: agents,
+    reward functions) reach the terminal and its log masked, a whole line at a time, so a
+    secret written in pieces is masked too (`artifacts/masked_output.py`)."""
+
     def __init__(self, *streams: Any) -> None:
         self.streams = streams
+        self._masker = LineMasker()
+        self._lock = threading.Lock()  # an agent's environment prints from its own thread
 
     def write(self, s: str) -> int:
-        shown = redact(s)  # a task's own prints reach the terminal and its log masked
-        for stream in self.streams:
+        with self._lock:
+            self._send(self._masker.feed(s))
+        return len(s)
+
+    def finish(self) -> None:
+        """Write the unfinished last line (the attempt is over)."""
+        with self._lock:
+            self._send(self._masker.finish())
+
+    def _send(self, shown: str) -> None:
+        for stream in self.streams if shown else ():
             with contextlib.suppress(Exception):
                 stream.write(shown)
-        return len(s)
 
     def flush(self) -> None:
         for stream in self.streams:
@@ -146,8 +162,8 @@ def execute(call: dict, obj: Any = None) -> dict:
     args = ((obj,) if call.get("worker") else ()) + tuple(call["args"])
     log = io.StringIO()
     result, error, started = None, None, time.time()
+    tee_out, tee_err = _Tee(log, sys.stdout), _Tee(log, sys.stderr)
     try:
-        tee_out, tee_err = _Tee(log, sys.stdout), _Tee(log, sys.stderr)
         with use_scope(scope), contextlib.redirect_stdout(tee_out), contextlib.redirect_stderr(tee_err):
             result = call["fn"](*args, **call["kwargs"])
         output = codec.encode(result)
@@ -155,6 +171,8 @@ def execute(call: dict, obj: Any = None) -> dict:
         output, error = None, error_record(exc)
     finally:
         disarm()
+        tee_out.finish()
+        tee_err.finish()
     ended = time.time()
     if scope.is_lead or error is not None:
         _write_log(call, log.getvalue(), error)

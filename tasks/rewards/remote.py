@@ -8,7 +8,8 @@ request outlives the budget, and when it is spent — or the tries are used up �
 fails with one line (`RewardServerError`). That error is not retried by the engine on top
 (the client already retried), so a hanging server costs at most `budget`, not tries ×
 engine retries × timeout. A bad reply (not JSON, too big, wrong length, no `rewards`, not
-numbers) is a one-line ConfigError naming the URL, because retrying would not fix it.
+numbers) is a one-line ConfigError naming the URL, because retrying would not fix it. What
+the server said (an error reply's head) is quoted masked: it may echo a credential.
 Stdlib only (urllib).
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignflow.artifacts.redact import expand
+from alignflow.artifacts.redact import expand, redact
 from alignflow.errors import AlignflowError, ConfigError, Kind
 from alignflow.tasks.rewards.base import (
     RewardOutput,
@@ -35,6 +36,18 @@ from alignflow.tasks.rewards.base import (
 )
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024
+HEAD_BYTES = 200  # of an error reply's body, quoted in the error
+
+
+def _said(exc: urllib.error.HTTPError) -> str:
+    """An error reply's reason and the head of its body, masked (a server may quote back
+    the credential it refused)."""
+    try:
+        body = exc.read(HEAD_BYTES).decode("utf-8", "replace")
+    except Exception:  # a body that cannot be read is left out
+        body = ""
+    head = " ".join(body.split())
+    return redact(f"{exc.reason}" + (f" ({head!r})" if head else "")) or ""
 
 
 class RewardServerError(AlignflowError, ConnectionError):
@@ -97,11 +110,11 @@ class RemoteRewardModel:
             except urllib.error.HTTPError as exc:
                 if exc.code != 429 and exc.code < 500:
                     raise ConfigError(f"reward server {self.url} answered HTTP {exc.code} "
-                                      f"{exc.reason}; expected 200 with JSON rewards") from None
-                last = f"HTTP {exc.code} {exc.reason}"
+                                      f"{_said(exc)}; expected 200 with JSON rewards") from None
+                last = f"HTTP {exc.code} {_said(exc)}"
             except (OSError, TimeoutError) as exc:  # URLError, refused, reset, timed out
                 reason = getattr(exc, "reason", exc)
-                last = f"{type(reason).__name__}: {reason}"
+                last = redact(f"{type(reason).__name__}: {reason}")
         spent = "the batch's time budget ran out" if tries <= self.retries else "no try left"
         raise RewardServerError(f"reward server {self.url} failed {tries} times within "
                                 f"{self.budget:g} s ({spent}; last: {last or 'none'}); "
@@ -132,7 +145,7 @@ class RemoteRewardModel:
         try:
             reply = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            head = data[:60].decode("utf-8", "replace").replace("\n", " ")
+            head = redact(data[:60].decode("utf-8", "replace").replace("\n", " "))
             raise ConfigError(f"{where} replied with non-JSON ({head!r}); "
                               f"expected {{\"{self.score_key}\": [...]}}") from None
         if not isinstance(reply, Mapping):

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
+import time
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from alignflow.artifacts import usercode
+from alignflow.artifacts.masked_output import ChildOutput, serve
+from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
 
 
@@ -29,7 +33,8 @@ def _context() -> mp.context.BaseContext:
     threads, locks or CUDA state of this process, and ~0.1 s per child instead of a spawn's
     fresh interpreter."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["alignflow.artifacts.usercode"])
+    ctx.set_forkserver_preload(["alignflow.artifacts.usercode",
+                                "alignflow.artifacts.masked_output"])
     return ctx
 
 
@@ -41,6 +46,7 @@ class ChildFunc:
         self.where = f"{func_name} in {path}"
         self._proc: Any = None
         self._conn: Any = None
+        self._output: ChildOutput | None = None
 
     def start(self) -> None:
         """Start the child and wait for it to load the file (import errors are raised here)."""
@@ -49,16 +55,19 @@ class ChildFunc:
                                        usercode.current().files[usercode.resolved(self.path)]})
         ctx = _context()
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=usercode.serve_calls, daemon=True,
-                                 name="alignflow-reward-func",
-                                 args=(child, str(self.path), self.func_name, allowed))
+        self._output = ChildOutput(ctx)
+        self._proc = ctx.Process(target=serve, daemon=True, name="alignflow-reward-func",
+                                 args=(*self._output.ends, child, str(self.path),
+                                       self.func_name, allowed))
         self._proc.start()
         child.close()
+        self._output.started()
         self._conn = parent
         kind, *rest = self._answer(max(self.timeout, 60.0), "loading the file")
         if kind == "error":
             self.close()
-            raise ConfigError(f"importing reward function file {self.path} failed: {rest[0]}")
+            raise ConfigError(f"importing reward function file {self.path} failed: "
+                              f"{redact(rest[0])}")
         if not rest[0]:
             self.close()
             raise ConfigError(f"reward function file {self.path} defines no function "
@@ -71,14 +80,21 @@ class ChildFunc:
         self._conn.send((random.getrandbits(32), args))
         kind, *rest = self._answer(self.timeout, "scoring")
         if kind == "error":
-            raise RewardFuncError(f"{self.where} raised {rest[0]}")
+            raise RewardFuncError(f"{self.where} raised {redact(rest[0])}")
         return rest[0]
 
     def _answer(self, timeout: float, doing: str) -> tuple:
-        """The child's reply, or one line when it hangs past `timeout` or dies."""
+        """The child's reply, or one line when it hangs past `timeout` or dies; what it
+        prints meanwhile is relayed, masked, as it comes."""
+        deadline = time.monotonic() + timeout
         try:
-            if self._conn.poll(timeout):
-                return self._conn.recv()
+            while (left := deadline - time.monotonic()) > 0:
+                ready = wait([self._conn, *self._output.readers], left)
+                self._output.relay(ready)
+                if self._conn in ready:
+                    reply = self._conn.recv()
+                    self._output.drain()  # the call's prints, before its result
+                    return reply
         except (EOFError, OSError):
             self._proc.join(timeout=2)  # it died: let it be reaped, for its exit code
         code = self._proc.exitcode
@@ -95,4 +111,6 @@ class ChildFunc:
             self._proc.join(timeout=5)
         if self._conn is not None:
             self._conn.close()
-        self._proc = self._conn = None
+        if self._output is not None:
+            self._output.close()  # what it said last (a traceback of its crash, say)
+        self._proc = self._conn = self._output = None

@@ -50,3 +50,12 @@ def test_cli_errors_are_masked(monkeypatch, capsys, tmp_path):
     code = main(["status", "tok-9f8e7d6c5b4a", "--store", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "<redacted $SERVICE_TOKEN>" in err and "tok-9f8e7d6c5b4a" not in err
+
+
+def test_a_url_password_in_any_variable_is_masked_alone():
+    env = {"DATABASE_URL": "postgres://app:p%40ss-w0rd@db/x", "CACHE_URL": "redis://cache:6379",
+           "QUEUE_URL": "amqp://guest:${QUEUE_PW}@mq/", "GIT_URL": "https://app@git.example/r"}
+    assert redact("pw p%40ss-w0rd, decoded p@ss-w0rd; user app; redis://cache:6379", env) == \
+        ("pw <redacted $DATABASE_URL>, decoded <redacted $DATABASE_URL>; user app; "
+         "redis://cache:6379")
+    assert [n for n, _ in secret_values(env)] == ["DATABASE_URL", "DATABASE_URL"]
