@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from alignflow.artifacts import bounds, retry
 from alignflow.artifacts.localfs import LocalRoot
+from alignflow.artifacts.locations import local_folder, relative_inside
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.urls import filesystem, parse_url
 from alignflow.errors import CommitConflict, ConfigError
@@ -160,12 +161,12 @@ class Store:
         return self._disk(rel, self.local.writable)
 
     def local_folder(self, path: str) -> str:
-        """`path`, a local folder a user named (TensorBoard's): when it lies inside this
-        local store it is made like any store folder, through no link; else left as is."""
-        rel = os.path.relpath(os.path.abspath(path), self.root) if self.local else ".."
-        if rel != ".." and not rel.startswith("../"):
+        """A write key's folder as the trust check parsed it (`locations.py`): inside this
+        local store made through no link; elsewhere returned for its writer to make."""
+        folder = local_folder(path)
+        if (rel := relative_inside(folder, self.root) if self.local else None) not in (None, "."):
             self._disk(rel, self.local.make_folder)
-        return path
+        return folder
 
     def readable_path(self, rel: str, size: int | None = None) -> str:
         """Local stores: the path of regular file `rel` (reached through no link; of exactly

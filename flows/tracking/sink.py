@@ -45,12 +45,11 @@ class LiveLog:
         self.writers: list[Any] = []
         self.failed = False
         if cfg.tensorboard_dir:
-            from pathlib import Path
-
             from alignflow.flows.tracking.tensorboard import TensorBoardWriter
 
-            folder = store.local_folder(str(Path(cfg.tensorboard_dir) / run_id))  # in the store:
-            self.writers.append(TensorBoardWriter(folder))  # through no link
+            # the folder the trust check confirmed, resolved as it is opened (locations.py)
+            folder = store.local_folder(f"{cfg.tensorboard_dir.rstrip('/')}/{run_id}")
+            self.writers.append(TensorBoardWriter(folder))
         if cfg.wandb.enabled:
             from alignflow.flows.config import to_dict
             from alignflow.flows.tracking.wandb_writer import WandbWriter

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from alignflow.artifacts import usercode
-from alignflow.errors import FlowError
+from alignflow.artifacts.locations import Location, link_on_the_way, local_folder, real_path
+from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.config.refs import Reference
 from alignflow.flows.control import registry
 from alignflow.flows.trust.sayso import Sayso, resolved
@@ -28,11 +29,16 @@ class Untrusted(FlowError):
 
 @dataclass(frozen=True)
 class Context:
-    """Where the check happens: the run, the hashes it recorded, the local store's root."""
+    """Where the check happens: the run, the code hashes this machine recorded for it (from
+    a record that verifies, `signing.py`, or a store the user owns), the local store's root,
+    whether its records verify (`vouched`: they are this machine's say-so from the run's
+    start), and why not (`unsigned`): then nothing it names acts on the store's word."""
 
     run_id: str
     recorded: dict[str, str]
     store_root: str | None = None
+    vouched: bool = False
+    unsigned: str | None = None
 
 
 def record_of(refs: Iterable[Reference]) -> list[dict]:
@@ -67,23 +73,29 @@ def _code_path(ref: Reference) -> str | None:
 
 def check(refs: Iterable[Reference], sayso: Sayso, ctx: Context) -> usercode.Allowances:
     """The code `refs` may run under `sayso`; `Untrusted` with one line per refusal."""
+    allowed, refusals = confirm(refs, sayso, ctx)
+    if refusals:
+        raise untrusted(ctx.run_id, refusals, ctx.unsigned)
+    return allowed
+
+
+def confirm(refs: Iterable[Reference], sayso: Sayso,
+            ctx: Context) -> tuple[usercode.Allowances, list[str]]:
+    """(the code `refs` may run under `sayso`, the refusals: one line each)."""
     files: dict[str, str] = {}
     modules: set[str] = set()
-    refusals: list[str] = []
-    for ref in refs:
-        why = _decide(ref, sayso, ctx, files, modules)
-        if why:
-            refusals.append(why)
-    if refusals:
-        raise untrusted(ctx.run_id, refusals)
-    return usercode.Allowances(files, frozenset(modules))
+    refusals = [why for ref in refs if (why := _decide(ref, sayso, ctx, files, modules))]
+    return usercode.Allowances(files, frozenset(modules)), refusals
 
 
-def untrusted(run_id: str, refusals: list[str]) -> Untrusted:
+def untrusted(run_id: str, refusals: list[str], unsigned: str | None = None) -> Untrusted:
+    """One error for every refusal: one line each, after the run (and, for a run whose
+    records do not verify, why they do not)."""
+    run = f"run {run_id!r}" + (f" ({unsigned})" if unsigned else "")
     if len(refusals) == 1:
-        return Untrusted(f"run {run_id!r}: {refusals[0]}")
+        return Untrusted(f"{run}: {refusals[0]}")
     lines = "\n".join(f"  {r}" for r in refusals)
-    return Untrusted(f"run {run_id!r}: {len(refusals)} things its store names need this "
+    return Untrusted(f"{run}: {len(refusals)} things its store names need this "
                      f"machine's say-so:\n{lines}")
 
 
@@ -102,7 +114,7 @@ def _decide(ref: Reference, sayso: Sayso, ctx: Context, files: dict[str, str],
         return (f"its config names flow {ref.value!r} ({ref.key}); alignflow never imports a "
                 f"module a store names: name it with --flow {ref.value}")
     if ref.kind == "url":
-        if sayso.store or sayso.url_ok(ref.value):
+        if sayso.store or ctx.vouched or sayso.url_ok(ref.value):
             return None
         return (f"its config sends the run's data to {ref.value!r} ({ref.key}); confirm it "
                 f"with --trust {ref.value} (or {STORE_FLAG})")
@@ -114,20 +126,17 @@ def _code(ref: Reference, path: str, sayso: Sayso, ctx: Context,
     now = usercode.sha256_of(path)
     if now is None:
         return None  # nothing to run: the step that needs it says "not found"
-    if path in sayso.named:
-        files[path] = now
-        return None
     recorded = ctx.recorded.get(path)
+    if path in sayso.named or recorded == now or (  # named now, as this machine hashed it,
+            recorded is None and (sayso.store or sayso.named_here(path))):  # or in a folder
+        files[path] = now  # named now (a store the user owns) with no hash of this machine
+        return None
     what, name = _what(ref, path)
-    if sayso.under_place(path) or sayso.store:
-        if recorded in (None, now):
-            files[path] = now
-            return None
+    if recorded is not None:
         return (f"{what}, which changed since the run recorded it; accept the change by "
                 f"naming it: {name}")
-    return (f"{what}, outside the trusted directories; alignflow never imports code a store "
-            f"names: resume with {name} (or --trust DIR, $ALIGNFLOW_TRUSTED_DIRS, or "
-            f"{STORE_FLAG})")
+    return (f"{what}, which this machine never hashed for the run; alignflow never imports "
+            f"code a store names: resume with {name} (or {STORE_FLAG})")
 
 
 def _what(ref: Reference, path: str) -> tuple[str, str]:
@@ -138,20 +147,30 @@ def _what(ref: Reference, path: str) -> tuple[str, str]:
 
 
 def _write_dir(ref: Reference, sayso: Sayso, ctx: Context) -> str | None:
-    folder = resolved(ref.value) if "://" not in ref.value else ref.value
-    root = ctx.store_root
-    inside = root is not None and (folder == root or folder.startswith(root.rstrip("/") + "/"))
-    if inside or sayso.store or sayso.under_place(folder) or folder in sayso.named:
+    """A folder is judged where it resolves (`locations.py`), as its writer will open it."""
+    try:
+        place = Location("local", local_folder(ref.value, ref.key))
+    except ConfigError as exc:
+        return f"its config: {exc}"
+    if ctx.store_root is not None and place.inside(ctx.store_root):
+        link = link_on_the_way(place.text, ctx.store_root)  # made from the root through no
+        return None if link is None else (  # link (`Store.local_folder`): one is refused now
+            f"its config writes to {place.text!r} ({ref.key}) through {link!r}, a link or "
+            "file inside the store; expected a folder of the store or one outside it")
+    folder = real_path(place.text)
+    if sayso.store or ctx.vouched or sayso.under_place(folder) or folder in sayso.named:
         return None
     return (f"its config writes to {folder!r} ({ref.key}), outside the store; confirm it "
             f"with --trust {folder} (or {STORE_FLAG})")
 
 
-def check_address(run_id: str, stored: str | None, sayso: Sayso) -> str | None:
-    """The Ray address to use: this command's, else the stored one if confirmed."""
+def check_address(run_id: str, stored: str | None, sayso: Sayso,
+                  vouched: bool = False) -> str | None:
+    """The Ray address to use: this command's, else the stored one if confirmed (by this
+    machine's signed record: `vouched`, or the say-so)."""
     if sayso.address is not None or not stored:
         return sayso.address
-    if sayso.store or sayso.url_ok(stored) or stored in sayso.named:
+    if vouched or sayso.store or sayso.url_ok(stored) or stored in sayso.named:
         return stored
     raise untrusted(run_id, [f"it was started on the Ray cluster {stored!r}; connect to it "
                              f"with --address {stored} (or --trust {stored}, or "

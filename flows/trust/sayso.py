@@ -57,6 +57,11 @@ class Sayso:
     def under_place(self, path: str) -> bool:
         return any(path == p or path.startswith(p.rstrip("/") + "/") for p in self.places)
 
+    def named_here(self, path: str) -> bool:
+        """`path` is, or lies under, a file or folder named on this command line."""
+        return any(path == n or path.startswith(n.rstrip("/") + "/")
+                   for n in self.named if n.startswith("/"))
+
     def url_ok(self, url: str) -> bool:
         return url in self.named or any(url == u or url.startswith(u.rstrip("/") + "/")
                                         for u in self.urls)
