@@ -41,7 +41,20 @@ ROUTES = {
                    "sends the run's data"),
     "tensorboard-dir": (["logger.tensorboard_dir={out}/tb"], "writes to"),
     "output-dir": (["ckpt.output_dir={out}/final"], "writes to"),
+    # issue 40 §1: a folder spelled like a URL, as a file URL, percent-encoded, unknown scheme
+    "tensorboard-spelled-as-url": (["logger.tensorboard_dir={store}/x://../../outside/tb"],
+                                   "writes to"),
+    "tensorboard-file-url": (["logger.tensorboard_dir=file://{out}/tb"], "writes to"),
+    "tensorboard-percent": (["logger.tensorboard_dir=file://{store}/%2e%2e/outside/tb"],
+                            "writes to"),
+    "tensorboard-scheme": (["logger.tensorboard_dir=x://{out}/tb"], "of scheme 'x'"),
+    # §2: a file or folder of the resuming machine read into the store
+    "local-data": (["data.prompt_dataset={rows}"], "reads data from"),
+    "local-model": (["actor.model_name_or_path={tmp}"], "reads a model from"),
+    # §4: W&B switched on by the store
+    "wandb-on": (["logger.wandb.key=true"], "sends the run's data to 'https://api.wandb.ai'"),
 }
+ROWS_CANARY = "rows-of-this-machine-7f3a"  # in a local data file no resume may copy in
 
 
 def meta_of(run_id: str, cfg, **fields) -> dict:
@@ -67,12 +80,19 @@ def tamper(tmp: Path) -> dict:
     evil.write_text(f"open({str(canary)!r}, 'a').write('ran\\n')\n"
                     "def reward_func(q, p, l):\n    return [0.0] * len(q)\n"
                     "class AgentExecutor: pass\n")
+    rows = tmp / "rows.jsonl"
+    rows.write_text(f'{{"input": "{ROWS_CANARY}", "answer": "1"}}\n')
     expected = {}
     for name, (sets, words) in ROUTES.items():
-        cfg = load_config(RLConfig, sets=[s.format(evil=evil, store=store, out=out)
-                                          for s in sets])
+        cfg = load_config(RLConfig, sets=[s.format(evil=evil, store=store, out=out, rows=rows,
+                                                    tmp=tmp) for s in sets])
         write_run(store, meta_of(name, cfg))
         expected[name] = words
+    cfg = load_config(RLConfig, sets=[f"data.prompt_dataset={rows}"])
+    write_run(store, {k: v for k, v in meta_of("local-data-no-identity", cfg).items()
+                      if k != "identity"})
+    expected["local-data-no-identity"] = "reads data from"
+    _planted_wandb_key(store, expected)
     base = load_config(RLConfig)
     tagged = codec.encode(base)
     tagged["fields"]["actor"] = {"__type__": "subprocess:Popen",
@@ -84,6 +104,15 @@ def tamper(tmp: Path) -> dict:
     write_run(store, meta_of("flow-file", base, flow_ref=f"{evil}:steps"))
     expected["flow-file"] = "started with flow"
     return {"store": store, "out": out, "canary": canary, "expected": expected, "tmp": tmp}
+
+
+def _planted_wandb_key(store: Path, expected: dict) -> None:
+    """§4: a W&B key in the stored config (alignflow stores 'true', never a key)."""
+    meta = meta_of("wandb-key", load_config(RLConfig, sets=["logger.wandb.key=true"]))
+    logger = meta["config"]["fields"]["logger"]["fields"]
+    logger["wandb"]["fields"]["key"] = "a-stored-wandb-key-0123456789"
+    write_run(store, meta)
+    expected["wandb-key"] = "holds a W&B API key"
 
 
 def hook_env(tmp: Path) -> dict[str, str]:
@@ -102,4 +131,9 @@ def breaches(ctx: dict) -> list[str]:
         found.append("code named by the store ran")
     if ctx["out"].exists():
         found.append(f"wrote {ctx['out']}")
+    if any(ROWS_CANARY.encode() in p.read_bytes() for p in ctx["store"].rglob("*")
+           if p.is_file() and p.name != "run.json"):
+        found.append("rows of a local file reached the store")
+    if any((where / "wandb").exists() for where in (ctx["tmp"], Path(__file__).parents[1])):
+        found.append("W&B started (its folder in the working directory)")
     return found

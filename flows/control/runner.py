@@ -26,6 +26,7 @@ from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
+from alignflow.flows.trust import signing
 from alignflow.timeline import mark
 
 
@@ -114,10 +115,13 @@ def _new_driver(state: RunState, config: Any, how: Drive, attempt: Any, budget: 
 
 
 def _started(state: RunState, how: Drive, attempt: Any) -> None:
-    runs.update_run(state.store, state.run_id, status=runs.RUNNING, error=None,
-                    error_task=None, wake_at=None, waiting_for=None, executor=how.executor.name,
-                    address=attempt.address, drivers=state.meta.get("drivers", 0) + 1,
-                    resumed=time.time(), **how.record)
+    """run.json as the drive starts, signed by this machine: what it records was named or
+    confirmed here (`flows/trust/`), so the next resume may take its word."""
+    fields = dict(status=runs.RUNNING, error=None, error_task=None, wake_at=None,
+                  waiting_for=None, executor=how.executor.name, address=attempt.address,
+                  drivers=state.meta.get("drivers", 0) + 1, resumed=time.time(), **how.record)
+    fields[signing.FIELD] = signing.sign({**state.meta, **fields})
+    runs.update_run(state.store, state.run_id, **fields)
 
 
 def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:

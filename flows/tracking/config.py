@@ -17,7 +17,8 @@ _OFF = ("", "false", "0", "no", "off", "none")
 @dataclass(frozen=True, kw_only=True)
 class WandbConfig:
     """key: W&B API key or 'true' (already logged in / WANDB_MODE=offline); setting it turns
-    W&B on. A key is moved to $WANDB_API_KEY and never stored with the run.
+    W&B on. A key given is kept by this process only (`api_key`), never stored with the
+    run nor put in the environment; a stored config never holds one (`flows/trust/`).
     org: W&B entity
     group: W&B group
     project: W&B project
@@ -33,13 +34,28 @@ class WandbConfig:
     def __post_init__(self) -> None:
         key = self.key
         if key is not None and key.strip().lower() not in _ON + _OFF:
-            os.environ.setdefault("WANDB_API_KEY", key)  # a secret: keep it out of run.json
-            register_secret("WANDB_API_KEY", key)  # and out of every text written
+            register_secret("WANDB_API_KEY", key)  # out of every text written
+            object.__setattr__(self, "_api_key", key)  # not a field: never encoded
             object.__setattr__(self, "key", "true")
 
     @property
     def enabled(self) -> bool:
         return self.key is not None and self.key.strip().lower() not in _OFF
+
+    @property
+    def api_key(self) -> str | None:
+        """The key given to this process (None: W&B's own login or $WANDB_API_KEY)."""
+        return getattr(self, "_api_key", None)
+
+
+def holds_key(value: object) -> bool:
+    """Is a `logger.wandb.key` value a key (not on/off)? A stored config never holds one."""
+    return isinstance(value, str) and value.strip().lower() not in _ON + _OFF
+
+
+def wandb_url() -> str:
+    """Where W&B sends a run's metrics and samples: the server a resume must confirm."""
+    return os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,4 +78,8 @@ class LoggerConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.tensorboard_dir) or self.wandb.enabled
+
+    def references(self) -> list[tuple[str, str, str]]:
+        """W&B is an outside effect: the run's data goes to its server (`flows/config/refs.py`)."""
+        return [("wandb.key", "url", wandb_url())] if self.wandb.enabled else []
 

@@ -28,9 +28,10 @@ class WandbWriter:
         argv = sys.argv
         sys.argv = [redact(a) or a for a in argv]  # W&B records the command line
         try:
+            settings = wandb.Settings(api_key=cfg.api_key) if cfg.api_key else None
             self.run = wandb.init(project=cfg.project, entity=cfg.org, group=cfg.group,
                                   name=cfg.run_name or run_id, id=wandb_id, resume="allow",
-                                  config=config)
+                                  config=config, settings=settings)
         finally:
             sys.argv = argv
         self.defined: set[str] = set()

@@ -3,6 +3,8 @@ machine's say-so.
 
     sayso.py   what this machine confirms (command line, trusted places, the trust file,
                --trust-store)
+    signing.py run.json's trust records signed with this machine's key: a record that
+               verifies is this machine's own say-so; any other is the store's word alone
     check.py   a stored run's references (code, flows, URLs, write folders, Ray address)
                confirmed into what this process may run, or refused one line each
     flow.py    loading the flow a stored run names

@@ -17,7 +17,8 @@ from alignflow.artifacts import redact, usercode
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal.runs import RunState
-from alignflow.flows.trust.check import Context, check, record_of, recorded_hashes
+from alignflow.flows.trust import signing
+from alignflow.flows.trust.check import Context, confirm, record_of, recorded_hashes, untrusted
 from alignflow.flows.trust.config import check_identity, decode_config, restore_masked
 from alignflow.flows.trust.flow import stored_flow
 from alignflow.flows.trust.sayso import Sayso, active, local_sayso
@@ -48,10 +49,22 @@ class Admitted:
     record: dict = field(default_factory=dict)  # run.json fields to write when the drive starts
 
 
-def context(store: Any, run_id: str, recorded: dict[str, str]) -> Context:
-    """The check's context: the run, its recorded hashes, a local store's real root."""
+def context(store: Any, run_id: str, recorded: dict[str, str],
+            unsigned: str | None = "a new run") -> Context:
+    """The check's context: the run, the code hashes to take on its word, a local store's
+    real root, and why its records do not verify (None: they do, `signing.py`)."""
     root = store.path("") if getattr(store, "protocol", None) in ("file", "local") else None
-    return Context(run_id, recorded, os.path.realpath(root) if root else None)
+    return Context(run_id, recorded, os.path.realpath(root) if root else None,
+                   vouched=unsigned is None, unsigned=unsigned)
+
+
+def _stored_context(state: RunState, sayso: Sayso) -> Context:
+    """A stored run's context: its records taken on their word only when they verify with
+    this machine's key, or the user owns the store (`--trust-store`)."""
+    unsigned = signing.verdict(state.meta)
+    taken = unsigned is None or sayso.store
+    return context(state.store, state.run_id, recorded_hashes(state.meta) if taken else {},
+                   unsigned)
 
 
 def admit(state: RunState, given: Given) -> Admitted:
@@ -61,17 +74,20 @@ def admit(state: RunState, given: Given) -> Admitted:
     sayso = active() or local_sayso(given.trust, store_url=state.store.url,
                                     address=given.address, trust_store=given.trust_store,
                                     named=names)
-    ctx = context(state.store, state.run_id, recorded_hashes(meta))
+    ctx = _stored_context(state, sayso)
     flow, cls, flow_code = stored_flow(meta, given.flow, sayso, ctx)
     stored = decode_config(restore_masked(meta, sayso.named), cls)
     redact.mask_referenced(meta.get("config"))
-    check_identity(meta, stored)
+    if ctx.vouched or sayso.store:  # else the identity is the store's word: each source and
+        check_identity(meta, stored)  # reference is confirmed on its own below
     config = stored if given.config is None else given.config
     refs = references(config)  # the flow itself was checked as it loaded
-    allowed = check(refs, sayso, ctx) | flow_code
-    pinned, sources = pin_resume(meta, config, [*given.trust, *sayso.named],
-                                 given.config is not None)
-    allowed |= pinned
+    allowed, refusals = confirm(refs, sayso, ctx)
+    pinned, sources, unpinned = pin_resume(meta, config, [*given.trust, *sayso.named],
+                                           given.config is not None, ctx.vouched or sayso.store)
+    if refusals or unpinned:  # every refusal at once, one line each
+        raise untrusted(state.run_id, refusals + unpinned, ctx.unsigned)
+    allowed |= flow_code | pinned
     record = sources | _code_record(meta, refs, allowed)
     return Admitted(flow, stored, config, allowed, sayso, record)
 

@@ -23,8 +23,10 @@ from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.config import from_dict, known_part, to_dict
 from alignflow.flows.config.types import init_fields, key_of, retired, section
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.tracking.config import WandbConfig, holds_key
 
 _TAG = "__type__"
+_WANDB = codec.type_name(WandbConfig)
 # Leaf keys that say what a run trains: a config that decodes to other values is refused.
 IDENTITY_LEAVES = frozenset({"model_name_or_path", "prompt_dataset", "dataset",
                              "pretrain_data", "sources", "remote_url", "rewards", "flow"})
@@ -34,6 +36,7 @@ def decode_config(meta: dict, cls: type | None) -> Any:
     """The run's config for the current code, decoded strictly (`FlowError` naming
     `runs/<id>/run.json` and the key for anything the flow's config class does not hold)."""
     value, where = meta.get("config"), runs.run_json(meta["run_id"])
+    _no_stored_key(value, where, "")
     if cls is None or not isinstance(value, dict) or _TAG not in value:
         return codec.decode(value, where)
     if codec.current_name(str(value[_TAG])) != codec.type_name(cls):
@@ -54,6 +57,24 @@ def decode_config(meta: dict, cls: type | None) -> Any:
         return from_dict(cls, data)
     except ConfigError as exc:
         raise FlowError(f"{where}: {exc}") from None
+
+
+def _no_stored_key(value: Any, where: str, key: str) -> None:
+    """A W&B key is never stored (a config keeps it in the process that was given it), so
+    one in a stored config was planted: refused before any config object is built."""
+    if isinstance(value, list):
+        for item in value:
+            _no_stored_key(item, where, key)
+    if not isinstance(value, dict):
+        return
+    fields = value.get("fields")
+    if codec.current_name(str(value.get(_TAG, ""))) == _WANDB and isinstance(fields, dict) \
+            and holds_key(fields.get("key")):
+        raise FlowError(f"{where}: config key '{key}key' holds a W&B API key, which alignflow "
+                        "never stores; expected 'true' (give the key with --use_wandb KEY or "
+                        "$WANDB_API_KEY on this machine)")
+    for name, sub in (fields if isinstance(fields, dict) else value).items():
+        _no_stored_key(sub, where, f"{key}{name}.")
 
 
 def _check_records(value: dict, cls: type | None, where: str, prefix: str) -> None:

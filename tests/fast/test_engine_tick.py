@@ -35,6 +35,11 @@ def test_tick_resumes_on_the_recorded_address(store, tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(api, "resume", lambda run_id, **kw: seen.append((run_id, kw["address"])))
     assert api.tick(store, now=time.time() - 60) == {}  # not due: the wake time is ahead
+    api.tick(store, now=time.time() + 60)  # this machine signed the address it was given
+    assert seen == [("s", "ray://head:10001")]
+    seen.clear()
+    meta = runs.read_run(store, "s")
+    store.write_json(runs.run_json("s"), {k: v for k, v in meta.items() if k != "signature"})
     out = api.tick(store, now=time.time() + 60)  # the store alone cannot pick a cluster
     assert seen == [] and "started on the Ray cluster 'ray://head:10001'" in out["s"]
     assert "--address ray://head:10001" in out["s"] and "--trust-store" in out["s"]

@@ -7,6 +7,7 @@ config."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -97,9 +98,10 @@ def test_wandb_records_no_key_in_its_argv_or_config(monkeypatch, tmp_path):
     module = types.ModuleType("wandb")
 
     def init(**kw):
-        seen.update(argv=list(sys.argv), config=kw["config"])
+        seen.update(argv=list(sys.argv), config=kw["config"], settings=kw["settings"])
         return types.SimpleNamespace(define_metric=lambda *a, **k: None)
     module.init = init
+    module.Settings = types.SimpleNamespace
     monkeypatch.setitem(sys.modules, "wandb", module)
     monkeypatch.setenv("WANDB_API_KEY", "an-older-key-value")
     monkeypatch.setattr(sys, "argv", ["alignflow", "run", "grpo", "--use_wandb",
@@ -111,3 +113,5 @@ def test_wandb_records_no_key_in_its_argv_or_config(monkeypatch, tmp_path):
     assert "wandb-key-0123456789" not in " ".join(seen["argv"])
     assert sys.argv[-1] == "wandb-key-0123456789"  # the process's own argv is untouched
     assert seen["config"]["reward"]["remote_url"] == "http://a:***@h/x"
+    assert seen["settings"].api_key == "wandb-key-0123456789"  # to W&B, not the environment
+    assert os.environ["WANDB_API_KEY"] == "an-older-key-value"

@@ -19,6 +19,7 @@ from alignflow.flows.config import load_config
 from alignflow.flows.control import api, runner
 from alignflow.flows.journal import codec
 from alignflow.flows.rl.config import RLConfig
+from alignflow.flows.trust import signing
 from alignflow.flows.trust.config import identity
 
 
@@ -37,8 +38,10 @@ def probe(monkeypatch):
     return seen
 
 
-def _stored(store: Path, sets: list[str], run_id: str = "g", **meta_fields) -> Path:
-    """A FAILED grpo run whose run.json holds the config of `sets` (then `meta_fields`)."""
+def _stored(store: Path, sets: list[str], run_id: str = "g", signed: bool = False,
+            **meta_fields) -> Path:
+    """A FAILED grpo run whose run.json holds the config of `sets` (then `meta_fields`),
+    signed by this machine's key when `signed` (as a run started here records it)."""
     cfg = load_config(RLConfig, sets=["rollout.max_new_tokens=8", *sets])  # agents need one
     run_dir = store / "runs" / run_id
     run_dir.mkdir(parents=True)
@@ -47,7 +50,7 @@ def _stored(store: Path, sets: list[str], run_id: str = "g", **meta_fields) -> P
             "status": "FAILED", "created": time.time(), "executor": "inline",
             "code": {"refs": []}}
     meta.update(meta_fields)
-    (run_dir / "run.json").write_text(json.dumps(meta))
+    (run_dir / "run.json").write_text(json.dumps(signing.signed(meta) if signed else meta))
     return run_dir / "run.json"
 
 
@@ -83,8 +86,8 @@ def test_a_changed_file_is_accepted_only_when_named(tmp_path, probe):
     reward = _evil(rewards, marker)
     recorded = [{"key": "reward.sources[0]", "path": str(reward),
                  "sha256": usercode.sha256_of(reward)}]
-    path = _stored(store, [f"reward.sources={reward}"], code={"refs": recorded})
-    api.resume("g", store=str(store), trust=[str(rewards)])  # trusted place, same bytes
+    path = _stored(store, [f"reward.sources={reward}"], code={"refs": recorded}, signed=True)
+    api.resume("g", store=str(store))  # this machine's record, same bytes: no flag
     reward.write_text(reward.read_text() + "# fixed\n")
     with pytest.raises(FlowError, match="changed since the run recorded it; accept the change "
                                         rf"by naming it: --trust {reward}"):
@@ -93,9 +96,57 @@ def test_a_changed_file_is_accepted_only_when_named(tmp_path, probe):
         api.resume("g", store=str(store), trust_store=True)
     api.resume("g", store=str(store), trust=[str(reward)])  # the user's fix, named
     assert json.loads(path.read_text())["code"]["refs"][0]["sha256"] == \
-        usercode.sha256_of(reward)  # recorded from now on
-    api.resume("g", store=str(store), trust=[str(rewards)])
+        usercode.sha256_of(reward)  # recorded from now on, signed again
+    api.resume("g", store=str(store))
     assert len(probe) == 3 and not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["in-store", "elsewhere"])
+def test_a_trusted_directory_never_trusts_the_stores_hash(tmp_path, probe, monkeypatch, where):
+    """Route 3: a store under a trusted directory adds a file with its hash, or a store
+    elsewhere names another file of it with its hash; unsigned, both are refused."""
+    project, marker = tmp_path / "project", tmp_path / "marker"
+    store = project / "alignflow-store" if where == "in-store" else tmp_path / "store"
+    store.mkdir(parents=True)
+    project.mkdir(exist_ok=True)
+    evil = _evil(store if where == "in-store" else project, marker)
+    monkeypatch.setenv("ALIGNFLOW_TRUSTED_DIRS", str(project))
+    recorded = [{"key": "reward.sources[0]", "path": str(evil),
+                 "sha256": usercode.sha256_of(evil)}]
+    _stored(store, [f"reward.sources={evil}"], code={"refs": recorded})
+    with pytest.raises(FlowError, match=re.escape(
+            f"names code file '{evil}' (reward.sources[0]), which this machine never hashed")):
+        api.resume("g", store=str(store))
+    assert not marker.exists() and probe == []
+
+
+def test_a_record_edited_after_signing_is_the_stores_word(tmp_path, probe):
+    """A signed run whose record is edited (or whose signature is dropped) is untrusted:
+    what it names needs the say-so again, and the refusal says why."""
+    store = tmp_path / "store"
+    path = _stored(store, ["reward.remote_url=http://127.0.0.1:9/a"], signed=True)
+    api.resume("g", store=str(store))  # signed by this machine: no flag
+    meta = json.loads(path.read_text())
+    meta["config"]["fields"]["reward"]["fields"]["remote_url"] = "http://127.0.0.1:9/b"
+    path.write_text(json.dumps(meta))
+    with pytest.raises(FlowError, match=r"\(its record was changed after this machine signed "
+                                        r"it\): its config sends the run's data to "):
+        api.resume("g", store=str(store))
+    path.write_text(json.dumps({k: v for k, v in meta.items() if k != "signature"}))
+    with pytest.raises(FlowError, match="carries no signature of this machine"):
+        api.resume("g", store=str(store))
+    assert len(probe) == 1
+
+
+def test_a_record_signed_by_another_machine_asks_for_the_say_so(tmp_path, probe, monkeypatch):
+    store = tmp_path / "store"
+    _stored(store, ["reward.remote_url=http://127.0.0.1:9/a"], signed=True)
+    monkeypatch.setenv("ALIGNFLOW_KEY_FILE", str(tmp_path / "other-machine.key"))
+    with pytest.raises(FlowError, match="signed by another machine's key"):
+        api.resume("g", store=str(store))
+    api.resume("g", store=str(store), trust=["http://127.0.0.1:9"])  # said here: signed anew
+    api.resume("g", store=str(store))
+    assert len(probe) == 2
 
 
 @pytest.mark.parametrize("sets,needle,flag", [
@@ -160,8 +211,8 @@ def test_a_config_that_decodes_to_another_model_is_refused(tmp_path, probe):
     store = tmp_path / "store"
     path = _stored(store, ["actor.model_name_or_path=tiny-llama"])
     meta = json.loads(path.read_text())
-    meta["identity"]["actor.model_name_or_path"] = "smollm2-135m"
-    path.write_text(json.dumps(meta))
+    meta["identity"]["actor.model_name_or_path"] = "smollm2-135m"  # as if recorded here,
+    path.write_text(json.dumps(signing.signed(meta)))  # and the code now decodes otherwise
     with pytest.raises(FlowError, match="decodes to another model, dataset or reward than the "
                                         "run started with .*actor.model_name_or_path"):
         api.resume("g", store=str(store))
@@ -193,7 +244,7 @@ def test_a_campaigns_stored_round_flow_is_never_imported(tmp_path, probe):
     shutil.rmtree(store / "runs" / "campaign-c")  # its run.json and the released lease
     _campaign(store, f"{evil}:x.y")
     out = api.tick(str(store))
-    assert "outside the trusted directories" in out["campaign-c"]
+    assert "which this machine never hashed for the run" in out["campaign-c"]
     assert not marker.exists() and probe == []
 
 

@@ -104,7 +104,8 @@ def test_flow_ref_route_with_resume_all(failed_run):
     proc = _cli(store, "resume", "--all")
     out = dict(line.split(": ", 1) for line in proc.stdout.strip().splitlines())
     assert "never imports code a store names" in out["r"] and "'os:system'" in out["r"]
-    assert "outside the trusted directories" in out["r2"]
+    assert "changed after this machine signed it" in out["r2"]
+    assert "which this machine never hashed for the run" in out["r2"]
     assert not marker.exists()
 
 
@@ -115,8 +116,9 @@ def test_tick_route_and_status(failed_run):
                     "@task\ndef step(folder, i):\n    return i\n")
     _edit_run(store, "r", flow_ref=f"{evil}:steps", status="SLEEPING", wake_at=time.time() - 1)
     proc = _cli(store, "tick")
-    assert proc.returncode == 1 and "r: error: run 'r': it was started with flow" in proc.stdout
-    assert "outside the trusted directories" in proc.stdout
+    assert proc.returncode == 1 and ("r: error: run 'r' (its record was changed after this "
+                                     "machine signed it): it was started with flow") in proc.stdout
+    assert "which this machine never hashed for the run" in proc.stdout
     status = _cli(store, "status", "r")  # reads the flow file as text: hashes, no import
     assert status.returncode == 0 and "code changed" in status.stdout, status.stderr
     assert not marker.exists()
