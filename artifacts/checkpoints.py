@@ -89,7 +89,8 @@ def _write_safetensors(store: Store, rel: str, tensors: dict[str, torch.Tensor])
     locally a temp file beside the target (its folders made without following a link),
     renamed into place; elsewhere, uploaded."""
     folder = os.path.dirname(store.writable_path(rel)) if store.is_local else None
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".safetensors")
+    with store._errors(rel):  # a read-only store: one line naming it
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".safetensors")
     os.close(fd)
     try:
         with store._errors(rel):  # a full disk is one line naming the store

@@ -59,3 +59,28 @@ def prune(store: Any, saved: list[str], keep: int) -> None:
     while len(saved) > max(keep, 2):
         with contextlib.suppress(FileNotFoundError):
             store.delete(saved.pop(0), recursive=True)
+
+
+def damaged_checkpoints(store: Any, folder: str, listing: dict[str, dict[str, Any]]
+                        ) -> list[str]:
+    """What `listing` (a `Store.find` over `folder`) shows wrong with the model checkpoints
+    in `folder` that are whole (their meta.json, written last, is there): each file meta.json
+    records that is missing or of another size, one line each. A checkpoint pruned away
+    (no meta.json) is not damage; a single-file checkpoint records no size to check."""
+    out = []
+    for meta_rel in sorted(r for r in listing if r.startswith(f"{folder.strip('/')}/")
+                           and r.rsplit("/", 1)[-1] == "meta.json"):
+        try:
+            files = store.read_json(meta_rel).get("files")
+        except (OSError, ValueError, AttributeError) as exc:
+            line = (str(exc).splitlines() or [type(exc).__name__])[0]
+            out.append(f"cannot read {store.where(meta_rel)}: {line}")
+            continue
+        base = meta_rel.rsplit("/", 1)[0]
+        for name, size in (files.items() if isinstance(files, dict) else []):
+            entry = listing.get(f"{base}/{name}")
+            got = "missing" if entry is None else f"{entry['size']:,} bytes"
+            if entry is None or entry["size"] != size:
+                out.append(f"checkpoint file {store.where(f'{base}/{name}')} is {got}; "
+                           f"{meta_rel} records {size!r} bytes (changed after it was saved)")
+    return out

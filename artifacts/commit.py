@@ -137,6 +137,33 @@ def manifests(store: Store, run_id: str | None = None) -> Iterator[tuple[str, di
                 yield rel, read_manifest(store, rel)
 
 
+def damaged_files(store: Store, rel: str, manifest: dict[str, Any],
+                  listing: dict[str, dict[str, Any]], prefix: str) -> list[str]:
+    """What `listing` (a `Store.find` of `prefix`) shows wrong with the data files manifest
+    `rel` commits, one line each: missing, not a regular file, or of another size than the
+    manifest records (truncated or rewritten after the commit). Nothing is read, contents
+    are not compared; a file outside `prefix` is not checked."""
+    out = []
+    for i, art in enumerate(manifest.get("artifacts") or []):
+        path = art.get("path") if isinstance(art, dict) else None
+        if not isinstance(path, str) or not isinstance(art.get("bytes"), int):
+            out.append(f"{store.where(rel)}: artifacts[{i}] names no file (path, bytes)")
+            continue
+        path, entry = path.strip("/"), listing.get(path.strip("/"))
+        if not path.startswith(f"{prefix.strip('/')}/"):
+            continue
+        if entry is None:
+            out.append(f"committed file {store.where(path)} is missing; manifest {rel} lists "
+                       "it (deleted after its commit)")
+        elif entry["type"] != "file":
+            out.append(f"committed file {store.where(path)} is {entry['type']}, not a file")
+        elif entry["size"] != art["bytes"]:
+            out.append(f"committed file {store.where(path)} has {entry['size']:,} bytes; "
+                       f"manifest {rel} records {art['bytes']:,} (truncated or changed after "
+                       "its commit)")
+    return out
+
+
 def committed_files(store: Store, run_id: str | None = None) -> list[ArtifactRef]:
     """Data files listed by committed manifests (the only ones readers may see)."""
     return [ArtifactRef.from_json(a) for _, m in manifests(store, run_id)

@@ -12,7 +12,7 @@ from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows.cli.clusters import simulated
 from alignflow.flows.cli.follow import running_now
 from alignflow.flows.control import api
-from alignflow.flows.journal import runs
+from alignflow.flows.journal import integrity, runs
 
 
 def _when(t: float | None) -> str:
@@ -20,9 +20,12 @@ def _when(t: float | None) -> str:
 
 
 def _state(meta: dict) -> str:
-    """The run's status; a sleeping run says when it wakes (what `tick` waits for)."""
+    """The run's status; a sleeping run says when it wakes (what `tick` waits for), a run
+    whose committed files no longer match their manifests says so."""
     wake = meta.get("wake_at") if meta["status"] == runs.SLEEPING else None
-    return (f"{meta['status']} until {_when(wake)}" if wake else meta["status"]) + simulated(meta)
+    damaged = f" (damaged: {len(meta['damaged'])})" if meta.get("damaged") else ""
+    return (f"{meta['status']} until {_when(wake)}" if wake else meta["status"]) + \
+        simulated(meta) + damaged
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -83,14 +86,17 @@ def summarize(output: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = None) -> list[dict]:
+def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = None,
+              manifests: dict[str, dict] | None = None) -> list[dict]:
     """One dict per committed task (commit order), plus the failing task if the run FAILED;
     with `problems`, an unreadable manifest is noted there and left out."""
     meta = runs.read_run(store, run_id)
     changed = set(meta.get("code_changed") or [])
     current = _current_code(meta)
     rows = []
-    for key, m in runs.read_manifests(store, run_id, problems).items():
+    if manifests is None:
+        manifests = runs.read_manifests(store, run_id, problems)
+    for key, m in manifests.items():
         if m.get("code_hash") and current.get(m["task"], m["code_hash"]) != m["code_hash"]:
             changed.add(key)
         state = "cached" if m.get("cached_from") else m["status"]
@@ -113,7 +119,7 @@ def _current_code(meta: dict) -> dict[str, str]:
     from alignflow.flows.journal.identity import file_task_hashes
     from alignflow.flows.journal.static_hashes import flow_task_hashes
 
-    ref = meta.get("flow_ref", "")
+    ref = meta.get("flow_ref") or ""
     path, sep, _ = ref.rpartition(":")
     try:
         if sep and path.endswith(".py"):
@@ -126,14 +132,37 @@ def _current_code(meta: dict) -> dict[str, str]:
 
 
 def print_status(store: Any, run_id: str | None) -> int:
-    """`alignflow status [RUN_ID]`: the run's header and its task table."""
+    """`alignflow status [RUN_ID]`: the run's header and its task table; each manifest that
+    cannot be read and each committed file that no longer matches its manifest is named on
+    stderr (`flows/journal/integrity.py`)."""
     require_store(store)
-    if run_id is None:
-        ids = runs.list_run_ids(store, [])
-        if not ids:
-            raise FlowError(f"no runs in store {store.url}")
-        run_id = ids[-1]
+    run_id = _latest(store) if run_id is None else run_id
     meta = api.get_metadata(run_id, store=store)
+    problems: list[runs.Problem] = []
+    manifests = runs.read_manifests(store, run_id, problems)
+    problems += [runs.Problem(runs.run_dir(run_id), run_id, line)
+                 for line in integrity.deep(store, run_id, manifests)]
+    meta["damaged"] = [p.message for p in problems]
+    _print_header(store, run_id, meta)
+    rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]
+    for r in task_rows(store, run_id, manifests=manifests):
+        dur = "-" if r["duration"] is None else f"{r['duration']:.2f}s"
+        queue = "-" if r["queue"] is None else f"{r['queue']:.3f}s"
+        rows.append([r["key"], r["state"], str(r["attempts"] or "-"), queue, dur, r["output"],
+                     "code changed" if r["code_changed"] else ""])
+    print(_table(rows))
+    warn(problems)
+    return 0
+
+
+def _latest(store: Any) -> str:
+    ids = runs.list_run_ids(store, [])
+    if not ids:
+        raise FlowError(f"no runs in store {store.url}")
+    return ids[-1]
+
+
+def _print_header(store: Any, run_id: str, meta: dict) -> None:
     print(f"{run_id}  flow={meta.get('flow')}  status={_state(meta)}  seed={meta.get('seed')}")
     if meta.get("error") and meta["status"] == runs.RESUMABLE:  # not a failure
         print(f"stopped, not failed ({meta['error']}); continue with `alignflow resume {run_id}`")
@@ -142,16 +171,6 @@ def print_status(store: Any, run_id: str | None) -> int:
     if meta["status"] == runs.RUNNING:
         for line in running_now(store, run_id):
             print(f"now: {line}")
-    rows = [["TASK", "STATE", "ATTEMPTS", "QUEUED", "DURATION", "OUTPUT", "NOTE"]]
-    problems: list[runs.Problem] = []
-    for r in task_rows(store, run_id, problems):
-        dur = "-" if r["duration"] is None else f"{r['duration']:.2f}s"
-        queue = "-" if r["queue"] is None else f"{r['queue']:.3f}s"
-        rows.append([r["key"], r["state"], str(r["attempts"] or "-"), queue, dur, r["output"],
-                     "code changed" if r["code_changed"] else ""])
-    print(_table(rows))
-    warn(problems)
-    return 0
 
 
 def print_logs(store: Any, run_id: str, task_key: str | None) -> int:

@@ -21,11 +21,12 @@ from alignflow.flows.control import life, planning, registry
 from alignflow.flows.control.loader import builtin_name, canonical_ref, load_flow, ref_of
 from alignflow.flows.control.removal import delete_run
 from alignflow.flows.engine import Flow
-from alignflow.flows.journal import codec, runs
+from alignflow.flows.journal import codec, integrity, runs
 from alignflow.flows.journal.identity import check_run_id, code_version, new_run_id
 from alignflow.flows.journal.timers import send_event
 from alignflow.flows.ray.connect import connect
 from alignflow.flows.ray.executors import check_executor
+from alignflow.flows.trust import signing
 from alignflow.flows.trust.admit import Given, context
 from alignflow.flows.trust.config import identity, stored_form
 from alignflow.flows.trust.sources import pin
@@ -59,9 +60,10 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     check_executor(store, executor)
     connect(executor, address)  # before run.json: an unreachable cluster leaves no run behind
     pins = pin(config, run_id=run_id)  # the models and data it reads from elsewhere, by hash
-    meta = dict(_new_meta(run_id, flow, ref, config, refs, seed=seed, parent_run=parent_run,
-                          executor=executor, address=address, store_url=store.url),
-                sources=pins.record)
+    meta = signing.signed(dict(_new_meta(run_id, flow, ref, config, refs, seed=seed,
+                                         parent_run=parent_run, executor=executor,
+                                         address=address, store_url=store.url),
+                               sources=pins.record))  # this machine's word, not the store's
     try:
         store.create_json(runs.run_json(run_id), meta)
     except FileExistsError:
@@ -161,7 +163,8 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
         try:
             sayso = trust_mod.local_sayso(trust, store_url=store.url, address=address,
                                           trust_store=trust_store)
-            where = trust_mod.check_address(meta["run_id"], meta.get("address"), sayso)
+            where = trust_mod.check_address(meta["run_id"], meta.get("address"), sayso,
+                                            signing.verdict(meta) is None)
             resume(meta["run_id"], store=store, executor=executor, block=False, trust=trust,
                    address=where, trust_store=trust_store)
         except Exception as exc:  # one run's failure never stops the others
@@ -184,20 +187,35 @@ def _due(store: Any, meta: dict, now: float) -> bool:
 
 def list_runs(store: Any = None, problems: list[runs.Problem] | None = None) -> list[dict]:
     """run.json of every run (status as users see it, plus `tasks` = committed count). A run
-    whose run.json cannot be read is listed with status UNREADABLE and its `problem`."""
+    whose run.json cannot be read is listed with status UNREADABLE and its `problem`; one
+    whose committed files no longer match its manifests keeps its status and lists them in
+    `damaged` (`flows/journal/integrity.py` says what is checked), noted in `problems`."""
     store = open_store(store)
     found: list[runs.Problem] = [] if problems is None else problems
+    listing = store.find("runs")  # one LIST for the ids, the task counts and the checks
     out = []
-    for run_id in runs.list_run_ids(store, found):
+    for run_id in runs.list_run_ids(store, found, listing):
         bad = [p for p in found if p.run_id == run_id]
         if bad:
             meta = {"run_id": run_id, "status": runs.UNREADABLE, "problem": bad[0].message}
         else:
             meta = runs.read_run(store, run_id)
             meta["status"] = runs.effective_status(store, meta)
-        meta["tasks"] = len(store.list(f"runs/{run_id}/tasks", "*.json"))
+            meta["damaged"] = _damaged(store, run_id, meta["status"], listing, found)
+        meta["tasks"] = len(runs.task_files(store, run_id, listing))
         out.append(meta)
     return out
+
+
+def _damaged(store: Any, run_id: str, status: str, listing: dict[str, dict],
+             problems: list[runs.Problem]) -> list[str]:
+    """The run's damaged files; the first one is a problem, the count of the rest with it."""
+    damaged = integrity.listed(store, run_id, status, listing)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more: `alignflow status {run_id}` names each)" \
+            if len(damaged) > 1 else ""
+        problems.append(runs.Problem(runs.run_dir(run_id), run_id, damaged[0] + more))
+    return damaged
 
 
 def get_status(run_id: str, *, store: Any = None) -> str:

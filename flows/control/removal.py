@@ -55,7 +55,8 @@ def _delete_local(store: Any, run_id: str) -> None:
     move, then delete, folders outside the store), then empty the trash."""
     name = f"{run_id}-{uuid.uuid4().hex[:8]}"
     store.writable_path(f"{TRASH}/{name}")  # makes trash/, refuses a link on the way
-    with store.local.parent(runs.run_dir(run_id), doing="deleting") as (src, old), \
+    with store._errors(runs.run_dir(run_id)), \
+            store.local.parent(runs.run_dir(run_id), doing="deleting") as (src, old), \
             store.local.folder(TRASH, doing="deleting") as dst:
         os.rename(old, name, src_dir_fd=src, dst_dir_fd=dst)  # gone for readers, all at once
     empty_trash(store)

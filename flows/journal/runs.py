@@ -15,6 +15,7 @@ from typing import Any
 from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import TOMBSTONE, tombstoned
 from alignflow.errors import FlowError, RunNotFound, SchemaError, StoreError, StoreFileRefused
+from alignflow.flows.journal.run_record import check_record
 
 RUNNING, SUCCESSFUL, FAILED = "RUNNING", "SUCCESSFUL", "FAILED"
 RESUMABLE, CANCELED, SLEEPING = "RESUMABLE", "CANCELED", "SLEEPING"
@@ -36,14 +37,15 @@ def manifest_path(run_id: str, task_key: str) -> str:
 
 
 def read_run(store: Any, run_id: str) -> dict:
-    """run.json of `run_id`; `RunNotFound` naming the store when there is none."""
+    """run.json of `run_id`; `RunNotFound` naming the store when there is none, `SchemaError`
+    naming the file and key when it holds what no driver writes (`run_record.py`)."""
     if not store.exists(run_json(run_id)):
         raise RunNotFound(f"no run {run_id!r} in store {store.url} (see `alignflow ls`)")
     meta = store.read_json(run_json(run_id))
+    where = f"{store.url.rstrip('/')}/{run_json(run_id)}"
     if not isinstance(meta, dict) or not isinstance(meta.get("run_id", run_id), str):
-        raise SchemaError(f"{store.url.rstrip('/')}/{run_json(run_id)} holds no run record "
-                          "(a JSON object with run_id, status, ...)")
-    return meta
+        raise SchemaError(f"{where} holds no run record (a JSON object with run_id, status, ...)")
+    return check_record(meta, run_id, STATUSES, where)
 
 
 def update_run(store: Any, run_id: str, **fields: Any) -> dict:
@@ -79,11 +81,13 @@ def tombstone_path(run_id: str) -> str:
     return f"runs/{run_id}/{TOMBSTONE}"
 
 
-def run_listing(store: Any, odd: list[Problem] | None = None) -> tuple[list[str], list[str]]:
-    """(run ids with a run.json, run ids being deleted), from one recursive listing. What a
-    store must not hold (a link, a FIFO, a device) is never followed; with `odd`, each one
-    under a run is noted there, and a run folder that is one is listed with it."""
-    found = store.find("runs")
+def run_listing(store: Any, odd: list[Problem] | None = None,
+                found: dict[str, dict] | None = None) -> tuple[list[str], list[str]]:
+    """(run ids with a run.json, run ids being deleted), from one recursive listing (`found`,
+    `store.find("runs")`, when the caller made it). What a store must not hold (a link, a
+    FIFO, a device) is never followed; with `odd`, each one under a run is noted there, and
+    a run folder that is one is listed with it."""
+    found = store.find("runs") if found is None else found
     deleting = tombstoned(list(found))
     ids = {p[1] for p in (r.split("/") for r in found)
            if len(p) == 3 and p[2] == "run.json" and p[1] not in deleting}
@@ -98,12 +102,13 @@ def run_listing(store: Any, odd: list[Problem] | None = None) -> tuple[list[str]
     return sorted(ids), sorted(deleting)
 
 
-def list_run_ids(store: Any, problems: list[Problem] | None = None) -> list[str]:
+def list_run_ids(store: Any, problems: list[Problem] | None = None,
+                 found: dict[str, dict] | None = None) -> list[str]:
     """Every run id with a run.json, oldest first by creation time. A run.json that cannot
     be read, or a link, FIFO or device in a run, is a `Problem` in `problems` (its run
     sorted first) or, without that list, an error."""
     metas, odd = [], []
-    ids = run_listing(store, odd)[0]
+    ids = run_listing(store, odd, found)[0]
     if odd and problems is None:
         raise SchemaError(odd[0].message)
     for run_id in ids:
@@ -131,34 +136,45 @@ def journal_path(run_id: str) -> str:
     return f"runs/{run_id}/journal.json"
 
 
-def _listing(store: Any, run_id: str) -> dict[str, str]:
-    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST. A
-    link, FIFO or device there (the tasks folder itself, too) is listed, so that reading it
-    names it."""
-    found = store.find(f"runs/{run_id}/tasks")
+def task_files(store: Any, run_id: str, found: dict[str, dict] | None = None) -> dict[str, str]:
+    """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST, or
+    taken from `found` (a listing of runs/). A link, FIFO or device there (the tasks folder
+    itself, too) is listed, so that reading it names it."""
+    tasks = f"runs/{run_id}/tasks"
+    found = store.find(tasks) if found is None else {
+        p: i for p, i in found.items() if p == tasks or p.startswith(f"{tasks}/")}
     return {p: f"{i['stamp']}:{i['size']}" + ("" if i["type"] == "file" else f":{i['type']}")
             for p, i in found.items()
             if i["type"] != "file" or p.endswith(".json") and "/." not in f"/{p}"}
 
 
-def read_manifests(store: Any, run_id: str,
-                   problems: list[Problem] | None = None) -> dict[str, dict]:
+def read_manifests(store: Any, run_id: str, problems: list[Problem] | None = None, *,
+                   found: dict[str, dict] | None = None,
+                   snapshot_only: bool = False) -> dict[str, dict]:
     """All committed manifests of a run: task_key -> manifest, in commit order.
 
     Manifests are the truth; `journal.json` is a snapshot of them (with each object's stamp)
     so resuming a long run on S3 costs one LIST and a few GETs, not one GET per task. A
     manifest that cannot be parsed raises a `SchemaError` naming it, or, given `problems`,
-    is left out and noted there."""
-    listing = _listing(store, run_id)
+    is left out and noted there. `found`: a listing of runs/ already made; `snapshot_only`:
+    only what the snapshot holds unchanged, nothing more read (`ls` of a running run)."""
+    listing = task_files(store, run_id, found)
     snapshot = _read_snapshot(store, run_id)
-    found = [m for p, (stamp, m) in snapshot.items() if listing.get(p) == stamp]
-    missing = [p for p in listing if snapshot.get(p, (None,))[0] != listing[p]]
+    got = [m for p, (stamp, m) in snapshot.items() if listing.get(p) == stamp]
+    missing = [] if snapshot_only else \
+        [p for p in listing if snapshot.get(p, (None,))[0] != listing[p]]
     for rel, blob in store.read_many(missing).items():  # each bounded (artifacts/bounds.py)
         manifest = _parse_manifest(store, rel, blob, problems)
         if manifest is not None:
-            found.append(manifest)
-    found.sort(key=lambda m: (m.get("seq", 0), m.get("ended") or 0.0))
-    return {m["task_key"]: m for m in found}
+            got.append(manifest)
+    got.sort(key=lambda m: (_number(m.get("seq")), _number(m.get("ended"))))
+    return {m["task_key"]: m for m in got}
+
+
+def _number(value: Any) -> float:
+    """A manifest's number for ordering (0 for anything else: a hand-edited manifest must
+    not make the others unsortable)."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def _parse_manifest(store: Any, rel: str, blob: Any,
@@ -201,7 +217,7 @@ def _read_snapshot(store: Any, run_id: str) -> dict[str, tuple[str, dict]]:
 
 def write_snapshot(store: Any, run_id: str, manifests: dict[str, dict]) -> None:
     """Snapshot the committed manifests (called when a driver attempt ends)."""
-    listing = _listing(store, run_id)
+    listing = task_files(store, run_id)
     entries = {manifest_path(run_id, k): {"stamp": listing[manifest_path(run_id, k)],
                                           "manifest": m}
                for k, m in manifests.items() if manifest_path(run_id, k) in listing}
