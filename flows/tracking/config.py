@@ -17,8 +17,8 @@ _OFF = ("", "false", "0", "no", "off", "none")
 @dataclass(frozen=True, kw_only=True)
 class WandbConfig:
     """key: W&B API key or 'true' (already logged in / WANDB_MODE=offline); setting it turns
-    W&B on. A key given is kept by this process only (`api_key`), never stored with the
-    run nor put in the environment; a stored config never holds one (`flows/trust/`).
+    W&B on. A key is used by this process only: never stored with the run nor put in the
+    environment.
     org: W&B entity
     group: W&B group
     project: W&B project
