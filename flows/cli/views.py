@@ -13,6 +13,7 @@ from alignflow.flows.cli.clusters import simulated
 from alignflow.flows.cli.follow import running_now
 from alignflow.flows.control import api
 from alignflow.flows.journal import integrity, runs
+from alignflow.flows.trust import signing
 
 
 def _when(t: float | None) -> str:
@@ -168,6 +169,10 @@ def _print_header(store: Any, run_id: str, meta: dict) -> None:
         print(f"stopped, not failed ({meta['error']}); continue with `alignflow resume {run_id}`")
     elif meta.get("error"):
         print(f"error: {meta['error']}")
+    unsigned = signing.verdict(meta)
+    if unsigned and meta["status"] not in (runs.SUCCESSFUL, runs.CANCELED):
+        print(f"trust: {unsigned}: a resume asks for the say-so on what it names "
+              "(README, Security)")
     if meta["status"] == runs.RUNNING:
         for line in running_now(store, run_id):
             print(f"now: {line}")

@@ -18,6 +18,7 @@ import hmac
 import json
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,13 @@ def sign(meta: dict) -> dict[str, str] | None:
 
 
 def signed(meta: dict) -> dict:
-    """`meta` with its signature (or without one, where this machine has no key)."""
+    """`meta` with its signature (or without one, said once, where this machine has no
+    key: then its resumes ask for the say-so)."""
     signature = sign(meta)
+    if signature is None:
+        print(f"note: run {meta.get('run_id')}: not signed: this machine has no signing key "
+              f"({key_file()} cannot be read or made; or set ${KEY_ENV}), so resuming it "
+              "will ask for the say-so on what it names", file=sys.stderr)
     return dict(meta, **{FIELD: signature}) if signature else dict(meta)
 
 

@@ -89,3 +89,17 @@ def test_another_machine_names_each_source_in_one_line(tmp_path, probe, monkeypa
     api.resume("r", store=store, trust=[str(paths["rows"]), str(paths["model"])])
     api.resume("r", store=store)  # signed by this machine's key now
     assert len(probe) == 3
+
+
+def test_status_says_when_a_run_is_only_the_stores_word(tmp_path, probe, capsys):
+    from alignflow.flows.cli import views
+
+    store, _ = _started(tmp_path, probe)
+    views.print_status(api.open_store(store), "r")
+    assert "trust:" not in capsys.readouterr().out  # signed here
+    path = tmp_path / "store" / "runs" / "r" / "run.json"
+    path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items()
+                                if k != "signature"}))
+    views.print_status(api.open_store(store), "r")
+    assert "trust: its record carries no signature of this machine: a resume asks for the " \
+           "say-so" in capsys.readouterr().out
