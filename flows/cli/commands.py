@@ -18,6 +18,7 @@ from alignflow.flows.cli.early import start_ray_early
 from alignflow.flows.cli.follow import follow
 from alignflow.flows.cli.outputs import start_or_resume
 from alignflow.flows.cli.run_config import check_run
+from alignflow.flows.cli.run_help import print_config_help, print_run_help
 from alignflow.flows.cli.views import print_logs, print_runs, print_status, warn_unreadable
 from alignflow.flows.control import api, planning
 from alignflow.flows.control.planning import CHOICES, resolve
@@ -117,16 +118,25 @@ def _sigterm_as_interrupt() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _run_parser() -> argparse.ArgumentParser:
+    """`run`'s own options after FLOW; every other flag is the flow's (OpenRLHF's)."""
     # no abbreviations of alignflow's own options: a prefix is an OpenRLHF flag's (compat/era.py)
     parser = argparse.ArgumentParser(prog="alignflow run", add_help=False, allow_abbrev=False)
     _run_options(parser)
     _common(parser)
-    parser.add_argument("--address")
+    parser.add_argument("--address", help="Ray address (auto, ray://host:10001)")
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    parser = _run_parser()
     known, flags = parser.parse_known_args(args.rest, namespace=args)
     supervise.set_budget(known)
+    if known.help:
+        return print_run_help(known.flow, parser)
     if known.help_config:
-        return _help_config(known.flow)
+        return print_config_help(known.flow)
     if getattr(args, "from_shell", False) and _plausible(known.flow):
         print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
     known.planned_cluster = clusters.target(known)
@@ -205,18 +215,6 @@ def _maybe_start_ray_early(known: argparse.Namespace) -> None:
         start_ray_early(known.flow)
 
 
-
-
-def _help_config(ref: str) -> int:
-    from alignflow.flows.config import format_config_help
-    from alignflow.flows.control.loader import canonical_ref, load_flow
-
-    _flow, cls = load_flow(canonical_ref(ref), named=True)
-    if cls is None:
-        print(f"flow {ref!r} takes a plain dict config (--config FILE, --set KEY=VALUE)")
-        return 0
-    print(format_config_help(cls))
-    return 0
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:

@@ -83,8 +83,10 @@ def _datasets(cfg: Any) -> Iterator[tuple[str, str, str | None, tuple[str | None
     else:  # an offline objective's examples
         cols = _offline_columns(cfg.KIND, data)
         yield "data.dataset", data.dataset, data.dataset_split, cols
-        if cfg.eval.dataset:
-            yield "eval.dataset", cfg.eval.dataset, cfg.eval.split, cols
+        if cfg.eval.dataset:  # the same as data.dataset: --eval_split alone (eval_source.py)
+            key = "eval.split of data.dataset" if cfg.eval.dataset == data.dataset \
+                else "eval.dataset"
+            yield key, cfg.eval.dataset, cfg.eval.split, cols
     ptx = value_at(cfg, "algo.ptx")
     if ptx is not None and ptx.enabled:
         yield "algo.ptx.pretrain_data", ptx.pretrain_data, None, (ptx.pretrain_key,)

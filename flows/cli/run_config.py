@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.errors import ConfigError, ConfigProblems
+from alignflow.flows.cli.data_notes import prompt_column_notes
+from alignflow.flows.cli.eval_source import eval_from_training
+from alignflow.flows.cli.no_reward import no_reward_problems
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.config import load_plain, resolve_config
 from alignflow.flows.control import planning, registry
@@ -63,6 +66,10 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
     builtin = ref in registry.BUILTIN
     found = argv.sort(cls, flags, sets, builtin, ignore_hardware)
     resolved, problems = _resolve_all(cls, config_file, found)
+    eval_notes: list[str] = []
+    if resolved is not None and builtin:
+        resolved, eval_notes, more = eval_from_training(resolved)
+        problems += more + no_reward_problems(resolved)
     plan = None
     if resolved is not None and not problems:
         plan = plan_here(resolved.config, cluster)
@@ -76,7 +83,9 @@ def check_run(ref: str, config_file: str | None, sets: list[str], flags: list[st
     origins = {k: found.spelled.get(o, o) for k, o in resolved.origins.items()}
     chosen = next(s for s in (seed, found.seed, DEFAULT_SEED) if s is not None)
     return CheckedRun(resolved.config, cls, origins,
-                      found.notes + (notes.notes(resolved.config, plan) if builtin else []),
+                      found.notes + eval_notes + (notes.notes(resolved.config, plan)
+                                                  + prompt_column_notes(resolved.config)
+                                                  if builtin else []),
                       chosen, found.env, plan)
 
 

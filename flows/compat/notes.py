@@ -42,16 +42,26 @@ def _rl_notes(cfg: Any) -> list[str]:
 
 def _ckpt_notes(cfg: Any) -> list[str]:
     ckpt = value_at(cfg, "ckpt")
-    if ckpt is None or not ckpt.path:
-        return []
-    return [f"ckpt.path = {ckpt.path}: checkpoints are written to the store (resumable with "
-            "alignflow resume); the path only names the run for ckpt.load_enable"]
+    out = []
+    if ckpt is not None and ckpt.max_num == 1:  # artifacts/ckpt_index.py: prune keeps >= 2
+        out.append("ckpt.max_num = 1: the checkpoint before the newest is kept too (2 per "
+                   "role on disk; OpenRLHF keeps 1): the newest is committed only when its "
+                   "task ends, and a crash while it is written resumes from the one before")
+    if ckpt is not None and ckpt.path:
+        out.append(f"ckpt.path = {ckpt.path}: checkpoints are written to the store (resumable "
+                   "with alignflow resume); the path only names the run for ckpt.load_enable")
+    return out
 
 
 def _offline_notes(cfg: Any) -> list[str]:
     evaluation = value_at(cfg, "eval")
     if not hasattr(evaluation, "ratio"):  # RL: eval.steps = -1 never evaluates, as OpenRLHF
         return []
+    out = []
     if evaluation.steps == -1 and (evaluation.dataset or evaluation.ratio):
-        return ["eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)"]
-    return []
+        out.append("eval.steps = -1: alignflow evaluates at the end (OpenRLHF once per epoch)")
+    if value_at(cfg, "ds.packing_samples") and not cfg.train_spec().packing:
+        out.append(f"ds.packing_samples is not applied in {cfg.KIND}: only sft and csft pack "
+                   f"micro-batches here (OpenRLHF packs {cfg.KIND}'s too); its micro-batches "
+                   "are padded, with the same loss")
+    return out

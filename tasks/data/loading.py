@@ -1,32 +1,32 @@
 """Load a dataset from a spec string, and mix several with probabilities (OpenRLHF style).
 
 A spec is `alignflow:NAME` (see `named.py`), a local `.json/.jsonl/.parquet/.csv` file, a
-folder of such files (or a `save_to_disk` folder), an `s3://` URL of either (fetched once
-per node into its content cache, held to the run's pin: `artifacts/sources/`), or an HF
-hub name (offline: it must be in the local HF cache). `mix_datasets("a,b", "0.7,0.3", seed=...)` interleaves them.
+folder of such files (one split of it, named from its file names as HF datasets does:
+`splits.py`), OpenRLHF's `json@DIR` (that loader's files in DIR), a `save_to_disk`
+folder, an `s3://` URL of either (fetched once per node into its content cache, held to
+the run's pin: `artifacts/sources/`), or an HF hub name (offline: it must be in the local
+HF cache). `mix_datasets("a,b", "0.7,0.3", seed=...)` interleaves them.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import datasets
 
 from alignflow.artifacts.redact import redact
 from alignflow.errors import ConfigError
-from alignflow.tasks.data.files import is_saved_dataset, locate, read_file, read_folder
+from alignflow.tasks.data.files import Located, is_saved_dataset, locate, read_path
 from alignflow.tasks.data.named import load_named
 
 
-def _load_path(path: Path) -> datasets.Dataset:
-    if is_saved_dataset(path):
-        return datasets.load_from_disk(str(path))
-    return datasets.Dataset(read_folder(path) if path.is_dir() else read_file(path))
+def _load_path(found: Located, split: str | None) -> datasets.Dataset:
+    if is_saved_dataset(found.where):
+        return datasets.load_from_disk(str(found.where))
+    return datasets.Dataset(read_path(found, split))
 
 
-def _load_hub(name: str, split: str | None) -> datasets.Dataset:
+def _load_hub(name: str, split: str | None, data_dir: str | None = None) -> datasets.Dataset:
     try:
-        ds = datasets.load_dataset(name, split=split or "train")
+        ds = datasets.load_dataset(name, data_dir=data_dir, split=split or "train")
     except Exception as exc:  # offline and not cached, unknown name, bad split: one message
         raise ConfigError(
             f"dataset {name!r} is not alignflow:NAME, not a local path and could not be loaded "
@@ -37,15 +37,16 @@ def _load_hub(name: str, split: str | None) -> datasets.Dataset:
 
 
 def load_dataset_spec(spec: str, split: str | None = None) -> datasets.Dataset:
-    """One dataset from `alignflow:NAME`, a local file/folder, or a cached HF hub name."""
+    """One dataset from `alignflow:NAME`, a local file/folder (`json@DIR` too: one split
+    of it, `splits.py`), or a cached HF hub name."""
     spec = spec.strip()
-    kind, where = locate(spec)
-    if kind == "named":
-        ds = load_named(where, split)
-    elif kind == "path":
-        ds = _load_path(where)
+    found = locate(spec)
+    if found.kind == "named":
+        ds = load_named(found.where, split)
+    elif found.kind == "path":
+        ds = _load_path(found, split)
     else:
-        ds = _load_hub(spec, split)
+        ds = _load_hub(found.where, split, found.data_dir)
     ds.info.dataset_name = redact(spec)
     return ds
 

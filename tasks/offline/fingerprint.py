@@ -23,14 +23,23 @@ def _stamps(path: Path) -> list[str]:
     return out
 
 
+def _paths(part: str) -> list[Path]:
+    """The local paths a spec part names: itself, or OpenRLHF's `json@DIR` / `FOLDER@SUB`."""
+    path = Path(os.path.expanduser(part))
+    if not part or path.exists():
+        return [path] if part else []
+    name, _, sub = part.partition("@")
+    both = (Path(os.path.expanduser(sub)), Path(os.path.expanduser(name)) / sub)
+    return [p for p in both if sub and p.exists()][:1]
+
+
 def fingerprint(*specs: str | None) -> str:
     """sha256 over each spec (comma-separated lists allowed) and its local files' stamps."""
     h = hashlib.sha256()
     for spec in specs:
         for part in (spec or "").split(","):
             part = part.strip()
-            path = Path(os.path.expanduser(part)) if part else None
             h.update(part.encode())
-            if path is not None and path.exists():
+            for path in _paths(part):
                 h.update("\n".join(_stamps(path)).encode())
     return h.hexdigest()

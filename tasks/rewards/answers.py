@@ -83,6 +83,11 @@ def compares_label(spec: str) -> bool:
 
 def check_rule(spec: str) -> tuple[str, str | None]:
     """(name, argument) of `rule:<name>[:<arg>]`; ConfigError naming what is wrong."""
+    from alignflow.tasks.rewards.spec_forms import foreign_hint
+
+    hint = foreign_hint(spec)
+    if hint is not None:
+        raise ConfigError(hint)
     _, _, rest = spec.partition(":")
     name, _, arg = rest.partition(":")
     if name not in RULE_NAMES:

@@ -183,8 +183,10 @@ def model_folder(spec: str) -> str:
             return resolve_model(spec)
         except ConfigError as exc:
             raise ConfigError(f"reward source {spec!r}: {exc}") from None
-    raise ConfigError(f"reward source {spec!r} is not a rule (rule:...), .py file, http(s) "
-                      f"URL, model folder or known model name ({', '.join(known_models())})")
+    from alignflow.tasks.rewards.spec_forms import FORMS, foreign_hint
+
+    raise ConfigError(foreign_hint(spec) or f"reward source {spec!r}: expected {FORMS} "
+                      f"(known model names: {', '.join(known_models())})")
 
 
 def build_reward(cfg: RewardConfig) -> CombinedReward:

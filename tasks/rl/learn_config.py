@@ -164,6 +164,7 @@ class RLRewardConfig(Workers, RewardConfig):
     normalize_running: bool = False
 
     def __post_init__(self) -> None:
+        self._no_reward_group()
         super().__post_init__()
         clip = self.clip_range
         clip = (-abs(clip), abs(clip)) if isinstance(clip, int | float) else tuple(clip)
@@ -178,6 +179,19 @@ class RLRewardConfig(Workers, RewardConfig):
         if coef is not None:
             require(math.isfinite(coef) and coef <= 1, "stop_properly_penalty_coef",
                     "a float in [0, 1] (a scale), a negative one (a fixed reward) or null", coef)
+
+    def _no_reward_group(self) -> None:
+        """OpenRLHF's `--reward_num_nodes 0 --reward_num_gpus_per_node 0` beside a remote
+        reward: it builds no reward model group. Rules and remote servers are scored here by
+        one process without a GPU whatever the layout, so a 0 reads as that (1 × 1); with a
+        reward model it stays refused."""
+        zero = [k for k in ("num_nodes", "num_gpus_per_node") if getattr(self, k) == 0]
+        if not zero:
+            return
+        require(not self.holds_model, zero[0], "an integer >= 1 where a reward model is "
+                "scored (0, no reward group, goes with remote or rule rewards only)", 0)
+        for key in zero:
+            object.__setattr__(self, key, 1)
 
 
 @dataclass(frozen=True, kw_only=True)

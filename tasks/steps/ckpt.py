@@ -20,7 +20,8 @@ class CkptConfig:
                 "train task. -1: RL exports at the end only; offline trains in one task, a "
                 "loop in one task per round"})
     max_num: int = field(default=3, metadata={
-        "help": "resume checkpoints kept per trained role (older ones are deleted; >= 2)"})
+        "help": "resume checkpoints kept per trained role (older ones are deleted; 1 keeps "
+                "the one before the newest too, as the last committed one)"})
     save_hf: bool = field(default=False, metadata={
         "help": "also write an HF folder at each save (RL: the save_steps exports; offline: "
                 "after each train task)"})
@@ -41,5 +42,4 @@ class CkptConfig:
     def __post_init__(self) -> None:
         require(self.save_steps == -1 or self.save_steps >= 1, "save_steps",
                 "an integer >= 1, or -1", self.save_steps)
-        require(self.max_num >= 2, "max_num", "an integer >= 2 (the newest checkpoint is "
-                "committed only when its task ends, so the one before is kept)", self.max_num)
+        require(self.max_num >= 1, "max_num", "an integer >= 1", self.max_num)

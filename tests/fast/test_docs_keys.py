@@ -21,7 +21,7 @@ KEY = re.compile(r"`((?:" + "|".join(SECTIONS) + r")\.[a-z_][a-z0-9_.]*)")
 SET = re.compile(r"--set[ =]([a-z_][a-z0-9_.]*)=")
 RUN_OPTIONS = {"config", "set", "run-id", "seed", "executor", "help-config", "store",
                "address", "debug", "rerun-from", "force", "all", "detach", "dry-run",
-               "cluster", "simulate-cluster", "supervise", "max-restarts"}
+               "cluster", "simulate-cluster", "supervise", "max-restarts", "help"}
 
 
 FILES = (".py", ".sql", ".json", ".yaml", ".md", ".parquet", ".safetensors")

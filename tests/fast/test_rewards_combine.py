@@ -98,6 +98,6 @@ def test_config_and_spec_errors(tmp_path):
         RewardConfig(sources=("rule:gsm8k",), weights=(1.0, 2.0))
     with pytest.raises(ConfigError, match=r"share the name\(s\) \['gsm8k'\]"):
         build_reward(RewardConfig(sources=("rule:gsm8k", "rule:gsm8k")))
-    with pytest.raises(ConfigError, match="'nothing-here' is not a rule"):
+    with pytest.raises(ConfigError, match="'nothing-here': expected a rule"):
         build_source("nothing-here")
     assert build_source("http://127.0.0.1:9/x").url == "http://127.0.0.1:9/x"

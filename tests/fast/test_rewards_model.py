@@ -149,5 +149,5 @@ def test_a_reward_model_by_offline_name_resolves_like_a_policy(tiny_rm_dir):
 
     assert model_folder("tiny-llama-rm").endswith("tiny-llama-rm")
     assert build_source("tiny-llama-rm").score(["a b"], ["a "], [""]).rewards.shape == (1,)
-    with pytest.raises(ConfigError, match="'nope' is not a rule"):
+    with pytest.raises(ConfigError, match="'nope': expected a rule"):
         model_folder("nope")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -182,6 +183,26 @@ def _results(out: Path) -> dict[str, dict]:
     return {r["name"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
 
 
+def test_versions_without_a_bundle_reports_drift_from_the_pins_and_passes(monkeypatch):
+    """A fresh clone's venv holds the newest releases pip found (platformdirs 4.14.9 beside
+    the 4.14.8 pin failed `make test`): without a bundle that is drift, not a failure; an
+    installed bundle at another version, a missing package or a failed import still fail."""
+    from bench.gpu_check.checks import versions
+
+    have = importlib.metadata.version("platformdirs")
+    pin = {"platformdirs": "0.0.1", "alignflow-no-such-dist": "1.0"}
+    found, problems = versions.package_figures(pin, strict=False)
+    assert found["platformdirs"] == {**found["platformdirs"], "found": have,
+                                     "drift": "pin 0.0.1"}
+    assert problems == ["alignflow-no-such-dist 1.0: not installed"]
+    _, strict = versions.package_figures({"platformdirs": "0.0.1"})
+    assert strict == [f"platformdirs: expected 0.0.1, found {have}"]
+    monkeypatch.delenv("GPU_CHECK_MANIFEST", raising=False)
+    monkeypatch.setattr(versions, "bundled", lambda: {"platformdirs": "0.0.1"})
+    figures = versions.check([])
+    assert f"1 not at the pin: platformdirs {have} (pin 0.0.1)" in figures["summary"]
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_check_cpu_mode_reports_needs_cuda_for_every_gpu_check(tmp_path):
     done = _gpu_check(tmp_path, "--current-env")
@@ -190,7 +211,8 @@ def test_gpu_check_cpu_mode_reports_needs_cuda_for_every_gpu_check(tmp_path):
     assert list(results) == ["install", *(c.name for c in CHECKS)]
     assert results["versions"]["status"] == "pass", results["versions"]["error"]
     assert results["versions"]["figures"]["cuda_available"] is False
-    assert results["versions"]["figures"]["bundled"]["ray"]["found"] == "2.60.0"
+    ray = results["versions"]["figures"]["bundled"]["ray"]  # this venv's, whatever pip chose
+    assert ray["found"] == importlib.metadata.version("ray") and ray["expected"] == "2.60.0"
     assert results["tiny_model"]["status"] == "pass", results["tiny_model"]["error"]
     assert 0 < results["tiny_model"]["figures"]["params"] < 1_000_000
     assert {results[n]["status"] for n in GPU_CHECKS} == {"needs-cuda"}

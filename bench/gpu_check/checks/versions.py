@@ -55,7 +55,8 @@ def device_figures() -> dict:
 
 def bundled() -> dict[str, str]:
     """name -> version the installed bundle promises (its manifest), else the pins (this
-    interpreter's own packages; without CUDA torch, less what only CUDA builds need)."""
+    interpreter's own packages, judged as drift; without CUDA torch, less what only CUDA
+    builds need)."""
     path = os.environ.get("GPU_CHECK_MANIFEST")
     if path:
         files = json.loads(Path(path).read_text())["files"]
@@ -91,8 +92,14 @@ def _modules(name: str) -> list[str]:
     return [same] if same in mine else mine
 
 
-def package_figures(expected: dict[str, str]) -> tuple[dict, list[str]]:
-    """Per package: found version, location, import errors; and the problems seen."""
+def package_figures(expected: dict[str, str], *, strict: bool = True
+                    ) -> tuple[dict, list[str]]:
+    """Per package: found version, location, import errors; and the problems seen.
+
+    strict=False (no bundle installed: this interpreter's own packages, which pip resolved
+    whenever it was set up) records a version other than the pin as `drift` in its row, not
+    as a problem: a fresh clone gets the newest releases, and failing on them would test
+    the day of the install, not the code."""
     found, problems = {}, []
     for name, version in sorted(expected.items()):
         try:
@@ -113,8 +120,10 @@ def package_figures(expected: dict[str, str]) -> tuple[dict, list[str]]:
         if errors:
             row["import_errors"] = errors
             problems.append(f"{name}: {errors[0]}")
-        if dist.version != version:
+        if dist.version != version and strict:
             problems.append(f"{name}: expected {version}, found {dist.version}")
+        elif dist.version != version:
+            row["drift"] = f"pin {version}"
         found[name] = row
     return found, problems
 
@@ -148,7 +157,8 @@ def requirement_figures(expected: dict[str, str]) -> dict[str, list[str]]:
 def check(argv: list[str]) -> dict:
     figures = device_figures()
     expected = bundled()
-    packages, problems = package_figures(expected)
+    packages, problems = package_figures(expected, strict=bool(os.environ.get(
+        "GPU_CHECK_MANIFEST")))
     nodes = {}
     for name in NODE_PACKAGES:
         try:
@@ -161,6 +171,9 @@ def check(argv: list[str]) -> dict:
     gpu = figures.get("gpu", "no CUDA device")
     figures["summary"] = (f"py {figures['python']}, torch {figures['torch']} "
                           f"(CUDA {figures['torch_cuda']}), {gpu}, {len(packages)} bundled")
+    drift = [f"{n} {r['found']} ({r['drift']})" for n, r in packages.items() if "drift" in r]
+    if drift:
+        figures["summary"] += f"; {len(drift)} not at the pin: {', '.join(drift)}"
     if problems:
         raise CheckFailed(f"{len(problems)} bundled package problem(s): {problems[0]}",
                           {**figures, "problems": problems})
