@@ -1,7 +1,9 @@
 """`alignflow run FLOW ... --cluster NxG` (with `--dry-run`: the plan for a cluster this
 machine is not), `--address ADDR` (the plan for a running cluster's real resources, checked
 before the run starts, also when this machine has no GPU) and `--simulate-cluster NxG` (the whole run here, on a local Ray cluster of N
-nodes advertising G fake GPUs each: `tasks/simulate/`).
+nodes advertising G fake GPUs each: `tasks/simulate/`). `--gpu-memory SIZE` (with
+`--dry-run`): each GPU's memory, which the plan's per-GPU peaks are checked against
+(`tasks/plan/memory/`; not given: 80 GiB assumed and said).
 
 A simulated run is marked in run.json: `simulated.cluster` from its plan (`flows/control/planning.py`)
 and, when the run ends (or fails), `simulated.actors`: what each of its processes saw (node,
@@ -11,6 +13,7 @@ and, when the run ends (or fails), `simulated.actors`: what each of its processe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Any
@@ -19,7 +22,7 @@ from alignflow.errors import ConfigError
 from alignflow.flows.cli.outputs import run_id_for
 from alignflow.flows.control import api
 from alignflow.flows.journal import identity, runs
-from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.cluster import Cluster, parse_size
 from alignflow.tasks.simulate.cluster import SimulatedCluster, default_cpus
 
 
@@ -27,6 +30,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", metavar="NxG[:C]",
                         help="with --dry-run: plan for N nodes of G GPUs (and C CPUs) each "
                              "instead of this machine, and refuse a plan that does not fit")
+    parser.add_argument("--gpu-memory", metavar="SIZE",
+                        help="with --dry-run: each GPU's memory (80GB, 141GB, 24GB, ...) the "
+                             "plan's per-GPU peaks are checked against (default: 80GB assumed)")
     parser.add_argument("--simulate-cluster", metavar="NxG",
                         help="run here on a simulated cluster: N local Ray nodes advertising "
                              "G fake GPUs each (real placement, ranks and NCCL-strict groups; "
@@ -34,6 +40,18 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def target(known: argparse.Namespace) -> Cluster | None:
+    """The cluster the run is planned for (`_target`), with `--gpu-memory` per GPU."""
+    size = getattr(known, "gpu_memory", None)
+    cluster = _target(known)
+    if size is None:
+        return cluster
+    if not known.dry_run:
+        raise ConfigError(f"--gpu-memory {size}: checks a plan's per-GPU peaks; use it with "
+                          "--dry-run")
+    return dataclasses.replace(cluster or Cluster.local(), gpu_memory=parse_size(size))
+
+
+def _target(known: argparse.Namespace) -> Cluster | None:
     """The cluster the run is planned for: `--cluster`, `--simulate-cluster`, a dry run's
     `--address` (joined to read its resources), or None (this machine)."""
     if known.cluster and known.simulate_cluster:

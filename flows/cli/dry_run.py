@@ -1,6 +1,9 @@
 """`alignflow run FLOW ... --dry-run`: the resolved config, every key with its value and
 where the value came from (a default — alignflow's or OpenRLHF's —, the YAML file, `--set`,
-a flag, an alias), printed after every check has passed; nothing is started or written."""
+a flag, an alias), printed after every check has passed; nothing is started or written.
+Then the run's plan and, where it has GPUs, each GPU's memory peak by phase
+(`tasks/plan/memory/`): the plan shown carries that memory plan, so a GPU over its memory
+(`--gpu-memory`, 80 GiB assumed) is refused after the report like a plan Ray cannot place."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from typing import Any
 from alignflow.flows.config import config_fields, to_dict
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.types import config_paths
+from alignflow.tasks.plan.memory.ask import MemoryAsk
+from alignflow.tasks.plan.memory.build import with_memory
 from alignflow.tasks.plan.table import fit_lines, plan_table
 
 
@@ -47,10 +52,30 @@ def format_dry_run(flow: str, checked: Any, executor: str) -> str:
     lines += [f"  {k.ljust(width)} = {v.ljust(vwidth)}  # {o}" for k, v, o in rows]
     if checked.plan is not None:
         lines += plan_table(checked.plan, executor)
+        checked.plan = planned_memory(checked)
+        memory = checked.plan.memory
+        if memory is not None:
+            lines += memory.table()
         if checked.plan.fit_problem() is None:  # else refused after the report
             lines += fit_lines(checked.plan)
+            # an assumed GPU size on a cluster not described here: said, not refused
+            lines += [f"note: {p}" for p in (memory.problems if memory else ())]
     lines += [f"note: {n}" for n in checked.notes]
     return "\n".join(lines)
+
+
+def planned_memory(checked: Any) -> Any:
+    """The checked run's plan with each GPU's memory peak (`tasks/plan/memory/`), read from
+    its config's keys and its models' config.json (a folder, the Hub cache, or a published
+    config the memory model lists); unchanged without GPUs or when it has one already."""
+    plan = checked.plan
+    if plan.memory is not None or not plan.gpus:
+        return plan
+    from alignflow.tasks.zoo.registry import model_config
+
+    ask = MemoryAsk.of(lambda key: value_at(checked.config, key), read=model_config,
+                       kind=getattr(checked.cls, "KIND", ""))
+    return with_memory(plan, ask)
 
 
 def _value(cfg: Any, path: str) -> Any:

@@ -12,6 +12,8 @@ from alignflow.tasks.modeling.lora_config import LoraConfig
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
+from alignflow.tasks.plan.memory.ask import MemoryAsk
+from alignflow.tasks.plan.memory.build import with_memory
 from alignflow.tasks.plan.placement import PlacementConfig, Workers
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.trainers.config import TrainerConfig
@@ -52,6 +54,8 @@ class RunAsk:
     # share the host's GPUs too (the hybrid engine), one inside each worker where they can
     hybrid: bool = False
     generator: bool = False  # generation on a worker of its own (async, agents)
+    # what the memory plan reads beyond the plan (`memory/ask.py`); None: no memory plan
+    memory: MemoryAsk | None = None
 
 
 def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
@@ -65,9 +69,10 @@ def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
                     if g.engine and not g.engine.in_host), None)
     reason = rules.ray_reason(cluster, groups, generator=ask.generator, engines=engines,
                               colocated=ask.colocated)
-    return RunPlan(cluster=cluster, hosts=hosts, generator=generator, engines=engines,
+    plan = RunPlan(cluster=cluster, hosts=hosts, generator=generator, engines=engines,
                    colocated=ask.colocated, executor="ray" if reason else "inline",
                    executor_reason=reason or rules.INLINE)
+    return with_memory(plan, ask.memory) if ask.memory is not None else plan
 
 
 def _numbered(hosts: tuple[HostPlan, ...]) -> tuple[HostPlan, ...]:

@@ -20,6 +20,8 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.simulate.node import LABEL as SIMULATED_LABEL
 
 SPEC = re.compile(r"^\s*(\d+)\s*[x×]\s*(\d+)\s*(?::\s*(\d+(?:\.\d+)?)\s*)?$")
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(TB|TiB|T|GB|GiB|G|MB|MiB|M)?\s*$", re.IGNORECASE)
+SIZE_UNITS = {"t": 1 << 40, "g": 1 << 30, "m": 1 << 20}
 
 
 @journal_record
@@ -34,6 +36,7 @@ class Cluster:
     cpus_per_node: float | None = 1.0
     simulated: bool = False
     described: bool = False
+    gpu_memory: int | None = None  # bytes per GPU (`--gpu-memory`; None: not given)
 
     @property
     def vllm_assumed(self) -> bool:
@@ -89,6 +92,18 @@ class Cluster:
         if ray is None or not ray.is_initialized():
             return cls.local()
         return of_nodes([n for n in ray.nodes() if n.get("Alive")]) or cls.local()
+
+
+def parse_size(text: str) -> int:
+    """`--gpu-memory`'s size in bytes: `80GB`, `80G`, `80GiB` or `80` are 80 GiB (a GPU's
+    "80GB" is 80 GiB of memory: an H100 80GB shows torch 79.2 GiB, bench/RESULTS.md),
+    `141GB`, `24576MiB`, `0.5TB`."""
+    found = SIZE.match(text)
+    if not found or float(found.group(1)) <= 0:
+        raise ConfigError(f"--gpu-memory {text!r}: expected a size per GPU such as 80GB, "
+                          "40GB, 141GB or 24576MiB")
+    unit = (found.group(2) or "g")[0].lower()
+    return int(float(found.group(1)) * SIZE_UNITS[unit])
 
 
 def of_nodes(nodes: list[dict]) -> Cluster | None:

@@ -25,6 +25,7 @@ from alignflow.errors import ConfigError
 from alignflow.tasks.plan import fit
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
+from alignflow.tasks.plan.memory.report import MemoryPlan
 
 Executor = Literal["inline", "ray"]
 
@@ -42,6 +43,7 @@ class RunPlan:
     colocated: bool = True  # every role on one host (train.colocate_all)
     executor: Executor = "inline"
     executor_reason: str = ""
+    memory: MemoryPlan | None = None  # every GPU's peak (`memory/`), where it was made
 
     @property
     def simulated(self) -> str | None:
@@ -89,7 +91,8 @@ class RunPlan:
         """Refuse a plan the cluster cannot hold, in one line naming the numbers: Ray would
         wait for the GPUs until a timeout (a vLLM engine 900 s), NCCL would refuse two ranks
         of a group on one GPU. All GPUs, then ranks sharing GPUs, hybrid engines within their
-        host's GPUs, the placement groups as Ray places them (`fit.py`)."""
+        host's GPUs, the placement groups as Ray places them (`fit.py`), then every GPU's
+        memory where the plan carries a memory plan (`memory/`)."""
         why = self.fit_problem()
         if why is not None:
             raise ConfigError(why)
@@ -127,10 +130,19 @@ class RunPlan:
             [fit.host_group(h) for h in self.groups] + fit.engine_groups(self.engines),
             self.cluster)
         if why is None:
-            return None
+            return self._memory_problem()
         return (f"{asked} ({self._breakdown()}), which does not fit "
                 f"{self.cluster.describe()}: {why}. Expected fewer workers or engines, or "
                 "a larger cluster")
+
+    def _memory_problem(self) -> str | None:
+        """A GPU over its memory, refused where its size was given (`--gpu-memory`) or the
+        plan is for a cluster described on the command line (80 GiB assumed, and said); a
+        running cluster's plan records its peaks without refusing on an assumed size."""
+        m = self.memory
+        if m is None or (m.assumed and not self.cluster.described):
+            return None
+        return m.problem()
 
     def _who(self) -> str:
         return ", ".join(self.roles) + (", the generator" if self.generator else "") + \
