@@ -41,6 +41,10 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="store URL (default $ALIGNFLOW_STORE or ./alignflow-store)")
     parser.add_argument("--address", help="Ray address for the round runs (default: in-process)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    parser.add_argument("--trust", metavar="ITEM", action="append", default=[],
+                        help="start, tick: confirm a code file (accepted even if changed), a "
+                             "directory, a URL or a Ray address the campaign names, besides "
+                             "what CONFIG names (repeatable)")
     parser.add_argument("--dry-run", action="store_true",
                         help="start, tick: check CONFIG (round flow and config, gate, schedule) "
                              "and say what the campaign would run; run nothing")
@@ -77,7 +81,7 @@ def _drive(cfg: CampaignConfig, args: argparse.Namespace, *, block: bool) -> int
     from alignflow.flows.cli.progress import Progress
 
     store = api.open_store(args.store)
-    named = _named(cfg)
+    named = [*_named(cfg), *args.trust]
     check_round_flow(cfg)
     again = f"alignflow campaign tick {args.target}"  # or start again: both continue it
     token = PROGRESS.set(lambda: Progress(stream=sys.stderr, live=False))

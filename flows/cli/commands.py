@@ -59,18 +59,7 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         _run_options(parser)
     elif name == "resume":
-        parser.add_argument("run_id", nargs="?", metavar="RUN_ID")
-        parser.add_argument("--all", action="store_true", help="resume every resumable run")
-        parser.add_argument("--rerun-from", metavar="TASK_KEY",
-                            help="discard this task and every task committed after it first")
-        parser.add_argument("--force", action="store_true",
-                            help="take over a lease whose driver is gone")
-        parser.add_argument("--executor", choices=["ray", "inline"], default=None,
-                            help="default: the one the run was started with")
-        parser.add_argument("--flow", metavar="FILE.py:FUNCTION",
-                            help="the flow the run was started with (runs of user flows: "
-                                 "alignflow never imports a flow a store names)")
-        supervise.add_options(parser)
+        _resume_options(parser)
     elif name in ("status", "cancel", "delete"):
         parser.add_argument("run_id", nargs="?" if name == "status" else None, metavar="RUN_ID")
     elif name == "logs":
@@ -92,6 +81,24 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     if name in ("run", "resume", "tick"):
         parser.add_argument("--address", help="Ray address (auto, ray://host:10001); "
                                               "default: start Ray in-process")
+
+
+def _resume_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    parser.add_argument("--all", action="store_true", help="resume every resumable run")
+    parser.add_argument("--rerun-from", metavar="TASK_KEY",
+                        help="discard this task and every task committed after it first")
+    parser.add_argument("--force", action="store_true",
+                        help="take over a lease whose driver is gone")
+    parser.add_argument("--executor", choices=["ray", "inline"], default=None,
+                        help="default: the one the run was started with")
+    parser.add_argument("--flow", metavar="FILE.py:FUNCTION",
+                        help="the flow the run was started with (runs of user flows: "
+                             "alignflow never imports a flow a store names)")
+    parser.add_argument("--set", dest="sets", metavar="KEY=VALUE", action="append", default=[],
+                        help="change one dotted config key no committed task has fixed, e.g. "
+                             "a fix after a failure (repeatable)")
+    supervise.add_options(parser)
 
 
 def run(name: str, args: argparse.Namespace) -> int:
@@ -215,10 +222,11 @@ def _maybe_start_ray_early(known: argparse.Namespace) -> None:
         start_ray_early(known.flow)
 
 
-
-
 def _cmd_resume(args: argparse.Namespace) -> int:
     supervise.set_budget(args)
+    if args.sets and (args.all or not args.run_id):
+        raise ConfigError("resume --set: expected one RUN_ID (a change to one run's config), "
+                          "not --all")
     if args.supervise and args.run_id and not args.all:
         return supervise.supervise_resume(args)
     if args.all:
@@ -238,7 +246,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     output = api.resume(args.run_id, store=args.store, rerun_from=args.rerun_from,
                         force=args.force, executor=args.executor, address=args.address,
                         progress=_progress(), flow=args.flow, trust=args.trust,
-                        trust_store=args.trust_store)
+                        trust_store=args.trust_store, sets=args.sets)
     _print_output(output)
     return 0
 

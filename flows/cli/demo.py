@@ -9,6 +9,9 @@ seldom solves GSM8K, so the exact answer alone gives nearly no such group; the `
 answer line is something it writes sometimes and can learn to write always, so it weighs
 half a correct answer, the prompt shows the line, and the learning rate, two optimizer steps
 per iteration and no warm-up let a handful of iterations move it.
+
+Progress goes to stderr, as every alignflow command's does (a pipe or a file keeps only the
+results); the results (rewards, queries, the commands to go on with) go to stdout.
 """
 
 from __future__ import annotations
@@ -102,8 +105,9 @@ def run(name: str, args: argparse.Namespace) -> int:
     for title, query in QUERIES:
         print(f"\n-- {title}\n$ alignflow sql \"{' '.join(query.split()).replace('?', repr(run_id))}\"")
         print(render_table(catalog.sql(query, [run_id])))
-    print(f"\nResume a run killed anywhere: alignflow resume {run_id}"
-          f"\nInspect it: alignflow status {run_id} | alignflow sql")
+    where = f" --store {store.url}"
+    print(f"\nResume a run killed anywhere: alignflow resume {run_id}{where}"
+          f"\nInspect it: alignflow status {run_id}{where} | alignflow sql{where}")
     print(f"\nThe report (learning curves, samples, step times): {_report(catalog, run_id)}")
     return 0
 

@@ -67,6 +67,7 @@ def detach(args: Any, flags: list[str], config: Any, store: Any) -> str:
                             f"{START_TIMEOUT_S:.0f} s (pid {proc.pid}, log: {log})")
         time.sleep(0.2)
     print(run_id)
+    store_flag = f" --store {args.store}" if getattr(args, "store", None) else ""
     print(f"alignflow: {run_id} runs in the background (pid {proc.pid}); log: {log}; "
-          f"follow it with `alignflow status {run_id}`", file=sys.stderr)
+          f"follow it with `alignflow status {run_id}{store_flag}`", file=sys.stderr)
     return run_id

@@ -75,11 +75,16 @@ def _check_model(key: str, name: str) -> None:
 
 
 def _datasets(cfg: Any) -> Iterator[tuple[str, str, str | None, tuple[str | None, ...]]]:
-    """(key, spec, split, columns it must have) of each dataset the config reads."""
+    """(key, spec, split, columns it must have) of each dataset the config reads: the
+    training data, the eval set (read with the training data's keys in RL: `evaluation.py`)
+    and the pretraining data."""
     data = cfg.data
     if isinstance(data, DataConfig):  # RL and the loops: prompts
         yield ("data.prompt_dataset", data.prompt_dataset, data.prompt_split,
-               (data.input_key, data.label_key))
+               _prompt_columns(data, data.prompt_dataset))
+        ev = value_at(cfg, "eval")
+        if getattr(ev, "dataset", None):
+            yield "eval.dataset", ev.dataset, ev.split, _prompt_columns(data, ev.dataset)
     else:  # an offline objective's examples
         cols = _offline_columns(cfg.KIND, data)
         yield "data.dataset", data.dataset, data.dataset_split, cols
@@ -90,6 +95,15 @@ def _datasets(cfg: Any) -> Iterator[tuple[str, str, str | None, tuple[str | None
     ptx = value_at(cfg, "algo.ptx")
     if ptx is not None and ptx.enabled:
         yield "algo.ptx.pretrain_data", ptx.pretrain_data, None, (ptx.pretrain_key,)
+
+
+def _prompt_columns(data: DataConfig, spec: str) -> tuple[str | None, ...]:
+    """The columns prompts are read from in `spec`, as `load_prompts` reads them (a named
+    set's own columns for the keys left null)."""
+    from alignflow.tasks.data.named import with_own_columns
+
+    own = with_own_columns(data, spec)
+    return own.input_key, own.label_key
 
 
 def _offline_columns(kind: str, d: Any) -> tuple[str | None, ...]:
@@ -124,7 +138,7 @@ def _check_data(key: str, spec: str, split: str | None, columns: tuple[str | Non
         try:
             ds = _read(item, split)
             require_keys(ds, *columns)
-            if key == "data.prompt_dataset":
+            if key in ("data.prompt_dataset", "eval.dataset"):
                 refuse_empty(ds, columns[0])
         except ConfigError as exc:
             raise ConfigError(f"config key {key!r} = {item!r}: {exc}") from None

@@ -165,7 +165,8 @@ class Progress:
         resume = f"; continue with `{again}`"
         return {
             "SUCCESSFUL": f"finished flow {self.flow}: {what}",
-            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then `{again}`",
+            "FAILED": f"FAILED flow {self.flow}: {what}; fix the error, then `{again}` "
+                      f"(a config value: `{again} --set KEY=VALUE`)",
             "RESUMABLE": f"interrupted flow {self.flow}: {what}{resume}",
             "SLEEPING": f"paused flow {self.flow} (sleeping or waiting for an event): {what}",
             "CANCELED": f"stopped flow {self.flow} (canceled, or another driver took over): "

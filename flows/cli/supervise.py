@@ -207,4 +207,6 @@ def supervise_resume(args: Any) -> int:
         first.append("--force")
     if args.rerun_from:
         first += ["--rerun-from", args.rerun_from]
+    for item in args.sets:  # recorded in run.json by the first: the restarts need none
+        first += ["--set", item]
     return Supervisor(api.open_store(args.store), args.run_id, first, again).loop()

@@ -83,6 +83,8 @@ def sort_argv(flags: list[str], sets: list[str], cls: type, clis: tuple[str, ...
             out.flags += [f"--{name}", "true"]
         elif flag is not None and flag.name in era.OWN:
             continue  # their release's meaning: era.apply
+        elif flag is not None and (why := rules.REFUSED_VALUES.get((flag.name, "".join(values)))):
+            out.problems.append(f"--{name} {' '.join(values)}: {why}")
         elif flag is None or (is_key(keys, name) and not _switch(flag)):
             out.flags += ([f"--{name}"] if name else []) + values  # the loader's
         else:

@@ -49,6 +49,10 @@ DIFFERENT: dict[tuple[str, str], str] = {
     ("prm", "data.placeholder_token"): "a PRM needs the token that ends each step (OpenRLHF's "
                                        "none cannot run): Math-Shepherd's ки, which OpenRLHF's "
                                        "PRM example trains on",
+    ("dr_grpo", "algo.loss_agg"): "the flow is Dr.GRPO's paper: each response's token sum "
+                                  "over a constant (seq-mean-token-sum-norm); OpenRLHF's "
+                                  "dr_grpo changes only the advantage (`--actor.loss_agg_mode`, "
+                                  "v0.11.2, sets it)",
     ("grpo", "rollout.n_samples_per_prompt"): GROUP,
     ("rloo", "rollout.n_samples_per_prompt"): GROUP,
     ("dr_grpo", "rollout.n_samples_per_prompt"): GROUP,

@@ -13,7 +13,11 @@ only to what its flags name:
 - IS correction until v0.9.0 (`--vllm_is_truncated_threshold T`, one value, default 2) is
   the one-sided clamp min(ratio, T): `algo.advantage.is_correction_threshold` = (0, T);
 - losses until v0.10.2 are each micro-batch's own mean (`train.loss_normalizer=micro_batch`),
-  from v0.10.3 one mean over the optimizer step: a command line of flat flags gets the former.
+  from v0.10.3 one mean over the optimizer step: a command line of flat flags gets the former;
+- v0.11.2's IS correction as three knobs (`is_correction_level/_mode/_gating`, #1339) is
+  alignflow's `is_correction_enable` + `is_correction_type` (token clip = tis, token mask =
+  icepop, seq mask = seq-mask-tis); a gate on a divergence (binary_kl, tv) is refused.
+Every key set here is one its flag does not name: each is said in a `note:` line (`_put`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from alignflow.flows.compat.rules import SEED as SEEDS
 OWN = CONVERTED  # the flags whose keys `apply` sets
 LENGTHS = ("prompt_max_len", "generate_max_len")
 IS_THRESHOLD, IS_KEY = "vllm_is_truncated_threshold", "algo.advantage.is_correction_threshold"
+IS_KNOBS = {"algo.advantage.is_correction_level": "off", "algo.advantage.is_correction_mode":
+            "mask", "algo.advantage.is_correction_gating": "ratio"}  # v0.11.2, its defaults
+IS_TYPES = {("token", "clip"): "tis", ("token", "mask"): "icepop", ("seq", "mask"): "seq-mask-tis"}
 LAST_RIGHT_TRUNCATION = reference.release("v0.9.0")
 LAST_ONE_SIDED_IS = reference.release("v0.9.0")
 LAST_MICRO_BATCH_MEAN = reference.release("v0.10.2")
@@ -37,6 +44,10 @@ MEANING = {
     "generate_max_len": "response tokens G: `rollout.max_new_tokens` = G, `data.max_len` = P + G",
     IS_THRESHOLD: "until v0.9.0 one value T (default 2): the IS weight is min(ratio, T), "
                   f"`{IS_KEY}` = (0, T); from v0.9.1 two values, the band (low, high)",
+    **dict.fromkeys(IS_KNOBS, "v0.11.2's IS correction: with the other two knobs, "
+                    "`algo.advantage.is_correction_enable` + `is_correction_type` (token clip = "
+                    "tis, token mask = icepop, seq mask = seq-mask-tis); gating ratio only "
+                    "(binary_kl and tv are refused)"),
 }
 
 
@@ -84,7 +95,29 @@ def apply(found: list[tuple[Any, reference.Flag | None]], keys: Any, at: referen
         if flag is not None:
             _put(out, "algo.ptx.ptx_coef", flag.default_at(at), "--pretrain_data")
     _is_threshold(found, given, at, out)
+    _is_knobs(given, out)
     _loss_normalizer(found, keys, at, out)
+
+
+def _is_knobs(given: dict[str, list[str]], out: Any) -> None:
+    """v0.11.2's level × mode × gating onto alignflow's enable + type (#1339)."""
+    named = [k for k in IS_KNOBS if k in given]
+    if not named:
+        return
+    level, mode, gating = ((given.get(k) or [d])[0] for k, d in IS_KNOBS.items())
+    shown = " ".join(f"--{k} {' '.join(given[k])}".rstrip() for k in named)
+    kind = IS_TYPES.get((level, mode))
+    if gating != "ratio":
+        out.problems.append(f"{shown}: gating on {gating} is not implemented; expected ratio "
+                            "(alignflow's IS correction bounds the ratio itself)")
+    elif level == "off":
+        _put(out, "algo.advantage.is_correction_enable", "false", shown)
+    elif kind is None:
+        out.problems.append(f"{shown}: expected level token with mode clip or mask, or level "
+                            f"seq with mode mask (OpenRLHF refuses seq with clip too)")
+    else:
+        _put(out, "algo.advantage.is_correction_enable", "true", shown)
+        _put(out, "algo.advantage.is_correction_type", kind, shown)
 
 
 def _is_threshold(found: list, given: dict[str, list[str]], at: reference.Release,
@@ -174,8 +207,10 @@ def _model_dtype(model: str) -> str | None:
 
 
 def _put(out: Any, key: str, value: str, why: str) -> None:
+    """Set `key`, which no flag of the command line names: said in a `note:` line."""
     out.flags.append(f"--{key}={value}")
     out.spelled[f"--{key}"] = why
+    out.notes.append(f"{key} = {value}, set by {why} (a key the command line does not name)")
 
 
 def _text(at: reference.Release) -> str:

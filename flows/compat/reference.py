@@ -1,5 +1,5 @@
 """OpenRLHF's command lines as data: every flag of its training CLIs in every release from
-0.5 to 0.11 (`openrlhf_flags.tsv`, generated from the reference by `refgen.py`), with the
+0.5 to 0.11.2 (`openrlhf_flags.tsv`, generated from the reference by `refgen.py`), with the
 releases that had it, its default in each and what it was renamed to.
 
 A release is compared as a tuple: `release("v0.9.1.post1") == (0, 9, 1, 1)`.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from alignflow.flows.compat.refgen import COLUMNS, TSV
 
 Release = tuple[int, ...]
-NEWEST = "v0.11.0"
+NEWEST = "v0.11.2"
 
 
 def release(text: str) -> Release:
@@ -87,7 +87,7 @@ def of_cli(cli: str) -> dict[str, Flag]:
 # The releases the reference reads (the last of each minor line, v0.9.0 and the last flat
 # one); with each CLI's last release, the generations a command line is placed in.
 SAMPLED = ("v0.5.9.post1", "v0.6.4", "v0.7.5", "v0.8.11", "v0.9.0", "v0.9.10",
-           "v0.10.1.post2", "v0.10.4", "v0.11.0")
+           "v0.10.1.post2", "v0.10.4", "v0.11.0", "v0.11.2")
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """`openrlhf_flags.tsv` generated from the reference (`docs/reference/openrlhf-flags.md`:
-every flag of every OpenRLHF release 0.5 → 0.11, read from OpenRLHF's own parsers).
+every flag of every OpenRLHF release 0.5 → 0.11.2, read from OpenRLHF's own parsers).
 
 One row per (CLI, flag) of the training CLIs: first and last release with it, releases in
 between without it, its newest default, earlier defaults with the last release that had
@@ -19,7 +19,9 @@ REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "openrl
 TSV = Path(__file__).with_name("openrlhf_flags.tsv")
 TRAINING = ("train_ppo_ray", "train_ppo", "train_sft", "train_rm", "train_dpo", "train_kd",
             "train_kto", "train_prm")
-DOTTED_FROM, DOTTED_TO = "v0.10.2", "v0.11.0"
+DOTTED_FROM, DOTTED_TO = "v0.10.2", "v0.11.2"
+LATER = re.compile(r"new in (v0\.11\.[1-9][\w.]*)")  # a dotted flag added after v0.10.2
+GONE = "removed in v0.11.2"  # the two IS-correction flags #1339 replaced: last in v0.11.0
 COLUMNS = ("cli", "flag", "first", "last", "absent", "default", "earlier", "renamed", "note")
 ROW = re.compile(r"^\| `--([^`]+)` \|(.*)\|\s*$")
 EARLIER = re.compile(r"`([^`]*)` until (v[0-9][\w.]*)")
@@ -78,14 +80,17 @@ def rows(text: str) -> list[dict[str, str]]:
     found: dict[tuple[str, str], dict[str, str]] = {}
     for cli, dotted, cells in _sections(text):
         if dotted:
-            flag, default, _pred, note = cells[:4]
-            row = found.get((cli, flag)) or {"cli": cli, "flag": flag, "first": DOTTED_FROM,
-                                             "absent": "", "earlier": "", "renamed": flag,
-                                             "note": note}
-            if row["first"] != DOTTED_FROM and row["default"] != _plain(default):
+            flag, default, pred, note = cells[:4]
+            later = LATER.search(pred)
+            flat = found.get((cli, flag))  # the same name in the flat releases
+            row = flat or {"cli": cli, "flag": flag, "absent": "", "earlier": "",
+                           "first": later.group(1) if later else DOTTED_FROM,
+                           "renamed": flag, "note": note}
+            if flat is not None and row["default"] != _plain(default):
                 row["earlier"] = " ".join(filter(None, [row["earlier"],
                                                          f"{row['default']}<={row['last']}"]))
-            row.update(last=DOTTED_TO, default=_plain(default))
+            row.update(last="v0.11.0" if note.startswith(GONE) else DOTTED_TO,
+                       default=_plain(default))
         else:
             flag, first, last, default, note = cells[:5]
             absent = ABSENT.search(note)

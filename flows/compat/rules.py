@@ -25,7 +25,8 @@ SISTER = {"train_ppo": "train_ppo_ray", "train_kd": "train_sft", "train_kto": "t
           "train_prm": "train_rm"}
 LIVING = ("train_sft", "train_dpo", "train_rm", "train_ppo_ray")
 # flags whose meaning is their release's (`era.py`), not a rename
-CONVERTED = ("prompt_max_len", "generate_max_len", "vllm_is_truncated_threshold")
+CONVERTED = ("prompt_max_len", "generate_max_len", "vllm_is_truncated_threshold",
+             *(f"algo.advantage.is_correction_{k}" for k in ("level", "mode", "gating")))
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,16 @@ EXTRA: dict[str, Target] = {
     "ptx_coef": Target(("algo.ptx.ptx_coef",)),
     "teacher_offload": Target(("teacher.offload",)),
     **{name: Target((name,)) for name in ("perf", "actor_init_on_gpu", "disable_trace_cache")},
+}
+
+# A flag of OpenRLHF 0.11.2 whose meaning alignflow has under another key.
+ELSEWHERE: dict[str, Target] = {"actor.loss_agg_mode": Target(("algo.loss_agg",))}
+# Values of a flag alignflow has that ask for what it lacks: (flag, value) -> why.
+REFUSED_VALUES: dict[tuple[str, str], str] = {
+    ("algo.advantage.estimator", "flash_reinforce"):
+        "FlashREINFORCE's estimator (OpenRLHF v0.11.2: the reward minus the rollout batch's "
+        "mean) is not implemented; expected gae, reinforce, reinforce_baseline, group_norm, "
+        "dr_grpo or rloo",
 }
 
 MUON = "the Muon optimizer is not implemented (AdamW)"
@@ -79,6 +90,9 @@ MISSING: dict[str, str] = {
     "use_ms": "ModelScope is not supported (local folders, offline names and the HF cache are)",
     "algo.ptx.pretrain_data_probs": "one pretraining data set only (no mixing)",
     "algo.ptx.pretrain_split": "the pretraining data set's first split is read",
+    "algo.kl.unbiased_gradient": "the importance-weighted reverse-KL gradient of KL as a loss "
+                                 "(OpenRLHF v0.11.2) is not implemented: the estimator's own "
+                                 "gradient is used",
 }
 # 0.11 keys whose every value is fine here: why it has no effect.
 INERT: dict[str, str] = {
@@ -124,6 +138,8 @@ def target(cli: str, name: str) -> Target | None:
         return None
     if name in EXTRA:
         return EXTRA[name]
+    if name in ELSEWHERE:
+        return ELSEWHERE[name]
     for source in dict.fromkeys((cli, SISTER.get(cli, cli), *LIVING)):
         found = _follow(source, name)
         if found is not None:

@@ -3,7 +3,9 @@ shell filled in as far as it can be without running anything — variables from 
 environment, else the script's own assignments (`NAME=${NAME:-default}`, arrays, heredoc
 command strings `read -r -d '' CMD <<EOF`), `$((...))` arithmetic on known numbers, a call
 inside a quoted `bash -c "..."` — and the built-in flow each call stands for. `$(...)` and
-variables the script never sets are left as written, for the shell that runs the result."""
+variables the script never sets are left as written, for the shell that runs the result.
+A command's words are the shell's: `$(...)` and `${...}` stay whole, a pipe, `;` or `&&`
+ends the command, and redirections (`> log`, `2>&1`) are left out, each said."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ ESTIMATOR_FLOW = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "dr_grpo", "rlo
 SCRIPT_FLOW = {"train_sft": "sft", "train_dpo": "dpo", "train_rm": "rm", "train_kto": "kto",
                "train_prm": "prm", "train_kd": "distill"}
 RL_SCRIPTS = ("train_ppo_ray", "train_ppo")
+SUBST = re.compile(r"\$[({]")  # a command substitution or a parameter expansion: one word
+MARK = re.compile("\x00(\\d+)\x00")
+REDIRECT = frozenset({">", ">>", "<", ">&", "<&", "&>", "&>>", ">|", "<<<"})
+ENDS = frozenset({"|", "||", "&&", ";", "&", "|&"})
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.Div: operator.floordiv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
@@ -37,6 +43,7 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 class Launch:
     script: str  # train_ppo_ray, train_sft, ...
     flags: list[str]  # the argv tokens after the module
+    dropped: tuple[str, ...] = ()  # the command's redirections, left out
 
     @property
     def flow(self) -> str:
@@ -149,7 +156,52 @@ def _assign(line: str, values: dict[str, str], fixed: set[str]) -> bool:
     return True
 
 
-def _calls(tokens: list[str]) -> list[Launch]:
+def _protect(text: str) -> tuple[str, list[str]]:
+    """`text` with each `$(...)` / `${...}` replaced by a marker the word reader keeps whole."""
+    out, kept, i = [], [], 0
+    while (found := SUBST.search(text, i)) is not None:
+        depth, end = 0, -1
+        for j in range(found.start() + 1, len(text)):
+            depth += (text[j] in "({") - (text[j] in ")}")
+            if depth == 0:
+                end = j
+                break
+        if end < 0:  # unbalanced: left to the reader as written
+            break
+        kept.append(text[found.start():end + 1])
+        out += [text[i:found.start()], f"\x00{len(kept) - 1}\x00"]
+        i = end + 1
+    return "".join(out) + text[i:], kept
+
+
+def shell_words(text: str) -> tuple[list[str], list[str]]:
+    """(the words of the command in `text` that calls `openrlhf.cli.train_*`, else of its
+    last, with its redirections left out) as the shell reads them; `ValueError` for
+    unbalanced quotes."""
+    marked, kept = _protect(text)
+    lexer = shlex.shlex(marked, posix=True, punctuation_chars="<>&|;")
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    words, dropped, target = [], [], False
+    for raw in lexer:
+        word = MARK.sub(lambda m: kept[int(m.group(1))], raw)
+        if target:
+            gap = "" if dropped[-1].endswith("&") else " "  # 2>&1 as written
+            dropped[-1], target = f"{dropped[-1]}{gap}{word}", False
+        elif word in ENDS:  # the command with the call, else the next one
+            if any(CALL.search(w) for w in words):
+                break
+            words, dropped = [], []
+        elif word in REDIRECT:
+            fd = words.pop() if words and words[-1].isdigit() and re.search(
+                rf"(?<![\w.-]){words[-1]}{re.escape(word)}", marked) else ""
+            dropped.append(fd + word)
+            target = True
+        else:
+            words.append(word)
+    return words, dropped
+
+
+def _calls(tokens: list[str], dropped: tuple[str, ...] = ()) -> list[Launch]:
     """The train_* calls in a command's tokens, also inside a quoted `bash -c "..."` (an
     `echo` of the command is no call)."""
     if tokens[:1] in (["echo"], ["printf"]):
@@ -159,8 +211,9 @@ def _calls(tokens: list[str]) -> list[Launch]:
         if not found:
             continue
         if any(c.isspace() for c in token):
-            return _calls(shlex.split(token, comments=True))
-        return [Launch(found.group(1), tokens[i + 1:])]
+            inner, more = shell_words(token)
+            return _calls(inner, (*dropped, *more))
+        return [Launch(found.group(1), tokens[i + 1:], dropped)]
     return []
 
 
@@ -172,10 +225,10 @@ def read_launches(text: str, env: dict[str, str] | None = None) -> list[Launch]:
         if _assign(line, values, fixed) or not CALL.search(_expand(line, values)):
             continue
         try:
-            tokens = shlex.split(_expand(line, values), comments=True)
+            tokens, dropped = shell_words(_expand(line, values))
         except ValueError:
             continue
-        out += _calls(tokens)
+        out += _calls(tokens, tuple(dropped))
     return out
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
+from alignflow.errors import ConfigError
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.compat.script import Launch
 from alignflow.flows.config import dump_yaml, resolve_config
@@ -28,13 +30,38 @@ class Translation:
 def translate(launch: Launch) -> Translation:
     _fn, cls = load_flow(launch.flow)
     found = argv.sort(cls, launch.flags, [], builtin=True, ignore_hardware=False)
-    config = resolve_config(cls, flags=found.flags).config
+    config, refused = _resolve(cls, found)
+    found.problems += refused
     lines = [f"dropped {p}" for p in found.problems] + [f"note: {n}" for n in found.notes]
     lines += [f"note: {n}" for n in notes.notes(config)]
+    lines += [f"note: `{r}` is a shell redirection, not a flag: left out (add it back to the "
+              "command to keep the log)" for r in launch.dropped]
     if found.env:
         lines.append("note: the W&B key moves to WANDB_API_KEY (never into the run's config)")
     command = ["alignflow", "run", launch.flow, *_kept(launch.flags, found)]
     return Translation(launch.flow, command, dump_yaml(config), lines)
+
+
+def _resolve(cls: type, found: argv.Sorted) -> tuple[Any, list[str]]:
+    """The config of every flag the loader takes, and one line per flag it refuses (that
+    flag alone, with its own error): a script with several bad values lists them all."""
+    try:
+        return resolve_config(cls, flags=found.flags).config, []
+    except ConfigError:
+        pass
+    kept: list[str] = []
+    refused = []
+    for name, values, eq in argv.groups(found.flags):
+        tokens = ([f"--{name}={values[0]}"] if eq else [f"--{name}", *values]) if name \
+            else values
+        try:
+            resolve_config(cls, flags=kept + tokens)
+            kept += tokens
+        except ConfigError as exc:
+            shown = found.spelled.get(f"--{name}", f"--{name} {' '.join(values)}".rstrip())
+            refused.append(f"{shown}: {str(exc).splitlines()[0]}")
+    found.flags = kept
+    return resolve_config(cls, flags=kept).config, refused
 
 
 def _kept(flags: list[str], found: argv.Sorted) -> list[str]:

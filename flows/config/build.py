@@ -7,6 +7,7 @@ YAML < `--set` < flags), parses each value by its annotation and runs each class
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from alignflow.flows.config.sources import (
     flatten,
     is_section,
     read_yaml,
+    set_plain,
 )
 from alignflow.flows.config.types import (
     check_config_class,
@@ -147,6 +149,20 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
     over: Overrides = {}
     flatten(Keys.of(cls), data, "dict", over)
     return _build(cls, None, over, "")
+
+
+def with_sets(config: Any, sets: list[str] | tuple[str, ...]) -> Any:
+    """`config` with `--set a.b=v` items applied on top (`alignflow resume RUN --set`: a fix
+    to a stored run's config); every problem at once, one line each, as `resolve_config`."""
+    if isinstance(config, Mapping) or config is None:
+        return set_plain(copy.deepcopy(dict(config or {})), sets)
+    cls, over = type(config), {}
+    with collecting() as found:
+        apply_sets(Keys.of(cls), sets, over)
+        built = _build(cls, config, over, "") if not found else None
+    if found:
+        raise found[0] if len(found) == 1 else ConfigProblems(found)
+    return built
 
 
 def known_part(cls: type, data: Mapping[str, Any]) -> tuple[dict, list[str]]:

@@ -241,7 +241,11 @@ def _apply_flag(keys: Keys, table: dict[str, tuple[str, ...]], rest: list[str],
 def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]) -> dict | None:
     """The config of a flow that takes a plain dict: the YAML mapping, `--set` values parsed
     as YAML scalars (`--set steps=3` is the int 3)."""
-    data = dict(read_yaml(config_file)) if config_file else {}
+    return set_plain(dict(read_yaml(config_file)) if config_file else {}, sets) or None
+
+
+def set_plain(data: dict, sets: list[str] | tuple[str, ...]) -> dict:
+    """`data` with each `--set a.b=v` item applied in place (values parsed as YAML)."""
     for item in sets:
         key, value = _split_set(item)
         *parents, leaf = key.split(".")
@@ -251,4 +255,4 @@ def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {item!r}: {part!r} is not a mapping in the config")
         node[leaf] = yaml.safe_load(value) if value else ""
-    return data or None
+    return data

@@ -99,7 +99,7 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
            block: bool = True, progress: Any = None, flow: Flow | str | None = None,
            trust: Iterable[str] = (), trust_store: bool = False, config: Any = None,
-           finished_output: bool = False) -> Any:
+           finished_output: bool = False, sets: Iterable[str] = ()) -> Any:
     """Re-run the flow with the current code, replaying committed tasks; returns its output.
 
     Nothing the store names acts without this machine's say-so (`flows/trust/`): the flow
@@ -108,9 +108,11 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
     by `trust` items, trusted directories, the trust file or `trust_store`. `config`: the
     config as given now (a re-run of the run's command): followed where the run can.
     `finished_output`: a finished run gives its output (`ckpt.load_enable`), not an error.
+    `sets`: `KEY=VALUE` changes to the run's config (`alignflow resume RUN --set`), followed
+    or refused as `config` is.
     """
     store = open_store(store)
-    given = Given(flow, config, tuple(trust), trust_store, address)
+    given = Given(flow, config, tuple(trust), trust_store, address, tuple(sets))
     how = life.Attempt(executor, address, force, block, rerun_from, progress, finished_output)
     return life.resume(store, run_id, given, how)
 

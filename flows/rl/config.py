@@ -76,7 +76,8 @@ class RLConfig:
 
     OPENRLHF: ClassVar[tuple[str, ...]] = aliases.RL_CLIS  # the CLIs whose flags it takes
     ALIASES: ClassVar[dict[str, aliases.Target]] = aliases.RL
-    RESUME_FIXED: ClassVar[dict[str, str]] = {"data.": "prompts"}  # `flows/control/reconfigure.py`
+    RESUME_FIXED: ClassVar[dict[str, str]] = {  # `flows/control/reconfigure.py`
+        "data.": "prompts", "eval.split": "eval_prompts"}
 
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

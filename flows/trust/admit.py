@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.artifacts import redact, usercode
+from alignflow.flows.config.build import with_sets
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal.runs import RunState
@@ -22,19 +23,22 @@ from alignflow.flows.trust.check import Context, confirm, record_of, recorded_ha
 from alignflow.flows.trust.config import check_identity, decode_config, restore_masked
 from alignflow.flows.trust.flow import stored_flow
 from alignflow.flows.trust.sayso import Sayso, active, local_sayso
-from alignflow.flows.trust.sources import pin_resume
+from alignflow.flows.trust.sources import pin_resume, sources_of
 
 
 @dataclass(frozen=True)
 class Given:
     """What the command resuming a run names itself: the flow (named again), the config
-    (the run's command given again), `--trust` items, `--trust-store`, `--address`."""
+    (the run's command given again), `--trust` items, `--trust-store`, `--address`, and
+    `--set KEY=VALUE` items (the user's fix, applied on the config: `reconfigure.py` says
+    which keys the run can follow)."""
 
     flow: Flow | str | None = None
     config: Any = None
     trust: tuple[str, ...] = ()
     trust_store: bool = False
     address: str | None = None
+    sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def admit(state: RunState, given: Given) -> Admitted:
     redact.mask_referenced(meta.get("config"))
     if ctx.vouched or sayso.store:  # else the identity is the store's word: each source and
         check_identity(meta, stored)  # reference is confirmed on its own below
-    config = stored if given.config is None else given.config
+    config, sayso = _config_now(stored, given, sayso)
     refs = references(config)  # the flow itself was checked as it loaded
     allowed, refusals = confirm(refs, sayso, ctx)
     pinned, sources, unpinned = pin_resume(meta, config, [*given.trust, *sayso.named],
@@ -90,6 +94,20 @@ def admit(state: RunState, given: Given) -> Admitted:
     allowed |= flow_code | pinned
     record = sources | _code_record(meta, refs, allowed)
     return Admitted(flow, stored, config, allowed, sayso, record)
+
+
+def _config_now(stored: Any, given: Given, sayso: Sayso) -> tuple[Any, Sayso]:
+    """The config the resume drives (the stored one, the command's given again, with its
+    `--set` items), and the say-so with what those items name: typed on this command line,
+    a code file, server, folder or source a `--set` brings in is the user's own."""
+    config = stored if given.config is None else given.config
+    if not given.sets:
+        return config, sayso
+    before = config
+    config = with_sets(config, given.sets)
+    old = {r.value for r in references(before)} | {s for _, s, _ in sources_of(before)}
+    new = [r.value for r in references(config)] + [s for _, s, _ in sources_of(config)]
+    return config, sayso.with_named(v for v in new if v not in old)
 
 
 def _code_record(meta: dict, refs: Iterable[Reference], allowed: usercode.Allowances) -> dict:

@@ -54,3 +54,22 @@ def test_the_deepspeed_trainer_announces_it(tmp_path, monkeypatch, capsys):
     this = SimpleNamespace(cfg=TrainerConfig(), ds=DSConfig(zero_stage=2, adam_offload=True))
     assert DeepSpeedTrainer._optimizer(this, torch.nn.Linear(2, 2)) == "adam"
     assert f"in {tmp_path}/cpu_adam (TORCH_EXTENSIONS_DIR)" in capsys.readouterr().err
+
+
+def test_a_leftover_build_lock_is_named_and_times_out(tmp_path, monkeypatch, capsys):
+    """torch's FileBaton (torch/utils/file_baton.py) waits while `<dir>/lock` exists, with
+    no limit and no word; a killed build leaves it behind (issue 47, item 19)."""
+    (tmp_path / "lock").write_text("")
+    monkeypatch.setenv(cpu_adam.LOCK_ENV, "5")
+    now = [0.0]
+
+    def pause(seconds: float) -> None:
+        now[0] += seconds
+    with pytest.raises(cpu_adam.FlowError, match=r"build lock .*lock was still there after 5 s"):
+        cpu_adam.wait_for_lock(str(tmp_path), clock=lambda: now[0], pause=pause)
+    assert f"waiting for the build lock {tmp_path / 'lock'}" in capsys.readouterr().err
+
+    def released(seconds: float) -> None:
+        (tmp_path / "lock").unlink()
+    cpu_adam.wait_for_lock(str(tmp_path), clock=lambda: 0.0, pause=released)
+    cpu_adam.wait_for_lock(str(tmp_path))  # no lock: nothing said, no wait

@@ -158,8 +158,11 @@ def test_only_a_successful_run_is_reported_finished(status, start):
     last = out.getvalue().splitlines()
     assert last[-1].startswith(start) and "finished" not in last[-1]
     assert last[-2].startswith("[run x] train failed after")
-    if status in ("FAILED", "RESUMABLE", None):
+    if status in ("RESUMABLE", None):
         assert last[-1].endswith("`alignflow resume x`")
+    if status == "FAILED":  # a config fix is resumed with --set (issue 47, item 12)
+        assert last[-1].endswith("`alignflow resume x` (a config value: "
+                                 "`alignflow resume x --set KEY=VALUE`)")
 
 
 def test_gpu_peak_memory_of_a_step_is_shown():

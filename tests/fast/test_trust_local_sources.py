@@ -103,3 +103,20 @@ def test_status_says_when_a_run_is_only_the_stores_word(tmp_path, probe, capsys)
     views.print_status(api.open_store(store), "r")
     assert "trust: its record carries no signature of this machine: a resume asks for the " \
            "say-so" in capsys.readouterr().out
+
+
+def test_what_a_resume_set_names_is_the_users_own(tmp_path, probe, monkeypatch):
+    """`resume --set` is typed on this command line: a folder outside the store it names
+    needs no other flag, even for a run from another machine (its sources still do)."""
+    store, paths = _started(tmp_path, probe)
+    monkeypatch.setenv("ALIGNFLOW_KEY_FILE", str(tmp_path / "another-machine.key"))
+    path = tmp_path / "store" / "runs" / "r" / "run.json"
+    meta = json.loads(path.read_text())
+    meta["config"]["fields"]["logger"]["fields"]["tensorboard_dir"] = str(tmp_path / "tb")
+    path.write_text(json.dumps(meta))
+    sources = [str(paths["rows"]), str(paths["model"])]
+    with pytest.raises(FlowError, match="writes to"):  # the store's word
+        api.resume("r", store=store, trust=sources)
+    api.resume("r", store=store, trust=sources,
+               sets=[f"logger.tensorboard_dir={tmp_path / 'tb2'}"])  # typed here
+    assert len(probe) == 2
