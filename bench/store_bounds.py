@@ -7,8 +7,9 @@ Each case sets up a store with two finished runs (`a`, `b` of tests/flows_for_te
 command in a child process. The child is watched: killed past 4 GB RSS or 40 s (a case may
 allow more time), so a case that ran away before the fix cannot take the shared machine
 down. Peak RSS is the child's own high-water mark (VmHWM, polled every 20 ms). Printed: one
-markdown row per case (seconds, peak RSS, exit status, stdout size, the last stderr line),
-for bench/RESULTS.md.
+markdown row per case (seconds, peak RSS, exit status, stdout size, the last stderr line,
+and for a case run under `--memory-limit` its peak against the limit plus
+`limits.RSS_MARGIN`), for bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -89,6 +90,18 @@ def _huge(runs: Path) -> None:
         f.write(b'"}')
 
 
+def _wide(tmp: Path) -> None:
+    """Run r3 commits one rollouts file of 100,000 columns (issue 40: 29 minutes)."""
+    import pyarrow as pa
+
+    from alignflow.artifacts.store import Store
+    from tests.fast.test_catalog_opening import commit_rollouts
+
+    _finished(tmp)
+    columns = {f"c{i}": pa.array([i], pa.int32()) for i in range(100_000)}
+    commit_rollouts(Store.open(str(tmp / "store")), "r3", columns, "wide")
+
+
 def _two_stores(tmp: Path) -> None:
     _finished(tmp)
     shutil.copytree(tmp / "store", tmp / "other")
@@ -143,6 +156,17 @@ def cases(rows: int) -> list[Case]:
         Case(f"{rows:,}-row --format json, --memory-limit 100MB --timeout 5", _rows_store(rows),
              _sql("SELECT * FROM rollouts", "--format", "json", "--memory-limit", "100MB",
                   "--timeout", "5")),
+        Case("100,000-column committed Parquet: sql --timeout 2 --memory-limit 256MB", _wide,
+             _sql("SELECT run_id, count(*) AS n FROM rollouts GROUP BY 1", "--timeout", "2",
+                  "--memory-limit", "256MB", "--format", "csv"), kill_s=120),
+        Case("SELECT 1, --memory-limit 256MB (the fixed cost)", _finished,
+             _sql("SELECT 1 AS x", "--memory-limit", "256MB")),
+        Case("30M-row spilling sort, --memory-limit 256MB", _finished,
+             _sql(SPILL, "--memory-limit", "256MB", "--format", "csv", "--max-rows", "30000000",
+                  "--max-bytes", "8GiB", "--timeout", "100"), kill_s=120),
+        Case("4,000 rows of 100 kB, --memory-limit 256MB", _finished,
+             _sql("SELECT repeat('x', 100000) AS s FROM range(4000)", "--memory-limit", "256MB",
+                  "--format", "csv")),
         Case("repeat('x', 1e9), --memory-limit 256MB", _finished,
              _sql("SELECT repeat('x', 1000000000) AS s", "--memory-limit", "256MB",
                   "--format", "csv")),
@@ -233,7 +257,18 @@ def run_case(case: Case, tmp: Path) -> str:
     for path in left:
         shutil.rmtree(path, ignore_errors=True)
     return (f"| {case.name} | {seconds:.2f} | {peak / 2**20:.0f} | "
-            f"{proc.returncode} | {len(stdout):,} B{extra} | {said} |")
+            f"{proc.returncode} | {len(stdout):,} B{extra} | {said} | {_bound(case, tmp, peak)} |")
+
+
+def _bound(case: Case, tmp: Path, peak: int) -> str:
+    """Peak RSS against `--memory-limit` + `RSS_MARGIN`, for a case run under a limit."""
+    from alignflow.catalog.limits import RSS_MARGIN, parse_memory
+
+    argv = case.argv(tmp)
+    if "--memory-limit" not in argv:
+        return ""
+    bound = parse_memory(argv[argv.index("--memory-limit") + 1]) + RSS_MARGIN
+    return f"{peak / 2**20:.0f} {'≤' if peak <= bound else '>'} {bound / 2**20:.0f}"
 
 
 def main() -> None:
@@ -241,8 +276,12 @@ def main() -> None:
     parser.add_argument("--only", help="run the cases whose name contains this")
     parser.add_argument("--rows", type=int, default=10_000_000)
     args = parser.parse_args()
-    print("| case | seconds | peak RSS MB | exit | stdout | last line |")
-    print("|---|---|---|---|---|---|")
+    from alignflow.catalog.limits import RSS_MARGIN
+
+    print(f"RSS margin (limits.RSS_MARGIN): {RSS_MARGIN / 2**20:.0f} MiB over --memory-limit")
+    print("| case | seconds | peak RSS MiB | exit | stdout | last line | peak vs limit + margin, "
+          "MiB |")
+    print("|---|---|---|---|---|---|---|")
     for case in cases(args.rows):
         if args.only and args.only not in case.name:
             continue

@@ -5,15 +5,17 @@
 
 Views: `runs`, `tasks`, `rollouts`, `preferences`, `sft_samples`, `metrics`, `checkpoints`
 (plus any other table a manifest lists). They are a snapshot of what was committed when
-the catalog was opened or last `refresh()`ed. User SQL passes the read-only guard first and
-runs under `SqlLimits` (time, memory, threads, result rows and bytes); `cursor()` is guarded
-the same way, and `stream()` hands the result out batch by batch. A file that cannot be read,
-or does not match its manifest, is left out and listed in `problems`; the rest is served.
+the catalog was opened or last `refresh()`ed; opening (the scan and the views) runs under
+the time limit too. User SQL passes the read-only guard first and runs under `SqlLimits`
+(time, memory, threads, result rows and bytes); `cursor()` is guarded the same way, and
+`stream()` hands the result out batch by batch. A file that cannot be read, does not match
+its manifest or is absurdly wide is left out and listed in `problems`; the rest is served.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,12 +74,17 @@ class Catalog:
         self.refresh()
 
     def refresh(self) -> None:
-        """Re-scan the manifests; later queries see everything committed up to now."""
+        """Re-scan the manifests; later queries see everything committed up to now. The
+        scan and the views together run under the time limit (`QueryLimit` past it)."""
+        until = time.monotonic() + self.limits.timeout_s
         snap = scan(self.store)
-        self._install(snap, {})
+        self._install(snap, {}, until)
 
-    def _install(self, snap: Snapshot, left_out: dict[str, Problem]) -> None:
-        built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out)
+    def _install(self, snap: Snapshot, left_out: dict[str, Problem],
+                 until: float | None = None) -> None:
+        seconds = None if until is None else until - time.monotonic()
+        built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out,
+                                 seconds=seconds)
         with self._lock:
             self._con, self._built, self._snap = built.con, built, snap
             self._left_out, self._cursors = left_out, []
@@ -113,11 +120,11 @@ class Catalog:
         return local.cursor
 
     def interrupt(self) -> None:
-        """Interrupt every running query of this catalog (from any thread: a signal's)."""
+        """Interrupt every running query of this catalog (from any thread). Under the lock
+        `close()` takes, so no interrupt reaches a connection being closed."""
         with self._lock:
-            cursors = list(self._cursors)
-        for cur in cursors:
-            cur.interrupt()
+            for cur in self._cursors:
+                cur.interrupt()
 
     def sql(self, query: str, params: Params = None) -> pa.Table:
         """Run read-only `query` (`?` placeholders bound from `params`); the last result."""
@@ -130,15 +137,19 @@ class Catalog:
         raise self._too_many()
 
     @contextmanager
-    def stream(self, query: str, params: Params = None) -> Iterator[Rows]:
+    def stream(self, query: str, params: Params = None, *,
+               until: float | None = None) -> Iterator[Rows]:
         """The result of read-only `query` batch by batch (`Rows`: its `schema`, then its
         Arrow batches), under the same guard and limits as `sql()`, the deadline covering
-        the whole iteration. A file found unreadable before the first batch is left out and
-        the query run again; found later, the error names it (later queries leave it out)."""
+        the whole iteration: `timeout_s` from now, or `until` (a `time.monotonic()` time,
+        for a caller whose time limit began earlier). A file found unreadable before the
+        first batch is left out and the query run again; found later, the error names it
+        (later queries leave it out)."""
         statements = check_read_only(query, self.limits.max_query_bytes)
+        until = time.monotonic() + self.limits.timeout_s if until is None else until
         for _ in range(_MAX_LEFT_OUT_PER_QUERY):
             cur = self._raw_cursor()
-            with deadline(cur, self.limits.timeout_s) as fired:
+            with deadline(cur, until - time.monotonic()) as fired:
                 rows = Rows(self.limits, self._translate, fired)
                 try:
                     rows.start(cur, statements, params)

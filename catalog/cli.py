@@ -4,21 +4,18 @@
     alignflow sql                      # interactive shell (or statements piped on stdin)
     alignflow report RUN_ID --out report.html
 
-`sql` bounds its whole process: the query's time, DuckDB's memory and threads, the result's
-rows and bytes (written out batch by batch), and the process's own memory
-(`limits.cap_process_memory`). Ctrl-C, SIGTERM and SIGHUP interrupt the query and close the
-catalog, so its spill folder goes with it.
+`sql` bounds its whole process: the time of the catalog's opening and the query together,
+DuckDB's memory and threads, the result's rows and bytes (written out batch by batch), and
+the process's own memory from before the catalog opens (`limits.cap_process_memory`).
+SIGTERM, SIGHUP and Ctrl-C end it, whatever it is doing, with `interrupted`, its spill folder
+removed and the process ended by that signal (a shell sees 143 for SIGTERM); the time limit
+ends it with one error line and status 2 (`process.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 
 from alignflow.catalog.output import FORMATS
 
@@ -60,60 +57,36 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
 
 def run(name: str, args: argparse.Namespace) -> int:
     """Run `sql` or `report`; errors of ours propagate to alignflow.cli as one line."""
-    from alignflow.catalog.catalog import Catalog
+    from alignflow.catalog import process
+    from alignflow.catalog.results import short
 
     limits = _limits(args)
     if name == "sql" and args.format == "parquet" and not args.out:
         from alignflow.errors import ConfigError
 
         raise ConfigError("--format parquet needs --out FILE (Parquet is binary)")
-    opened: list = []
-    with _signals_interrupt(opened), Catalog(args.store, limits=limits) as catalog:
-        opened.append(catalog)
-        if name == "report":
+    query = (sys.stdin.read() if args.query == "-" else args.query) if name == "sql" else None
+    one_query = query is not None
+    late = (f"SQL stopped: `{short(query or '')}` ran past the {limits.timeout_s:g} s time "
+            "limit, opening the catalog included (--timeout SECONDS)")
+    with process.bounded(limits.timeout_s if one_query else None, late,
+                         ctrl_c=one_query or name == "report",
+                         hard=bool(getattr(args, "from_shell", False))) as until:
+        return _open_and_run(name, args, limits, query, until)
+
+
+def _open_and_run(name: str, args: argparse.Namespace, limits, query: str | None,
+                  until: float) -> int:
+    """Open the catalog and run the command; for `sql`, the process's memory is capped
+    from before the catalog opens (its views over the store's files) to the end."""
+    from alignflow.catalog.catalog import Catalog
+    from alignflow.catalog.limits import cap_process_memory
+
+    if name == "report":
+        with Catalog(args.store, limits=limits) as catalog:
             return _report(catalog, args)
-        from alignflow.catalog.limits import cap_process_memory
-
-        with cap_process_memory(limits):
-            return _sql(catalog, args)
-
-
-@contextlib.contextmanager
-def _signals_interrupt(catalogs: list) -> Iterator[None]:
-    """SIGTERM and SIGHUP end the command like Ctrl-C: the query is interrupted, the
-    catalog closed and its spill folder removed, instead of the process dying on the spot.
-    DuckDB looks at Python's signals only between its tasks (one step of a big sort can
-    take many seconds), so a thread woken by any signal (`signal.set_wakeup_fd`) interrupts
-    the queries of `catalogs` at once as well."""
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    except ValueError:  # not the main thread: signals are not ours to take
-        yield
-        return
-    wake, woken = os.pipe()
-    os.set_blocking(woken, False)
-    old_fd = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
-    threading.Thread(target=_interrupt_on_wake, args=(wake, catalogs), daemon=True,
-                     name="alignflow-sql-signals").start()
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(old_fd)
-        for s, handler in old.items():
-            signal.signal(s, handler)
-        os.close(woken)  # the thread reads the end of the pipe and stops
-
-
-def _interrupt_on_wake(wake: int, catalogs: list) -> None:
-    try:
-        while os.read(wake, 1):
-            for catalog in catalogs:
-                catalog.interrupt()
-    finally:
-        os.close(wake)
+    with cap_process_memory(limits), Catalog(args.store, limits=limits) as catalog:
+        return _sql(catalog, args, query, until)
 
 
 def _limits(args: argparse.Namespace):
@@ -132,20 +105,19 @@ def _warn(catalog, run_id: str | None = None) -> None:
             print(f"warning: {problem.message}", file=sys.stderr)
 
 
-def _sql(catalog, args: argparse.Namespace) -> int:
+def _sql(catalog, args: argparse.Namespace, query: str | None, until: float) -> int:
     from alignflow.catalog.output import check_out_path, write_rows
     from alignflow.catalog.shell import Shell
     from alignflow.errors import ConfigError
 
-    if args.query is None:
+    if query is None:
         if args.out:
             raise ConfigError("--out needs a QUERY (the shell prints its results)")
         return Shell(catalog).loop()  # warns about left-out files itself
     if args.out:
         check_out_path(args.out, catalog.store, args.force)  # before the query runs
-    query = sys.stdin.read() if args.query == "-" else args.query
     try:
-        with catalog.stream(query) as rows:  # written out batch by batch
+        with catalog.stream(query, until=until) as rows:  # written out batch by batch
             write_rows(rows.schema, rows, args.format, args.out, store=catalog.store,
                        force=args.force)
     finally:

@@ -4,14 +4,17 @@ The database is in memory and belongs to one `Catalog` (never DuckDB's module-le
 connection). Local stores are read by DuckDB's native reader; other filesystems (S3,
 memory) go through the store's fsspec filesystem registered with the connection, so no
 DuckDB extension (httpfs) is needed. Threads, memory and the spill folder are set from
-`SqlLimits`. A view reads only files that match their manifests (`verify.py`). Once the
-views exist, file access is limited to the committed files and the configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
+`SqlLimits` before any file is read, and the build runs under the time limit (`deadline.steps`).
+A view reads only files that match their manifests (`verify.py`) and are not absurdly wide
+(`shape.py`). Once the views exist, file access is limited to the committed files and the
+configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
 (DuckDB's `allowed_paths` would let a `COPY` write onto a committed file; the parser guard,
 `guard.py`, is what refuses every writing statement.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -20,12 +23,15 @@ import pyarrow as pa
 
 from alignflow.artifacts import lineage, schemas
 from alignflow.artifacts.store import Store
+from alignflow.catalog.deadline import steps
 from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, file_in_message, literal
 from alignflow.catalog.rollouts import GENERATED, METRICS_RAW, METRICS_VIEW, rollouts_view_sql
+from alignflow.catalog.shape import narrow
 from alignflow.catalog.verify import verified
+from alignflow.errors import QueryLimit
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
                lineage.INPUTS.name, lineage.ROUNDS.name)
@@ -47,41 +53,64 @@ class Built:
 
 
 def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
-          left_out: dict[str, Problem] | None = None) -> Built:
+          left_out: dict[str, Problem] | None = None, *, seconds: float | None = None) -> Built:
     """A locked connection with all views over the committed files of `snap`, less the
-    files in `left_out` (found unreadable by an earlier query: path → its problem)."""
+    files in `left_out` (found unreadable by an earlier query: path → its problem). The
+    limits are set before any file is read, and the whole build is bounded by `seconds`
+    (default the time limit): past it, `QueryLimit` naming the step it was at."""
     left_out = left_out or {}
     by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
     built = Built(duckdb.connect(":memory:"), by_name, list(left_out.values()))
     con = built.con
+
+    def late(what: str) -> QueryLimit:
+        return QueryLimit(f"SQL stopped: opening the catalog of {store.url} ran past the "
+                          f"{limits.timeout_s:g} s time limit while {what} (--timeout SECONDS; "
+                          "SqlLimits(timeout_s=...))")
+
     try:
+        apply_limits(con, limits, temp_dir)  # memory, threads, spill folder: before any view
         con.execute("SET parquet_metadata_cache = true")
-        apply_limits(con, limits, temp_dir)
         if not store.is_local:
             con.register_filesystem(store.fs)
-        allowed: list[str] = []
-        served: set[str] = set()  # tables with at least one readable file
-        for name in sorted(set(DATA_TABLES) | set(snap.files)):
-            view = {"rollouts": GENERATED, "metrics": METRICS_RAW}.get(name, name)
-            rels = [r for r in snap.files.get(name, []) if r not in left_out]
-            rels = verified(store, con, snap, rels, built.problems, unreadable)
-            rels = _data_view(store, built, name, rels, view)
-            allowed += [duckdb_path(store, rel) for rel in rels]
-            served |= {name} if rels else set()
-        con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
-        generated = {r[0] for r in con.execute(f"DESCRIBE {GENERATED}").fetchall()}
-        con.execute(rollouts_view_sql(served, hive="iter" in generated))
-        _load_table(con, "_af_runs", snap.runs_table(built.problems))
-        _load_table(con, "_af_tasks", snap.tasks)
-        con.execute(sql_text("runs"))
-        con.execute(sql_text("tasks"))
-        for statement in duckdb.extract_statements(sql_text("campaigns")):
-            con.execute(statement)
-        _lock(con, allowed)
+        with steps(con, limits.timeout_s if seconds is None else seconds, late) as step:
+            allowed = _views(store, snap, built, left_out, step)
+            step("loading the runs and tasks tables")
+            _load_table(con, "_af_runs", snap.runs_table(built.problems))
+            _load_table(con, "_af_tasks", snap.tasks)
+            con.execute(sql_text("runs"))
+            con.execute(sql_text("tasks"))
+            for statement in duckdb.extract_statements(sql_text("campaigns")):
+                con.execute(statement)
+            step("locking the connection")
+            _lock(con, allowed)
     except BaseException:
         con.close()
         raise
     return built
+
+
+def _views(store: Store, snap: Snapshot, built: Built, left_out: dict[str, Problem],
+           step: Callable[[str], None]) -> list[str]:
+    """Create the data views (each over the files that pass `verified` and `narrow`) and
+    `rollouts`; the files they read."""
+    con = built.con
+    allowed: list[str] = []
+    served: set[str] = set()  # tables with at least one readable file
+    for name in sorted(set(DATA_TABLES) | set(snap.files)):
+        step(f"building the view {name!r}")
+        view = {"rollouts": GENERATED, "metrics": METRICS_RAW}.get(name, name)
+        rels = [r for r in snap.files.get(name, []) if r not in left_out]
+        rels = verified(store, con, snap, rels, built.problems, unreadable)
+        rels = narrow(store, con, name, rels, built.problems)
+        rels = _data_view(store, built, name, rels, view)
+        allowed += [duckdb_path(store, rel) for rel in rels]
+        served |= {name} if rels else set()
+    step("building the view 'rollouts'")
+    con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
+    generated = {r[0] for r in con.execute(f"DESCRIBE {GENERATED}").fetchall()}
+    con.execute(rollouts_view_sql(served, hive="iter" in generated))
+    return allowed
 
 
 def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -106,6 +135,8 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
         try:
             built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive))
             return rels
+        except duckdb.InterruptException:
+            raise
         except duckdb.Error as exc:
             bad = file_in_message(str(exc), built.files_by_name)
             if bad is None or bad not in rels:  # not one file's fault: the table is left out

@@ -9,15 +9,23 @@ default memory limit is a quarter of the RAM, leaving the rest to the machine's 
 
 DuckDB's memory limit binds its buffer manager only: one huge value (`repeat('x', 1e9)`)
 or a result being converted is allocated outside it. `cap_process_memory` therefore bounds
-the whole `alignflow sql` process as well (RLIMIT_DATA, the process's data memory): what it
-holds once the catalog is open, plus twice the memory limit, plus `PROCESS_MARGIN` for the
-result on its way out. Twice, because DuckDB's allocator reserves more than it touches:
-measured here (2026-11-26), a 30M-row sort grew the data memory by 1.9x / 1.5x / 0.9x its
-256 MB / 1 GB / 4 GB limit while resident memory grew 1.1x / 1.0x / 0.8x. An allocation
+the whole `alignflow sql` process as well (RLIMIT_DATA, the process's data memory), from
+before the catalog opens (its views over the store's files) to the end: what it holds then,
+plus twice the memory limit, plus `PROCESS_MARGIN` for the result on its way out. Twice,
+because DuckDB's allocator reserves more than it touches: measured here (2026-11-26), a
+30M-row sort grew the data memory by 1.9x / 1.5x / 0.9x its 256 MB / 1 GB / 4 GB limit
+while resident memory grew 1.1x / 1.0x / 0.8x. An allocation
 past the cap fails cleanly (`QueryLimit`) instead of taking the machine's memory:
 `repeat('x', 1e9)` under a 256 MB limit needs 3.3 GB more and stops at once.
 The result is bounded too (`max_rows`, `max_bytes`): `alignflow sql` streams csv, json and
 parquet out batch by batch, so a big result never sits whole in memory.
+
+What the process holds in RAM stays under the memory limit plus `RSS_MARGIN`: the fixed cost
+of Python, pyarrow and DuckDB (a `SELECT 1` peaks at 210 MiB, measured 2026-12-02), plus
+174 MiB for what DuckDB allocates outside its limit and the result on its way out: one
+batch (`results.batch_rows`) and the DuckDB vector of 2,048 rows it is cut from, which for
+rows of 100 kB is 200 MB (wider rows are bounded by the cap above, not by this margin).
+`bench/store_bounds.py` measures each case's peak resident memory against it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ MAX_TIMEOUT_S = 86_400.0  # a day: a longer query is a batch job, not a catalog 
 DEFAULT_MAX_ROWS = 1_000_000
 DEFAULT_MAX_BYTES = "1GiB"
 PROCESS_MARGIN = 512 * 2**20
+RSS_MARGIN = 384 * 2**20
 
 
 def usable_cores() -> int:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Literal, get_args
 
 import duckdb
@@ -33,6 +33,7 @@ from alignflow.errors import ConfigError
 Format = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)
 _JSON_ROWS = 1024  # rows turned into Python objects at a time
+_GROUP_ROWS, _GROUP_BYTES = 65_536, 16 * 2**20  # a Parquet row group of --out, at most
 
 
 WHOLE_ROWS = 100  # a result this short is shown whole (a DESCRIBE, a `.schema` of a view)
@@ -76,8 +77,8 @@ def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: For
                 writer.write_batch(batch)
     elif fmt == "parquet":
         with pq.ParquetWriter(sink, schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
+            for group in _row_groups(batches):
+                writer.write_table(group)  # one row group
     else:
         sep = b"["
         for batch in batches:
@@ -86,6 +87,21 @@ def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: For
                     sink.write(sep + json.dumps(row, default=str, ensure_ascii=False).encode())
                     sep = b", "
         sink.write(b"[]\n" if sep == b"[" else b"]\n")
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Small batches joined into row groups of `_GROUP_ROWS` rows or `_GROUP_BYTES` (a
+    Parquet row group per small batch would make a slow file with a huge footer)."""
+    held: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        held.append(batch)
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+        if rows >= _GROUP_ROWS or size >= _GROUP_BYTES:
+            yield pa.Table.from_batches(held)
+            held, rows, size = [], 0, 0
+    if rows:
+        yield pa.Table.from_batches(held)
 
 
 def check_outside_store(out: str, store: Store | None, flag: str = "--out") -> str:

@@ -3,7 +3,8 @@
 DuckDB spills to a folder made for each catalog (mode 0700) instead of its default `./.tmp`:
 DuckDB may always read its temp folder, so it must hold nothing but its own spill files.
 The folder is removed when the catalog closes, which `alignflow sql` makes happen on
-Ctrl-C, SIGTERM and SIGHUP too (`catalog/cli.py`). A process killed outright (SIGKILL, the
+Ctrl-C, SIGTERM and SIGHUP too, or, when it has to end by force, `remove_own` does
+(`catalog/process.py`). A process killed outright (SIGKILL, the
 OOM killer) cannot clean up, so its folder names its process id and the next catalog opened
 by the same user removes the folders of processes that are gone.
 """
@@ -29,6 +30,16 @@ def private_temp_dir() -> str:
 
 def remove_temp_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_own(folder: str | None = None) -> None:
+    """Remove every spill folder of this process: it is ending without closing its
+    catalogs (catalog/process.py)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder or tempfile.gettempdir()):
+            match = _OURS.match(entry.name)
+            if match and int(match.group(1)) == os.getpid():
+                remove_temp_dir(entry.path)
 
 
 def remove_orphans(folder: str | None = None) -> list[str]:

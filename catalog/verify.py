@@ -5,8 +5,9 @@ into the store, by an `--out` aimed at the wrong folder); served as it is, it wo
 wrong rows without a word. So a view reads a file only when it is a regular file reached
 without a link, and its row count, alignflow schema (name and version, from the footer's
 metadata) and size are the ones its manifest records. Sizes come from the scan's listing (no
-extra I/O); footers are read by DuckDB in one parallel pass, which the views then find in
-its metadata cache. A file that fails is left out, named in one line, and its run marked.
+extra I/O); a footer too big to parse is refused before anything reads it (`shape.py`);
+footers are read by DuckDB in one parallel pass, which the views then find in its metadata
+cache. A file that fails is left out, named in one line, and its run marked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from alignflow.artifacts.schemas import META_NAME, META_VERSION
 from alignflow.artifacts.store import Store
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, file_in_message, literal
+from alignflow.catalog.shape import small_footers
 
 _FOOTERS = """
 SELECT m.file_name, m.num_rows, k.name, k.version
@@ -42,6 +44,7 @@ def verified(store: Store, con: duckdb.DuckDBPyConnection, snap: Snapshot, rels:
             ok.append(rel)
         else:
             problems.append(Problem(rel, run_of(rel), why))
+    ok = small_footers(store, snap, ok, problems)
     footers = _footers(store, con, ok, problems, say)
     return [rel for rel in ok if rel in footers and _matches(store, snap, rel, footers[rel],
                                                                 problems)]
@@ -76,6 +79,8 @@ def _footers(store: Store, con: duckdb.DuckDBPyConnection, rels: list[str],
                                 version_key=META_VERSION.decode())
         try:
             rows = con.execute(query).fetchall()
+        except duckdb.InterruptException:
+            raise
         except duckdb.Error as exc:
             bad = file_in_message(str(exc), {r.rsplit("/", 1)[-1]: r for r in left})
             if bad is None:  # no file named: let each view find its own bad file
