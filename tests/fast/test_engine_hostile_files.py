@@ -19,13 +19,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def store(local_store, tmp_path):
+def store(two_finished_runs):
     """Finished runs `a` and `b` of `steps`."""
-    (tmp_path / "counts").mkdir()
-    for run_id in ("a", "b"):
-        api.run(F.steps, {"dir": str(tmp_path / "counts"), "n": 2}, store=local_store,
-                run_id=run_id, executor="inline")
-    return local_store
+    return two_finished_runs
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import pytest
 from alignflow.cli import main
 from alignflow.flows.control import api
 from alignflow.flows.journal import runs
-from tests import flows_for_tests as F
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,13 +31,9 @@ CASES = [(field, value) for field, values in BAD.items() for value in values]
 
 
 @pytest.fixture
-def store(local_store, tmp_path):
+def store(two_finished_runs):
     """Finished runs `a` and `b` of `steps`; `a` sleeps, so `ls` shows its wake time."""
-    (tmp_path / "counts").mkdir()
-    for run_id in ("a", "b"):
-        api.run(F.steps, {"dir": str(tmp_path / "counts"), "n": 2}, store=local_store,
-                run_id=run_id, executor="inline")
-    return local_store
+    return two_finished_runs
 
 
 def _write(store, field, value) -> None:
