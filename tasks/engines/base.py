@@ -10,6 +10,12 @@ same number from `sequence_logprobs(..., temperature=T)`, so PPO ratios compare 
 Responses keep the token that ended them: the EOS token (finish "stop"), or the token whose
 text completed a stop string (finish "stop"; the text after the stop string within that
 token is not cut, so ids and logprobs stay aligned). "length" means `max_new_tokens` ran out.
+
+Engines that free memory between phases (vLLM's sleep mode) follow one order: `sleep()`
+frees weights and KV cache; a weight sync wakes the weights alone (`wake(("weights",))`) and
+loads into them while the KV cache stays freed; generate wakes the rest (`wake()`). Engines
+without a sleep mode answer False to both. `progress()` counts the tokens an engine has
+sampled and the sequences it finished, so a caller can tell a long generate from a hung one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ if TYPE_CHECKING:
     import torch
 
 FinishReason = Literal["stop", "length"]
+WakeTag = Literal["weights", "kv_cache"]  # what sleep frees, in the order it is woken
+WAKE_TAGS: tuple[WakeTag, ...] = ("weights", "kv_cache")
+UNKNOWN_VERSION = -1  # what an engine serves when its weights are no version's: a sync
+# stopped halfway, or a restart lost them; it generates nothing until a whole sync
 
 
 @dataclass(frozen=True, kw_only=True)

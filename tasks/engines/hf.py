@@ -15,8 +15,8 @@ from transformers import DynamicCache
 
 from alignflow.artifacts.scope import beat
 from alignflow.artifacts.tensors import pad_left as left_pad
-from alignflow.errors import ConfigError
-from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.errors import ConfigError, EngineError
+from alignflow.tasks.engines.base import UNKNOWN_VERSION, GeneratedSample, SamplingParams, WakeTag
 from alignflow.tasks.engines.sampling import RowStreams, StopChecker, sample_tokens
 
 
@@ -43,6 +43,7 @@ class HFEngine:
         self.tokenizer = tokenizer
         self.micro_rollout_batch_size = micro_rollout_batch_size
         self.policy_version = policy_version
+        self.produced = 0  # tokens sampled + sequences finished, ever (`progress`)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad if pad is not None else 0)
 
@@ -59,6 +60,9 @@ class HFEngine:
         (indices and sample streams are those of the whole batch)."""
         if any(len(p) == 0 for p in prompts):
             raise ConfigError("generate: every prompt needs at least one token; got an empty one")
+        if self.policy_version == UNKNOWN_VERSION:
+            raise EngineError("generate: a weight sync stopped halfway and left this engine's "
+                              "weights no version's; sync it again before it samples")
         seed = params.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
@@ -96,8 +100,10 @@ class HFEngine:
                 if row.finish_reason is None:
                     row.response_ids.append(tok)
                     row.logprobs.append(lp)
+                    self.produced += 1
                     if tok in eos or stops.hit(row.response_ids):
                         row.finish_reason = "stop"
+                        self.produced += 1
             if all(r.finish_reason is not None for r in rows):
                 return
             ids = tokens[:, None]
@@ -108,10 +114,34 @@ class HFEngine:
         eos = self.tokenizer.eos_token_id
         return () if eos is None else (int(eos),)
 
-    @torch.no_grad()
+    def progress(self) -> int:
+        """Tokens sampled and sequences finished since the engine was built: a count that
+        grows while generate makes progress (read from another thread while it runs)."""
+        return self.produced
+
+    def sleep(self) -> bool:
+        """No sleep mode: the model stays where it is (see `engines.base`)."""
+        return False
+
+    def wake(self, tags: tuple[WakeTag, ...] | None = None) -> bool:
+        return False
+
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
-        """Copies tensors into the model's parameters and buffers by name, in place."""
+        """Copies tensors into the model's parameters and buffers by name, in place. One
+        that fails halfway leaves a model that is no version's: `UNKNOWN_VERSION`, so the
+        caller syncs it again before it samples."""
+        before = self.policy_version
+        try:
+            self.load_tensors(named_tensors)
+        except BaseException:
+            self.policy_version = UNKNOWN_VERSION
+            raise
+        self.policy_version = before + 1 if version is None else version
+
+    @torch.no_grad()
+    def load_tensors(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copies tensors into the model by name, in place; the version is the caller's."""
         own = self.model.state_dict()
         for name, tensor in named_tensors:
             if name not in own:
@@ -121,7 +151,6 @@ class HFEngine:
                 raise ConfigError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}; "
                                   f"expected {tuple(own[name].shape)}")
             own[name].copy_(tensor)
-        self.policy_version = self.policy_version + 1 if version is None else version
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
         """Loads model weights from a checkpoint committed with `artifacts.checkpoints.save`."""

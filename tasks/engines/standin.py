@@ -1,8 +1,9 @@
 """The HF engine standing in for vLLM on a simulated cluster where vLLM is not installed.
 
 A simulated run is placed and synced as on GPUs: a vLLM engine inside the host's process
-or in its engine actors (`vllm_actor.EngineHost`), weights sent in packed buckets, staged,
-then committed, by Ray's object store or over the weight-sync group (`vllm_broadcast`).
+or in its engine actors (`vllm_actor.EngineHost`), weights sent in packed buckets, each
+loaded as it comes, then committed, by Ray's object store or over the weight-sync group
+(`vllm_broadcast`).
 Without vLLM (the main test environment) this class takes `VLLMEngine`'s place behind the
 same calls, so everything around the engine runs as it would, and the HF engine samples:
 its micro-batches are `vllm.max_num_seqs` rows (what vLLM decodes together), its samples
@@ -18,7 +19,13 @@ from collections.abc import Iterable
 import torch
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.base import (
+    UNKNOWN_VERSION,
+    WAKE_TAGS,
+    GeneratedSample,
+    SamplingParams,
+    WakeTag,
+)
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
@@ -45,8 +52,10 @@ def build_engine(model_path: str, config: VLLMEngineConfig, *, policy_version: i
 
 
 class HFStandIn:
-    """`VLLMEngine`'s calls (generate at an offset, staged bucket sync, the sync group),
-    answered by an HF engine on this process's (fake) device."""
+    """`VLLMEngine`'s calls (generate at an offset, bucket by bucket sync, the sync group,
+    sleep and the two-stage wake), answered by an HF engine on this process's (fake) device.
+    Each bucket is loaded as it comes (nothing is staged), and from the first bucket to the
+    commit the engine serves `UNKNOWN_VERSION` and samples nothing, as `VLLMEngine` does."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig, *,
                  policy_version: int = 0) -> None:
@@ -57,7 +66,8 @@ class HFStandIn:
         self.hf = HFEngine(model.to(device), load_tokenizer(model_path, padding_side="left"),
                            micro_rollout_batch_size=config.section.max_num_seqs,
                            policy_version=policy_version)
-        self._staged: list[tuple[str, torch.Tensor]] = []
+        self._before: int | None = None  # the version served before the sync now loading
+        self._sleeping: set[str] = set()  # what `sleep` freed and no wake restored yet
         self._group = None  # the weight-sync group, once joined
 
     @property
@@ -68,33 +78,44 @@ class HFStandIn:
     def generate_timeout_s(self) -> float:
         return self.config.generate_timeout_s
 
+    def progress(self) -> int:
+        return self.hf.progress()
+
     def generate(self, prompts: list[list[int]], params: SamplingParams, *,
                  prompt_offset: int = 0) -> list[GeneratedSample]:
+        self.wake()
         return self.hf.generate(prompts, params, prompt_offset=prompt_offset)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
-        """In packed buckets, staged then committed, as `VLLMEngine` does in its process."""
+        """In packed buckets, each loaded as it comes, as `VLLMEngine` does in its process."""
         self.drop_staged()
         for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
             self.stage_bucket(bucket)
+            del bucket  # before the next is packed: one bucket at a time
         self.commit_weights(version=version)
 
     def drop_staged(self) -> None:
-        self._staged = []
+        """Ends a sync that did not finish (its loaded buckets stay: no version's)."""
+        self._before = None
 
     def stage_bucket(self, bucket: WeightBucket) -> None:
-        self._staged.extend(bucket.unpack())
+        if self._before is None:  # the sync's first bucket: weights awake, no version's
+            self.wake(("weights",))
+            self._before = self.hf.policy_version
+            self.hf.policy_version = UNKNOWN_VERSION
+        self.hf.load_tensors(bucket.unpack())
 
     def commit_weights(self, *, version: int | None = None) -> None:
-        staged, self._staged = self._staged, []
-        self.hf.update_weights(staged, version=version)
+        before = self.hf.policy_version if self._before is None else self._before
+        self._before = None
+        self.hf.policy_version = before + 1 if version is None else version
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
-        from alignflow.tasks.engines.vllm.engine import _model_file, _safetensors_items
+        from alignflow.tasks.engines.vllm.engine_sync import model_file, safetensors_items
 
-        with _model_file(store, rel_dir) as path:
-            self.update_weights(_safetensors_items(path), version=version)
+        with model_file(store, rel_dir) as path:
+            self.update_weights(safetensors_items(path), version=version)
 
     def join_sync_group(self, host: str, port: int, first_rank: int, world: int, backend: str,
                         timeout_s: float) -> None:
@@ -117,11 +138,19 @@ class HFStandIn:
         self.stage_bucket(WeightBucket(names, dtypes, shapes, offsets, buffer))
 
     def sleep(self) -> bool:
-        log.info("HF stand-in for vLLM: no sleep mode")
-        return False
+        """As vLLM's sleep mode would (`vllm.enable_sleep` on GPUs): weights and KV cache
+        count as freed until woken; the HF model itself stays where it is."""
+        if not self.config.enable_sleep_mode:
+            log.info("HF stand-in for vLLM: sleep mode is off")
+            return False
+        self._sleeping = set(WAKE_TAGS)
+        return True
 
-    def wake(self) -> bool:
-        return False
+    def wake(self, tags: tuple[WakeTag, ...] = WAKE_TAGS) -> bool:
+        """Wakes `tags` of what sleep freed (a sync: the weights; generate: the rest)."""
+        waking = {t for t in tags if t in self._sleeping}
+        self._sleeping -= waking
+        return bool(waking)
 
     def shutdown(self) -> None:
         self.leave_sync_group()

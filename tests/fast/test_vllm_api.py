@@ -6,6 +6,7 @@ table with the installed vLLM (`tests/vllm/test_vllm_api_live.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tomllib
 import types
@@ -19,6 +20,7 @@ from alignflow.tasks.engines.vllm import api as vllm_api
 from alignflow.tasks.engines.vllm.broadcast import SyncGroup
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig, VLLMSection
 from alignflow.tasks.engines.vllm.engine import VLLMEngine
+from alignflow.tasks.engines.vllm.progress import Finished
 from alignflow.tasks.engines.vllm.worker import AlignflowWorkerExtension, UntruncatedLogprobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +64,15 @@ def calls(monkeypatch) -> list:
     nccl = types.ModuleType("vllm.distributed.weight_transfer.nccl_common")
     nccl.stateless_init_process_group = Recorder(found, "stateless_init_process_group",
                                                  Recorder(found, "PyNcclCommunicator"))
+    config = types.ModuleType("vllm.config")
+    config.set_current_vllm_config = Recorder(found, "set_current_vllm_config",
+                                              contextlib.nullcontext())
+    reload = types.ModuleType("vllm.model_executor.model_loader.reload")
+    for name in ("initialize_layerwise_reload", "finalize_layerwise_reload"):
+        setattr(reload, name, Recorder(found, name, True))
     for name, module in {"vllm": fake, "vllm.inputs": inputs, "vllm.platforms": platforms,
-                         nccl.__name__: nccl}.items():
+                         nccl.__name__: nccl, config.__name__: config,
+                         reload.__name__: reload}.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return found
@@ -71,7 +80,8 @@ def calls(monkeypatch) -> list:
 
 def _engine(calls: list, config: VLLMEngineConfig) -> VLLMEngine:
     engine = object.__new__(VLLMEngine)
-    engine.config, engine.policy_version, engine._asleep = config, 0, False
+    engine.config, engine.policy_version, engine._sleeping = config, 0, set()
+    engine._before, engine._finished = None, Finished()
     engine.llm = Recorder(calls, "LLM")
     engine.tokenizer = types.SimpleNamespace(eos_token_id=2)
     engine.vocab_size, engine._tied, engine._shapes = 512, False, {"w": [2]}
@@ -92,9 +102,8 @@ def _exercise(calls: list) -> None:
         engine.join_sync_group("h", 1, 1, 2, "nccl", 1.0)
         engine.receive_bucket(["w"], ["float32"], [[2]], [0], 8)
         engine.sleep() and engine.wake()
-    worker = Worker()
-    worker.reload_weights = Recorder(calls, "Worker.reload_weights")
-    worker._alignflow_staged = [("w", torch.ones(2))]
+    worker = Worker()  # a sync: its buckets loaded as they come, inside one layerwise reload
+    worker.alignflow_stage_bucket(["w"], ["float32"], [[2]], [0], torch.zeros(64, dtype=torch.uint8))
     worker.alignflow_commit_weights()
     UntruncatedLogprobs(Recorder(calls, "TopKTopPSampler.forward_native", (None, None))).forward(
         torch.zeros(1, 3), {}, None, None)
@@ -106,8 +115,10 @@ def _exercise(calls: list) -> None:
 class Worker(AlignflowWorkerExtension):
     """A vLLM worker with alignflow's extension mixed in, as vLLM does."""
 
+    model = types.SimpleNamespace(load_weights=lambda weights: {name for name, _ in weights})
     model_runner = types.SimpleNamespace(model_config=types.SimpleNamespace(hf_config=None),
-                                         get_model=lambda: None)
+                                         get_model=lambda: Worker.model)
+    vllm_config = None
 
 
 ALIASES = {"LLM": "LLM.__init__", "LLM.llm_engine.engine_core.shutdown": None}
@@ -126,7 +137,8 @@ def test_every_call_into_vllm_fits_the_recorded_signatures(calls):
     assert not problems, problems
     assert {"LLM.__init__", "LLM.generate", "LLM.collective_rpc", "LLM.sleep", "LLM.wake_up",
             "LLM.reset_prefix_cache", "SamplingParams", "TokensPrompt",
-            "Worker.reload_weights", "TopKTopPSampler.forward_native",
+            "initialize_layerwise_reload", "finalize_layerwise_reload",
+            "set_current_vllm_config", "TopKTopPSampler.forward_native",
             "stateless_init_process_group", "PyNcclCommunicator.broadcast",
             "PyNcclCommunicator.destroy"} <= seen
 

@@ -6,11 +6,13 @@ the actor asks for `tensor_parallel_size` GPUs; placement groups come with GPU p
 A generate call splits the prompts into contiguous shards, one per engine, with global
 prompt indices, so every sample keeps the seed it would get from one engine.
 
-Every wait has a limit (`generate_timeout_s`). An engine whose actor died is started again
-in the background (`fleet.py`) and its shard of a generate is sampled on another engine
-serving the same weights, so a lost engine costs the run no retry; one that misses a
-deadline is killed and started again, and the call raises `EngineError` (kind "system", so
-the flow engine retries the task). A restarted engine reloads the last checkpoint given to
+Every wait has a limit: a generate waits while its engines make progress, one quiet for
+`generate_timeout_s` is hung (`vllm_liveness`: a long generate is never cut); syncs, sleep
+and wake get that long. An engine whose actor died is started again in the background
+(`fleet.py`) and its shard of a generate is sampled on another engine serving the same
+weights, so a lost engine costs the run no retry; a hung one, or one that misses a
+deadline, is killed and started again, and the call raises `EngineError` (kind "system",
+so the flow engine retries the task). A restarted engine reloads the last checkpoint given to
 `load_checkpoint`; weights pushed since by `update_weights` are gone, so `policy_version`
 drops to what the engines really serve once it is up, and the next sync can see it. In a
 supervised run the engines are named after their host's group (`alignflow.detached`): they
@@ -21,7 +23,9 @@ weights).
 Each engine runs in its own placement group (`vllm_placement`). Weights reach the engines
 in packed buckets, either through Ray's object store (`transport="ray"`) or broadcast from
 this process over a process group made for the sync (`"nccl"` on GPUs, `"gloo"`;
-`vllm_broadcast`), which is rebuilt after an engine restarts.
+`vllm_broadcast`), which is rebuilt after an engine restarts. Each engine loads a bucket as
+it comes (`vllm_engine_sync`); a sync that fails halfway leaves the engines it reached
+serving no version (`UNKNOWN_VERSION`), so they are synced again before they sample.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import torch
 
 from alignflow import detached
 from alignflow.errors import ConfigError, EngineError
-from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.base import WAKE_TAGS, GeneratedSample, SamplingParams, WakeTag
 from alignflow.tasks.engines.vllm import placement
 from alignflow.tasks.engines.vllm.broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig
@@ -118,8 +122,11 @@ class VLLMEngineActor(EngineFleet):
         if self.cores is not None:
             env = placement.cpu_env(placement.bind_spec(self.cores[index]))
         options = placement.actor_options(group, self._bundle(), env)
-        return ray.remote(EngineHost).options(**options,
-                                              **detached.helper_options(self._name(index))).remote(
+        # `progress` on a thread of its own: answered while a generate runs (named on the
+        # method, not per call: Ray Client refuses a call's concurrency group)
+        ray.method(concurrency_group="progress")(EngineHost.progress)
+        remote = ray.remote(concurrency_groups={"progress": 1})(EngineHost)
+        return remote.options(**options, **detached.helper_options(self._name(index))).remote(
             self.model_path, self.config, version)
 
     # -- calls with a deadline -------------------------------------------------------------
@@ -150,8 +157,9 @@ class VLLMEngineActor(EngineFleet):
                  timeout_s: float | None = None) -> list[GeneratedSample]:
         """Contiguous prompt shards, one per engine; samples in (prompt, sample) order. A
         shard whose engine died is sampled again on one serving the same weights (same
-        prompts, offset and seed: the same samples) while the lost one starts again; a
-        missed deadline restarts its engine and raises `EngineError`."""
+        prompts, offset and seed: the same samples) while the lost one starts again; an
+        engine quiet for `timeout_s` (default `generate_timeout_s`: no new token, no
+        finished sequence) is hung: restarted, and the call raises `EngineError`."""
         if params.seed is None:  # one seed for all shards, as one engine would draw it
             params = dataclasses.replace(params, seed=random.getrandbits(62))
         timeout = timeout_s or self.generate_timeout_s
@@ -162,7 +170,7 @@ class VLLMEngineActor(EngineFleet):
             where = self._place(list(todo))
             calls = {j: self._actors[where[j]].generate.options(max_task_retries=0).remote(
                 prompts[lo:hi], params, lo) for j, (lo, hi) in todo.items()}
-            answers = self._gather(calls, timeout, "generate", engine_of=where)
+            answers = self._gather(calls, timeout, "generate", engine_of=where, alive=True)
             done.update(answers.results)
             self._settle({where[j]: why for j, why in answers.failed.items()},
                          [where[j] for j in answers.stale], {where[j] for j in answers.late})
@@ -179,19 +187,30 @@ class VLLMEngineActor(EngineFleet):
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
         """Packs once here; each bucket goes to every engine up once (object store or
-        broadcast), then they load the staged weights together. Engines still starting
-        are synced once up (they count as behind)."""
+        broadcast) and is loaded as it comes, then they commit together. Engines still
+        starting are synced once up (they count as behind)."""
         timeout, live = self.generate_timeout_s, self._live()
         target = self._target + 1 if version is None else version
         live = self._begin_sync(live, timeout)
-        if self.transport == "ray":
-            self._send_by_ray(named_tensors, timeout, live)
-        else:
-            self._send_by_broadcast(named_tensors, timeout, live)
-        versions = self._wait(self._call(live, "commit_weights", target), timeout, "sync")
+        try:
+            if self.transport == "ray":
+                self._send_by_ray(named_tensors, timeout, live)
+            else:
+                self._send_by_broadcast(named_tensors, timeout, live)
+            versions = self._wait(self._call(live, "commit_weights", target), timeout, "sync")
+        except BaseException:
+            self._torn(live)
+            raise
         for index, served in zip(live, versions, strict=True):
             self._versions[index] = served
         self._target, self._synced = target, True
+
+    def _torn(self, engines: dict[int, object]) -> None:
+        """A sync failed halfway: the engines it reached loaded some buckets, so they serve
+        no version until a whole sync (ones restarting meanwhile keep what they load)."""
+        for index in engines:
+            if index not in self._starting:
+                self._versions[index] = UNKNOWN_VERSION
 
     def _begin_sync(self, live: dict[int, object], timeout: float) -> dict[int, object]:
         """Every engine up drops what a broken sync left staged; the ones lost since their
@@ -211,6 +230,7 @@ class VLLMEngineActor(EngineFleet):
 
         for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
             args = [ray.put(a) for a in bucket.as_args()]
+            del bucket  # before the next is packed: one bucket at a time
             self._wait(self._call(live, "stage_bucket", *args), timeout, "sync")
 
     def _send_by_broadcast(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
@@ -224,22 +244,30 @@ class VLLMEngineActor(EngineFleet):
             for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
                                        device=self._sender.group.device):
                 self._sender.send(bucket, live, self._wait)
+                del bucket  # before the next is packed: one bucket on this GPU at a time
         except BaseException:
             self._close_sync(survivors=list(live.values()))
             raise
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
-        """Every engine reads the checkpoint from the store itself."""
+        """Every engine reads the checkpoint from the store itself (bucket by bucket: one
+        that fails halfway serves no version)."""
         target = self._target + 1 if version is None else version
-        self._versions = self._wait(self._each("load_checkpoint", store, rel_dir, target),
-                                    self.generate_timeout_s, "load_checkpoint")
+        calls = self._each("load_checkpoint", store, rel_dir, target)
+        try:
+            self._versions = self._wait(calls, self.generate_timeout_s, "load_checkpoint")
+        except BaseException:
+            self._torn(dict(enumerate(self._actors)))
+            raise
         self._checkpoint, self._target = (store, rel_dir, target), target
 
     def sleep(self) -> bool:
         return all(self._wait(self._each("sleep"), self.generate_timeout_s, "sleep"))
 
-    def wake(self) -> bool:
-        return all(self._wait(self._each("wake"), self.generate_timeout_s, "wake"))
+    def wake(self, tags: tuple[WakeTag, ...] = WAKE_TAGS) -> bool:
+        """Engines wake themselves in two stages (a sync the weights, generate the KV
+        cache); this wakes `tags` on every engine now."""
+        return all(self._wait(self._each("wake", tags), self.generate_timeout_s, "wake"))
 
     def shutdown(self) -> None:
         import ray

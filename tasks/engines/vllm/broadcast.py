@@ -6,15 +6,16 @@ On GPUs it is vLLM's own: a `StatelessProcessGroup` rendezvous and a `PyNcclComm
 (`vllm.distributed.weight_transfer.nccl_common.stateless_init_process_group`, what vLLM
 0.32 offers for trainer-to-worker transfers), which touches no torch.distributed global
 state on either side. On CPU builds (no NCCL) it is a gloo group built directly on a TCP
-store; on a simulated cluster (fake GPUs: `ALIGNFLOW_STRICT_GROUPS`) it is the strict
-stand-in for NCCL (`tasks/distributed/strict.py`) on such a store, and the buffers it
-carries are placed on the fake GPUs (`SyncGroup.buffer`). Each packed bucket
-(`vllm_weights`) is announced to the engines (names, dtypes, shapes, offsets: a Ray call
-each), then its one flat buffer is broadcast; the engines stage what they received and
-load it all at the commit. Every wait has the sync's timeout, so a
-dead engine fails the sync instead of hanging it, and the group is then closed on every
-side that is left (`close`: NCCL's communicator aborted, so no broadcast waits on the dead
-peer), to be formed anew with the restarted engine at the next sync.
+store, listening on the node address Ray reports (or `GLOO_SOCKET_IFNAME`: `gloo_devices`);
+on a simulated cluster (fake GPUs: `ALIGNFLOW_STRICT_GROUPS`) it is the strict stand-in for
+NCCL (`tasks/distributed/strict.py`) on such a store, and the buffers it carries are placed
+on the fake GPUs (`SyncGroup.buffer`). Each packed bucket (`vllm_weights`) is announced to
+the engines (names, dtypes, shapes, offsets: a Ray call each), then its one flat buffer is
+broadcast; the engines load what they received at once and process it all at the commit.
+Every wait has the sync's timeout, so a dead engine fails the sync instead of hanging it,
+and the group is then closed on every side that is left (`close`: NCCL's communicator
+aborted, so no broadcast waits on the dead peer), to be formed anew with the restarted
+engine at the next sync. NCCL finds its interface itself (`NCCL_SOCKET_IFNAME` wins).
 
 Pure torch (plus Ray on the trainer's side, vLLM for NCCL; imported when used).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import socket
 from collections.abc import Callable
 
@@ -111,7 +113,34 @@ def dist_prefix(store):
 def _gloo(store, rank: int, world: int, timeout: datetime.timedelta):
     import torch.distributed as dist
 
-    return dist.ProcessGroupGloo(dist_prefix(store), rank, world, timeout)
+    options = dist.ProcessGroupGloo._Options()
+    options._timeout, options._devices = timeout, gloo_devices()
+    return dist.ProcessGroupGloo(dist_prefix(store), rank, world, options)
+
+
+def gloo_devices() -> list:
+    """Where this rank's gloo connections listen: the interfaces the user names in
+    `GLOO_SOCKET_IFNAME` (they win), else this node's address as Ray reports it (the one
+    the other nodes reach). Left to itself gloo binds to what the host name resolves to,
+    127.0.1.1 on many distributions, and a peer on another node waits on it until the
+    sync times out."""
+    import torch.distributed as dist
+
+    gloo = dist.ProcessGroupGloo
+    named = [name for name in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if name]
+    if named:
+        return [gloo.create_device(interface=name) for name in named]
+    address = node_address()
+    return [gloo.create_device(hostname=address) if address else gloo.create_default_device()]
+
+
+def node_address() -> str | None:
+    """This node's IP as Ray reports it (None outside Ray)."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    return ray.util.get_node_ip_address() if ray.is_initialized() else None
 
 
 def _root0(timeout: datetime.timedelta):

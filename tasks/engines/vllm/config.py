@@ -57,8 +57,10 @@ class VLLMSection:
     max_model_len: int | None = field(default=None, metadata={
         "help": "longest prompt + response an engine serves (alignflow; null: the model's)"})
     generate_timeout_s: float = field(default=600.0, metadata={
-        "help": "a generate or sync call longer than this is a hung engine: it is "
-                "restarted and the call retried (alignflow)"})
+        "help": "an engine that makes no progress (no new token, no finished sequence) "
+                "for this long in a generate, or takes longer for a sync bucket, sleep or "
+                "wake, is hung: restarted and the call retried; a long generate that keeps "
+                "producing is never cut (alignflow)"})
     startup_timeout_s: float = field(default=900.0, metadata={
         "help": "seconds engines in Ray actors may take to get their CPUs/GPUs and load "
                 "the model; what is waited for is said every 10 s (alignflow)"})

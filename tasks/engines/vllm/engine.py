@@ -12,8 +12,13 @@ What alignflow needs beyond plain `LLM.generate`:
   vLLM's sampler is wrapped in the worker (`vllm_worker.UntruncatedLogprobs`);
 - EOS as alignflow defines it: only `params.eos_token_ids` (or the tokenizer's EOS) stop,
   not the generation config's extra ids; stop strings keep the token that completed them;
-- weight sync in packed buckets through `collective_rpc` and the worker's in-place
-  `reload_weights`, then the prefix cache is dropped (its KV came from the old weights).
+- weight sync in packed buckets through `collective_rpc`, each loaded as it comes
+  (`vllm_engine_sync`: no staged copy of the model; a sync that stops halfway leaves the
+  engine serving no version until a whole sync), then the prefix cache is dropped (its KV
+  came from the old weights);
+- sleep and a two-stage wake: a sync wakes the weights alone, generate the KV cache;
+- progress (`progress()`: sequences finished, tokens sampled) while generate runs, so the
+  engine's owner tells a long generate from a hung one (`vllm_liveness`).
 
 vLLM is imported when an engine is built, never at module import.
 """
@@ -24,23 +29,28 @@ import contextlib
 import logging
 import os
 import random
-import tempfile
-from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import torch
 
-from alignflow.errors import ConfigError, EngineError, SchemaError
-from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.errors import ConfigError, EngineError
+from alignflow.tasks.engines.base import (
+    UNKNOWN_VERSION,
+    WAKE_TAGS,
+    GeneratedSample,
+    SamplingParams,
+    WakeTag,
+)
 from alignflow.tasks.engines.sampling import row_seed
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
+from alignflow.tasks.engines.vllm.engine_sync import WeightSync, checkpoint_shapes
 from alignflow.tasks.engines.vllm.process import (
     in_trainer_group,
     own_world,
     pack_device,
     trainer_group_kept,
 )
-from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
+from alignflow.tasks.engines.vllm.progress import Finished
+from alignflow.tasks.engines.vllm.worker import Sampled
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +61,7 @@ VLLM_ENV_DEFAULTS = {
 }
 
 
-class VLLMEngine:
+class VLLMEngine(WeightSync):
     """A vLLM `LLM` serving one policy; see `engines.base` for the contract."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
@@ -73,8 +83,10 @@ class VLLMEngine:
         self.vocab_size = self.llm.llm_engine.model_config.get_vocab_size()
         self._tied = bool(getattr(self.llm.llm_engine.model_config.hf_config,
                                   "tie_word_embeddings", False))
-        self._shapes = _checkpoint_shapes(self.model_path)
-        self._asleep = False
+        self._shapes = checkpoint_shapes(self.model_path)
+        self._sleeping: set[str] = set()  # what `sleep` freed and no wake restored yet
+        self._before: int | None = None  # the version served before the sync now loading
+        self._finished = Finished()
 
     @property
     def generate_timeout_s(self) -> float:
@@ -90,14 +102,22 @@ class VLLMEngine:
 
         if any(len(p) == 0 for p in prompts):
             raise ConfigError("generate: every prompt needs at least one token; got an empty one")
+        if self.policy_version == UNKNOWN_VERSION:
+            raise EngineError("vLLM generate: a weight sync stopped halfway and left this "
+                              "engine's weights no version's; sync it again before it samples")
         self.wake()
         seed = params.seed if params.seed is not None else random.getrandbits(62)
         rows = [(i, s) for i in range(len(prompts)) for s in range(params.n)]
         inputs = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i, _ in rows]
         requests = [self._request(params, row_seed(seed, prompt_offset + i, s)) for i, s in rows]
-        outputs = self.llm.generate(inputs, requests, use_tqdm=False)
+        outputs = self.llm.generate(inputs, requests, use_tqdm=self._finished.bar)
         return [self._sample(prompt_offset + i, s, prompts[i], out.outputs[0])
                 for (i, s), out in zip(rows, outputs, strict=True)]
+
+    def progress(self) -> int:
+        """Sequences finished and tokens sampled so far (`vllm_progress`): grows while a
+        generate makes progress; read from the actor's other thread while it runs."""
+        return self._finished.n + Sampled.rows
 
     def _request(self, params: SamplingParams, seed: int):
         from vllm import SamplingParams as VLLMSamplingParams
@@ -131,74 +151,6 @@ class VLLMEngine:
             policy_version=self.policy_version,
         )
 
-    # -- weight sync -----------------------------------------------------------------------
-    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
-                       version: int | None = None) -> None:
-        """Sends the tensors (HF `state_dict` names) in packed buckets, then reloads in place."""
-        self.drop_staged()
-        try:
-            for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes,
-                                       device=self.pack_device):
-                self.stage_bucket(bucket)
-        except BaseException:
-            self.drop_staged()
-            raise
-        self.commit_weights(version=version)
-
-    def drop_staged(self) -> None:
-        """Forgets buckets of a sync that did not finish."""
-        self.llm.collective_rpc("alignflow_drop_staged")
-
-    def stage_bucket(self, bucket: WeightBucket) -> None:
-        """Hands one bucket to every worker; nothing changes until `commit_weights`."""
-        self.llm.collective_rpc("alignflow_stage_bucket", args=bucket.as_args())
-
-    def commit_weights(self, *, version: int | None = None) -> None:
-        """Loads the staged buckets into the model and forgets KV computed with old weights."""
-        self.wake()
-        self.llm.collective_rpc("alignflow_commit_weights")
-        self.llm.reset_prefix_cache()
-        self.policy_version = self.policy_version + 1 if version is None else version
-
-    def _checked(self, named_tensors: Iterable[tuple[str, torch.Tensor]]
-                 ) -> Iterator[tuple[str, torch.Tensor]]:
-        """Refuses names and shapes the model folder's checkpoint does not have, before
-        anything is sent (a failed reload would leave vLLM's model half-loaded); drops a
-        tied LM head, which vLLM shares with the embedding."""
-        for name, tensor in named_tensors:
-            expected = self._shapes.get(name)
-            if expected is None and self._tied and name == "lm_head.weight":
-                continue
-            if expected is None:
-                raise ConfigError(f"update_weights: unknown tensor {name!r}; expected a name "
-                                  f"of the safetensors in {self.model_path}")
-            if list(tensor.shape) != expected:
-                raise ConfigError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}; "
-                                  f"expected {tuple(expected)}")
-            yield name, tensor
-
-    def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
-        """Loads the weights of a checkpoint committed with `artifacts.checkpoints.save`
-        (its `model.safetensors` only, streamed tensor by tensor into buckets)."""
-        with _model_file(store, rel_dir) as path:
-            self.update_weights(_safetensors_items(path), version=version)
-
-    def join_sync_group(self, host: str, port: int, first_rank: int, world: int, backend: str,
-                        timeout_s: float) -> None:
-        """Every worker joins the trainer's weight-sync group (`vllm_broadcast`)."""
-        self.llm.collective_rpc("alignflow_join_group",
-                                args=(host, port, first_rank, world, backend, timeout_s))
-
-    def leave_sync_group(self) -> None:
-        """Every worker closes its side of the weight-sync group (an engine restarted)."""
-        self.llm.collective_rpc("alignflow_leave_group")
-
-    def receive_bucket(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
-                       offsets: list[int], nbytes: int) -> None:
-        """Every worker receives one broadcast bucket and stages it (see `stage_bucket`)."""
-        self.llm.collective_rpc("alignflow_receive_bucket",
-                                args=(names, dtypes, shapes, offsets, nbytes))
-
     # -- memory ----------------------------------------------------------------------------
     def sleep(self) -> bool:
         """Frees accelerator memory between generate phases; False (and logged) where the
@@ -207,17 +159,20 @@ class VLLMEngine:
         if reason:
             log.info("vLLM engine: sleep skipped: %s", reason)
             return False
-        if not self._asleep:
+        if not self._sleeping:
             self.llm.sleep(level=self.config.sleep_level)
-            self._asleep = True
+            self._sleeping = set(WAKE_TAGS)
         return True
 
-    def wake(self) -> bool:
-        """Undoes `sleep()`; generate and weight sync call it themselves."""
-        if not self._asleep:
+    def wake(self, tags: tuple[WakeTag, ...] = WAKE_TAGS) -> bool:
+        """Undoes `sleep()` for `tags`, in two stages as OpenRLHF wakes: a sync wakes the
+        weights alone and loads into them while the KV cache stays freed, generate wakes
+        the KV cache (both call it themselves)."""
+        waking = [tag for tag in WAKE_TAGS if tag in tags and tag in self._sleeping]
+        if not waking:
             return False
-        self.llm.wake_up()
-        self._asleep = False
+        self.llm.wake_up(tags=waking)
+        self._sleeping -= set(waking)
         return True
 
     def shutdown(self) -> None:
@@ -235,39 +190,3 @@ class VLLMEngine:
         if not current_platform.is_sleep_mode_available():
             return f"vLLM's {current_platform.device_name} platform has no sleep mode"
         return None
-
-
-@contextlib.contextmanager
-def _model_file(store, rel_dir: str) -> Iterator[str]:
-    """A local path of the checkpoint's model.safetensors (downloaded if the store is remote)."""
-    if not store.exists(f"{rel_dir}/meta.json"):
-        raise SchemaError(f"{store.url}/{rel_dir}: no meta.json; not a checkpoint or an "
-                          "unfinished save")
-    rel = f"{rel_dir}/model.safetensors"
-    if store.is_local:
-        yield store.readable_path(rel)  # a regular file reached through no link
-        return
-    with tempfile.TemporaryDirectory(prefix="alignflow-vllm-") as tmp:
-        local = os.path.join(tmp, "model.safetensors")
-        store.get_file(rel, local)
-        yield local
-
-
-def _checkpoint_shapes(folder: str) -> dict[str, list[int]]:
-    """Tensor name -> shape over the folder's safetensors files (headers only)."""
-    from safetensors import safe_open
-
-    shapes: dict[str, list[int]] = {}
-    for path in sorted(Path(folder).glob("*.safetensors")):
-        with safe_open(str(path), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                shapes[name] = list(f.get_slice(name).get_shape())
-    return shapes
-
-
-def _safetensors_items(path: str) -> Iterator[tuple[str, torch.Tensor]]:
-    from safetensors import safe_open
-
-    with safe_open(path, framework="pt") as f:
-        for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
-            yield name, f.get_tensor(name)

@@ -12,13 +12,19 @@ caller syncs it and retries).
 from __future__ import annotations
 
 from alignflow.errors import EngineError
-from alignflow.tasks.engines.base import GeneratedSample, SamplingParams
+from alignflow.tasks.engines.base import (
+    UNKNOWN_VERSION,
+    WAKE_TAGS,
+    GeneratedSample,
+    SamplingParams,
+    WakeTag,
+)
 from alignflow.tasks.engines.standin import build_engine
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm.weights import WeightBucket
 from alignflow.timeline import mark
 
-UNKNOWN_VERSION = -1  # what a restarted (or taken over) engine serves: behind every version
+# UNKNOWN_VERSION (`engines.base`) is also what a restarted or taken-over engine serves
 
 
 def restarted_by_ray() -> bool:
@@ -49,6 +55,12 @@ class EngineHost:
     def version(self) -> int:
         return UNKNOWN_VERSION if self.stale else self.engine.policy_version
 
+    def progress(self) -> int:
+        """The engine's count of sampled tokens and finished sequences. Answered on the
+        actor's own thread (`concurrency_group="progress"`) while a generate runs, so the
+        host tells a long generate from a hung engine (`vllm_liveness`)."""
+        return self.engine.progress()
+
     def generate(self, prompts: list[list[int]], params: SamplingParams,
                  prompt_offset: int) -> list[GeneratedSample]:
         self._usable("generate")
@@ -76,8 +88,8 @@ class EngineHost:
     def sleep(self) -> bool:
         return self.engine.sleep()
 
-    def wake(self) -> bool:
-        return self.engine.wake()
+    def wake(self, tags: tuple[WakeTag, ...] = WAKE_TAGS) -> bool:
+        return self.engine.wake(tags)
 
     def join_sync_group(self, host: str, port: int, rank: int, world: int, backend: str,
                         timeout_s: float) -> bool:

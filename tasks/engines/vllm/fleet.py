@@ -14,11 +14,12 @@ without it.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from alignflow import detached
 from alignflow.errors import EngineError
-from alignflow.tasks.engines.vllm import placement
+from alignflow.tasks.engines.vllm import liveness, placement
 from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION
 
 
@@ -73,34 +74,30 @@ class EngineFleet:
         return [i for i in self._live() if self._versions[i] == self._target]
 
     def _gather(self, calls: dict, timeout_s: float, what: str, *, watch: bool = True,
-                engine_of: dict | None = None) -> Answers:
+                engine_of: dict | None = None, alive: bool = False) -> Answers:
         """Wait for one call per key (an engine, or a generate's shard: `engine_of` maps it
-        to its engine) up to `timeout_s`. `watch`: the engines are up, so one that Ray
-        reports lost meanwhile fails its calls at once (a call sent to it would wait for
-        its restart); not for calls that wait for a start."""
+        to its engine) up to `timeout_s`; `alive` (a generate): for as long as its engine
+        makes progress, hung after `timeout_s` without (`vllm_liveness`). `watch`: the
+        engines are up, so one that Ray reports lost meanwhile fails its calls at once (a
+        call sent to it would wait for its restart); not for calls that wait for a start."""
         import ray
         from ray import exceptions as rex
 
         engine_of = engine_of or {key: key for key in calls}
-        key_of, lost = {r.hex(): k for k, r in calls.items()}, set()
-
-        def gone(pending: list) -> list:
-            found = detached.not_alive({key_of[r.hex()]: self._actors[engine_of[key_of[r.hex()]]]
-                                        for r in pending})
-            lost.update(found)
-            return [calls[k] for k in found]
-
-        ready = placement.wait_said(list(calls.values()), timeout_s,
-                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
-                                              "answered", lost=gone if watch else None)
-        done, out = {r.hex() for r in ready}, Answers()
+        lost: set = set()
+        if alive:
+            done = self._wait_alive(calls, timeout_s, what, engine_of, lost)
+        else:
+            done = self._wait_deadline(calls, timeout_s, what, engine_of, lost if watch else None)
+        late = f"no progress for {timeout_s:g}s" if alive else f"no answer within {timeout_s:g}s"
+        out = Answers()
         for key, ref in calls.items():
-            if ref.hex() not in done:
-                if key in lost:
-                    out.failed[key] = "its process was lost (Ray is starting it again)"
-                else:
-                    out.failed[key] = f"no answer within {timeout_s:g}s"
-                    out.late.add(key)
+            if key in lost:
+                out.failed[key] = "its process was lost (Ray is starting it again)"
+                continue
+            if key not in done:
+                out.failed[key] = late
+                out.late.add(key)
                 continue
             try:
                 out.results[key] = ray.get(ref)
@@ -109,6 +106,50 @@ class EngineFleet:
             except EngineError:
                 out.stale.append(key)
         return out
+
+    def _lost(self, keys: list, engine_of: dict) -> set:
+        """The keys whose engine Ray's control store reports lost (`detached.not_alive`)."""
+        return detached.not_alive({key: self._actors[engine_of[key]] for key in keys})
+
+    def _wait_deadline(self, calls: dict, timeout_s: float, what: str, engine_of: dict,
+                       lost: set | None) -> set:
+        """The keys whose call answered within `timeout_s` (`lost` collects the lost ones)."""
+        key_of = {ref.hex(): key for key, ref in calls.items()}
+
+        def gone(pending: list) -> list:
+            found = self._lost([key_of[r.hex()] for r in pending], engine_of)
+            lost.update(found)
+            return [calls[key] for key in found]
+
+        ready = placement.wait_said(list(calls.values()), timeout_s,
+                                    lambda n: f"vLLM {what}: {n} of {len(calls)} engines "
+                                              "answered", lost=gone if lost is not None else None)
+        return {key_of[ref.hex()] for ref in ready}
+
+    def _wait_alive(self, calls: dict, window_s: float, what: str, engine_of: dict,
+                    lost: set) -> set:
+        """The keys whose call answered while its engine made progress (`lost` collects
+        the lost ones; the others, quiet for `window_s`, are hung)."""
+        import ray
+
+        def wait(pending: list, seconds: float) -> set:
+            refs = [calls[key] for key in pending]
+            came = {r.hex() for r in ray.wait(refs, num_returns=len(refs), timeout=seconds)[0]}
+            found = self._lost([key for key in pending if calls[key].hex() not in came],
+                               engine_of)
+            lost.update(found)
+            return {key for key in pending if calls[key].hex() in came} | found
+
+        def say(pending: list, elapsed: float, quiet: float) -> None:
+            print(f"alignflow: vLLM {what}: {len(calls) - len(pending)} of {len(calls)} "
+                  f"engines answered; {elapsed:.0f}s, the others quiet for at most {quiet:.0f}s "
+                  f"(hung after {window_s:g}s without progress: vllm.generate_timeout_s)",
+                  file=sys.stderr, flush=True)
+
+        done, _hung = liveness.wait_alive(
+            calls, window_s, wait=wait, say=say,
+            ask=liveness.AskActors(lambda key: self._actors[engine_of[key]]))
+        return done - lost
 
     def _settle(self, failed: dict[int, str], stale: list[int], late: set = frozenset()) -> None:
         """Engines that died or came back from Ray's restart are started (or given weights)
