@@ -47,7 +47,7 @@ class EngineBytes:
 
 
 def vllm(shape: ModelShape, cfg: VLLMEngineConfig, *, gpu_total: float,
-         tensor_parallel: int, whole_staging: bool = True) -> EngineBytes:
+         tensor_parallel: int, by_bucket: bool = True) -> EngineBytes:
     """A vLLM engine's rank on one GPU of `gpu_total` bytes."""
     dtype = dtype_bytes(cfg)
     weights = shape.params * dtype / tensor_parallel
@@ -58,9 +58,13 @@ def vllm(shape: ModelShape, cfg: VLLMEngineConfig, *, gpu_total: float,
         share = cfg.gpu_memory_utilization * gpu_total
         kv_room = share - weights
         item = f"vLLM share ({cfg.gpu_memory_utilization:g} of the GPU)"
-    staged = shape.params if whole_staging else shape.largest_tensor
+    # alignflow loads a sync bucket by bucket (`tasks/engines/vllm/engine_sync.py`): one
+    # bucket and the largest tensor above the weights; OpenRLHF one tensor at a time
+    largest = shape.largest_tensor * dtype
+    staged = min(shape.params * dtype, cfg.sync_bucket_bytes + largest) if by_bucket \
+        else largest
     return EngineBytes(resident={item: share}, generate={}, sleeps=cfg.enable_sleep_mode,
-                       sync={"sync staging": staged * dtype}, kv_room=max(kv_room, 0.0),
+                       sync={"sync staging": staged}, kv_room=max(kv_room, 0.0),
                        kv_per_token=shape.kv_bytes_per_token(dtype, tensor_parallel),
                        max_num_seqs=cfg.section.max_num_seqs)
 

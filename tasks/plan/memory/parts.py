@@ -105,7 +105,7 @@ def engine_part(gpus: GpuSet, plan: RunPlan, ask: MemoryAsk,
     elif gpus.vllm is not None:
         got = engine.vllm(shape, gpus.vllm, gpu_total=gpu_total,
                           tensor_parallel=gpus.tensor_parallel,
-                          whole_staging=ask.frozen == "alignflow")
+                          by_bucket=ask.frozen == "alignflow")
     else:
         return None
     away = ("forward", "learn", "save") if got.sleeps else ()
