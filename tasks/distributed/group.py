@@ -19,7 +19,7 @@ from typing import Literal, get_args
 import torch.distributed as dist
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.distributed import settle, strict
+from alignflow.tasks.distributed import interfaces, settle, strict
 from alignflow.tasks.simulate import node
 
 Backend = Literal["gloo", "nccl", "cpu:gloo,cuda:nccl"]
@@ -98,7 +98,8 @@ def join(spec: GroupSpec) -> None:
                           f"of {dist.get_world_size()}; call leave() first")
     rank_env = dict(MASTER_ADDR=spec.master_addr, MASTER_PORT=str(spec.master_port),
                     RANK=str(spec.rank), WORLD_SIZE=str(spec.world_size),
-                    LOCAL_RANK=str(spec.local_rank))
+                    LOCAL_RANK=str(spec.local_rank),
+                    **interfaces.interface_env(interfaces.node_address()))
     for key in rank_env:  # the first join since the last leave saw what was there before
         _JOIN_ENV_BEFORE.setdefault(key, os.environ.get(key))
     os.environ.update(rank_env)
