@@ -71,10 +71,12 @@ def configure(name: str, parser: argparse.ArgumentParser) -> None:
     _common(parser)
     if name in ("resume", "tick"):
         parser.add_argument("--trust", metavar="ITEM", action="append", default=[],
-                            help="confirm what a stored run names: a code file (accepted even "
-                                 "if changed), a directory of code or for writing (code must "
-                                 "be unchanged), a URL or a Ray address (repeatable; also "
-                                 "$ALIGNFLOW_TRUSTED_DIRS and ~/.config/alignflow/trust.toml)")
+                            help="confirm what a stored run names beyond what this machine "
+                                 "signed: a code file (accepted even if changed), a directory "
+                                 "(code in it this machine never hashed; folders to write), a "
+                                 "model or data source, a URL or a Ray address (repeatable; "
+                                 "also $ALIGNFLOW_TRUSTED_DIRS and the trust file for folders "
+                                 "and URLs)")
         parser.add_argument("--trust-store", action="store_true",
                             help="the store is yours: use what its runs recorded (code only "
                                  "with the hash it was recorded with)")
