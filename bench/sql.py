@@ -2,6 +2,16 @@
 
     .venv/bin/python bench/sql.py --rows 1000000 10000000          # local store
     .venv/bin/python bench/sql.py --rows 1000000 --s3               # + moto S3 server
+    .venv/bin/python bench/sql.py --tasks 100 10000 --rows 0        # first answer, whole process
+
+`--tasks`: the first answer of `alignflow sql QUERY` as a user runs it, against a bare DuckDB
+process (`python -c`, `import duckdb`, `read_parquet` of the same files by glob, rows
+printed), on a store of 1.2M rollout rows in N task files; CPU seconds of the whole process
+(user + system, from wait4) and wall time, best of 5, interleaved. `alignflow sql` is
+measured twice: through the `alignflow` command, and through the catalog's own entry
+(`catalog/cli.py` alone, without what `alignflow/cli.py` imports before dispatching). The
+first run after a store changes builds the catalog's local index (`catalog/index.py`); it is
+reported on its own ("index cold").
 
 Synthetic rollouts (scalar columns + a short response string) are committed through the
 artifacts API, one file per iteration. Cold: a fresh process opens the
@@ -66,6 +76,74 @@ def generate(url: str, rows: int, storage_options: dict | None = None) -> float:
                           task="generate", partition={"iter": it})
         commit(store, "bench", f"iter-{it:04d}/generate", {"artifacts": [ref]})
     return time.perf_counter() - t0
+
+
+FIRST_QUERIES = {"count": "SELECT count(*) AS n FROM {src}",
+                 "group_by": "SELECT iteration, avg(reward) AS r FROM {src} GROUP BY 1 ORDER BY 1"}
+TASK_ROWS = 1_200_000
+_BARE = "import duckdb, sys; print(duckdb.connect().sql(sys.argv[1]).fetchall())"
+_ENTRY = ("import argparse, sys; from alignflow.catalog import cli; p = argparse.ArgumentParser(); "
+          "cli.configure('sql', p); a = p.parse_args(sys.argv[1:]); a.from_shell = True; "
+          "sys.exit(cli.run('sql', a))")
+
+
+def generate_tasks(url: str, tasks: int, rows: int = TASK_ROWS) -> float:
+    """A store of `rows` rollout rows in `tasks` committed tasks (one file each), in
+    max(1, tasks // 100) runs; returns seconds taken."""
+    from alignflow.artifacts.commit import commit
+    from alignflow.artifacts.parquet_io import write_table
+    from alignflow.artifacts.store import Store
+
+    store, rng, t0 = Store.open(url), np.random.default_rng(0), time.perf_counter()
+    runs = max(1, tasks // 100)
+    for r in range(runs):
+        rid = f"bench{r:04d}"
+        store.write_json(f"runs/{rid}/run.json", {"run_id": rid, "flow": "bench", "seed": 0})
+        for it in range(tasks // runs):
+            ref = write_table(store, "rollouts", _batch(rng, it, rows // tasks), run_id=rid,
+                              task="generate", partition={"iter": it})
+            commit(store, rid, f"iter-{it:04d}/generate", {"artifacts": [ref]})
+    return time.perf_counter() - t0
+
+
+def _process(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user + system) of one whole process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{cmd[:3]} failed: {proc.stderr.read().decode()[-500:]}")
+    proc.stderr.close()
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def first_answer(url: str, rounds: int = 5) -> None:
+    """Print the whole-process cost of the first answer, alignflow sql ÷ bare DuckDB."""
+    cache = os.environ.setdefault("ALIGNFLOW_CATALOG_CACHE", os.path.join(url, "..", "index"))
+    import shutil
+
+    shutil.rmtree(cache, ignore_errors=True)
+    alignflow = os.path.join(os.path.dirname(sys.executable), "alignflow")
+    glob = f"read_parquet('{url}/runs/*/rollouts/*/*.parquet')"
+    print(f"\n## first answer, {url} (load {os.getloadavg()[0]:.1f})")
+    print(f"{'query':10} {'side':16} {'wall s':>7} {'cpu s':>7} {'wall x':>7} {'cpu x':>7}")
+    for name, query in FIRST_QUERIES.items():
+        sides = {"bare duckdb": [sys.executable, "-c", _BARE, query.format(src=glob)],
+                 "alignflow sql": [alignflow, "sql", query.format(src="rollouts"), "--store", url],
+                 "catalog entry": [sys.executable, "-c", _ENTRY, query.format(src="rollouts"),
+                                   "--store", url]}
+        shutil.rmtree(cache, ignore_errors=True)
+        cold = _process(sides["catalog entry"])  # builds the index
+        best = {side: (float("inf"), float("inf")) for side in sides}
+        for _ in range(rounds):
+            for side, cmd in sides.items():
+                wall, cpu = _process(cmd)
+                best[side] = (min(best[side][0], wall), min(best[side][1], cpu))
+        bare = best["bare duckdb"]
+        for side, (wall, cpu) in [*best.items(), ("index cold", cold)]:
+            print(f"{name:10} {side:16} {wall:7.3f} {cpu:7.3f} {wall / bare[0]:7.2f} "
+                  f"{cpu / bare[1]:7.2f}")
 
 
 def _timed(fn) -> tuple[float, object]:
@@ -179,6 +257,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--dir", default="/tmp/alignflow-bench-sql")
     parser.add_argument("--s3", action="store_true", help="also run over a moto S3 server")
+    parser.add_argument("--tasks", type=int, nargs="*", default=[],
+                        help="first answer at these numbers of committed tasks (1.2M rows)")
     parser.add_argument("--measure", choices=["catalog", "raw", "pair"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
@@ -186,7 +266,12 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args.url, args.measure, json.loads(args.options) or None)))
         return
-    for rows in args.rows:
+    for tasks in args.tasks:
+        url = os.path.join(args.dir, f"tasks-{tasks}")
+        if not os.path.exists(url):
+            print(f"generated {tasks:,} tasks locally in {generate_tasks(url, tasks):.1f} s")
+        first_answer(url)
+    for rows in (r for r in args.rows if r):
         url = os.path.join(args.dir, f"rows-{rows}")
         if not os.path.exists(url):
             print(f"generated {rows:,} rows locally in {generate(url, rows):.1f} s")

@@ -28,7 +28,9 @@ from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
 from alignflow.catalog.cursor import GuardedCursor, Params
 from alignflow.catalog.deadline import deadline
-from alignflow.catalog.guard import check_read_only
+from alignflow.catalog.guard import check_read_only, tables_named
+from alignflow.catalog.index import Index
+from alignflow.catalog.index import load as load_index
 from alignflow.catalog.limits import SqlLimits, human_bytes
 from alignflow.catalog.manifests import Problem, Snapshot, run_of, scan
 from alignflow.catalog.results import Rows, short
@@ -51,11 +53,13 @@ class _LeftOut(SchemaError):
 
 
 class Catalog:
-    """DuckDB views over a store; one connection per catalog, one cursor per thread."""
+    """DuckDB views over a store; one connection per catalog, one cursor per thread.
+    `for_query`: the one query this catalog is opened for (`alignflow sql QUERY`): only the
+    views it names are built (all of them when it names none, or one not known)."""
 
     def __init__(self, store_or_url: Store | str | None = None, *,
                  storage_options: dict[str, Any] | None = None,
-                 limits: SqlLimits | None = None) -> None:
+                 limits: SqlLimits | None = None, for_query: str | None = None) -> None:
         if isinstance(store_or_url, Store):
             self.store = store_or_url
         else:
@@ -71,20 +75,26 @@ class Catalog:
         self._snap: Snapshot | None = None
         self._built: connection.Built | None = None
         self._left_out: dict[str, Problem] = {}
+        self._names = tables_named(for_query) if for_query is not None else None
+        self._index = Index(self.store.url, None)
         self.refresh()
 
     def refresh(self) -> None:
         """Re-scan the manifests; later queries see everything committed up to now. The
-        scan and the views together run under the time limit (`QueryLimit` past it)."""
+        scan and the views together run under the time limit (`QueryLimit` past it). What
+        the scan and the checks learn is kept in the local index (`index.py`), so the next
+        opening reads only what changed."""
         until = time.monotonic() + self.limits.timeout_s
-        snap = scan(self.store)
+        self._index = load_index(self.store.url)
+        snap = scan(self.store, self._index)
         self._install(snap, {}, until)
+        self._index.save()
 
     def _install(self, snap: Snapshot, left_out: dict[str, Problem],
                  until: float | None = None) -> None:
         seconds = None if until is None else until - time.monotonic()
         built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out,
-                                 seconds=seconds)
+                                 seconds=seconds, index=self._index, names=self._names)
         with self._lock:
             self._con, self._built, self._snap = built.con, built, snap
             self._left_out, self._cursors = left_out, []

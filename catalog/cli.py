@@ -85,7 +85,8 @@ def _open_and_run(name: str, args: argparse.Namespace, limits, query: str | None
     if name == "report":
         with Catalog(args.store, limits=limits) as catalog:
             return _report(catalog, args)
-    with cap_process_memory(limits), Catalog(args.store, limits=limits) as catalog:
+    with cap_process_memory(limits), Catalog(args.store, limits=limits,
+                                             for_query=query) as catalog:
         return _sql(catalog, args, query, until)
 
 

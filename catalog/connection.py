@@ -24,17 +24,28 @@ import pyarrow as pa
 from alignflow.artifacts import lineage, schemas
 from alignflow.artifacts.store import Store
 from alignflow.catalog.deadline import steps
+from alignflow.catalog.index import Index
 from alignflow.catalog.limits import SqlLimits
 from alignflow.catalog.limits import apply as apply_limits
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, file_in_message, literal
-from alignflow.catalog.rollouts import GENERATED, METRICS_RAW, METRICS_VIEW, rollouts_view_sql
-from alignflow.catalog.shape import narrow
+from alignflow.catalog.rollouts import (
+    GENERATED,
+    METRICS_RAW,
+    METRICS_VIEW,
+    STEP_COLUMNS,
+    STEP_ONLY_COLUMNS,
+    rollouts_view_sql,
+)
+from alignflow.catalog.rows import RUNS_COLUMNS, TASKS_COLUMNS, load_rows
+from alignflow.catalog.shape import Columns, narrow
 from alignflow.catalog.verify import verified
 from alignflow.errors import QueryLimit
 
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
                lineage.INPUTS.name, lineage.ROUNDS.name)
+_CAMPAIGN_VIEWS = {"rounds", "campaigns"}  # campaigns.sql, over `runs` and campaign rounds
+_OWN_VIEWS = {"runs", "tasks", *_CAMPAIGN_VIEWS}  # views not over one data table's files
 
 
 def sql_text(name: str) -> str:
@@ -50,15 +61,19 @@ class Built:
     con: duckdb.DuckDBPyConnection
     files_by_name: dict[str, str]
     problems: list[Problem] = field(default_factory=list)
+    same_columns: set[str] = field(default_factory=set)  # tables whose files agree on columns
 
 
 def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
-          left_out: dict[str, Problem] | None = None, *, seconds: float | None = None) -> Built:
-    """A locked connection with all views over the committed files of `snap`, less the
-    files in `left_out` (found unreadable by an earlier query: path → its problem). The
-    limits are set before any file is read, and the whole build is bounded by `seconds`
-    (default the time limit): past it, `QueryLimit` naming the step it was at."""
+          left_out: dict[str, Problem] | None = None, *, seconds: float | None = None,
+          index: Index | None = None, names: set[str] | None = None) -> Built:
+    """A locked connection with the views over the committed files of `snap`, less the
+    files in `left_out` (found unreadable by an earlier query: path → its problem): all of
+    them, or only those a query `names` needs (`plan`). The limits are set before any file is
+    read, and the whole build is bounded by `seconds` (default the time limit): past it,
+    `QueryLimit` naming the step it was at. `index` spares re-checking unchanged files."""
     left_out = left_out or {}
+    tables, runs, tasks = plan(snap, names)
     by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
     built = Built(duckdb.connect(":memory:"), by_name, list(left_out.values()))
     con = built.con
@@ -74,14 +89,9 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
         if not store.is_local:
             con.register_filesystem(store.fs)
         with steps(con, limits.timeout_s if seconds is None else seconds, late) as step:
-            allowed = _views(store, snap, built, left_out, step)
+            allowed = _views(store, snap, built, left_out, step, tables, index)
             step("loading the runs and tasks tables")
-            _load_table(con, "_af_runs", snap.runs_table(built.problems))
-            _load_table(con, "_af_tasks", snap.tasks)
-            con.execute(sql_text("runs"))
-            con.execute(sql_text("tasks"))
-            for statement in duckdb.extract_statements(sql_text("campaigns")):
-                con.execute(statement)
+            _runs_and_tasks(built, snap, runs, tasks)
             step("locking the connection")
             _lock(con, allowed)
     except BaseException:
@@ -90,27 +100,69 @@ def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
     return built
 
 
+def plan(snap: Snapshot, names: set[str] | None) -> tuple[list[str], bool, bool]:
+    """(the data tables to build, whether `runs`, whether `tasks`) for a query naming the
+    views `names` (lower case). Everything when names is None, names no view, or names one
+    this catalog does not know (the error is then DuckDB's); `runs` (whose `problem` column
+    names every file left out) and the campaign views need every data table."""
+    data = sorted(set(DATA_TABLES) | set(snap.files))
+    every = (data, True, True)
+    if not names or not names <= {*data, *_OWN_VIEWS} or names & {"runs", *_CAMPAIGN_VIEWS}:
+        return every
+    tables = set(names) - _OWN_VIEWS
+    if "rollouts" in names:
+        tables |= {*STEP_COLUMNS, *STEP_ONLY_COLUMNS}
+    return sorted(tables & set(data)), False, "tasks" in names
+
+
 def _views(store: Store, snap: Snapshot, built: Built, left_out: dict[str, Problem],
-           step: Callable[[str], None]) -> list[str]:
-    """Create the data views (each over the files that pass `verified` and `narrow`) and
-    `rollouts`; the files they read."""
+           step: Callable[[str], None], tables: list[str], index: Index | None) -> list[str]:
+    """Create the data views of `tables` (each over the files that pass `verified` and
+    `narrow`), `metrics` and `rollouts` among them; the files they read."""
     con = built.con
     allowed: list[str] = []
     served: set[str] = set()  # tables with at least one readable file
-    for name in sorted(set(DATA_TABLES) | set(snap.files)):
+    hive_keys: set[str] = set()  # of the generated rollouts' files
+    for name in tables:
         step(f"building the view {name!r}")
         view = {"rollouts": GENERATED, "metrics": METRICS_RAW}.get(name, name)
         rels = [r for r in snap.files.get(name, []) if r not in left_out]
-        rels = verified(store, con, snap, rels, built.problems, unreadable)
-        rels = narrow(store, con, name, rels, built.problems)
+        rels = verified(store, con, snap, rels, built.problems, unreadable, index)
+        rels, columns = narrow(store, con, name, rels, built.problems, index)
+        if _one_shape(snap, rels, columns):
+            built.same_columns.add(name)
         rels = _data_view(store, built, name, rels, view)
         allowed += [duckdb_path(store, rel) for rel in rels]
         served |= {name} if rels else set()
+        hive_keys = hive_keys if name != "rollouts" else _partition_keys(rels)
     step("building the view 'rollouts'")
-    con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
-    generated = {r[0] for r in con.execute(f"DESCRIBE {GENERATED}").fetchall()}
-    con.execute(rollouts_view_sql(served, hive="iter" in generated))
+    if "metrics" in tables:
+        con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
+    if "rollouts" in tables:
+        con.execute(rollouts_view_sql(served, hive="iter" in hive_keys))
     return allowed
+
+
+def _one_shape(snap: Snapshot, rels: list[str], columns: Columns) -> bool:
+    """Whether the files `rels` have the same columns (known for each) and schema version:
+    then a view reads them without `union_by_name`, which binds by reading every footer
+    (seconds at 10,000 files); DuckDB maps each file's columns by name to the first's."""
+    shapes = {(columns[r][0], frozenset(columns[r][1]), snap.refs.get(r, {}).get("schema_version"))
+              if r in columns else None for r in rels}
+    return len(shapes) == 1 and None not in shapes
+
+
+def _runs_and_tasks(built: Built, snap: Snapshot, runs: bool, tasks: bool) -> None:
+    """The `tasks` view, and `runs` with the campaign views over it, where asked for."""
+    con = built.con
+    if tasks:
+        load_rows(con, "_af_tasks", snap.tasks, TASKS_COLUMNS)
+        con.execute(sql_text("tasks"))
+    if runs:
+        load_rows(con, "_af_runs", snap.runs_table(built.problems), RUNS_COLUMNS)
+        con.execute(sql_text("runs"))
+        for statement in duckdb.extract_statements(sql_text("campaigns")):
+            con.execute(statement)
 
 
 def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -131,9 +183,11 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
     rels = list(rels)
     while rels:
         files = "[" + ", ".join(literal(duckdb_path(store, r)) for r in rels) + "]"
-        hive = "true" if _same_partition_keys(rels) else "false"
+        hive = "true" if _partition_keys(rels) else "false"
+        union = "false" if name in built.same_columns else "true"
         try:
-            built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive))
+            built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive,
+                                                      union=union))
             return rels
         except duckdb.InterruptException:
             raise
@@ -174,10 +228,11 @@ def _empty(name: str) -> pa.Table:
     return pa.schema(fields).empty_table()
 
 
-def _same_partition_keys(rels: list[str]) -> bool:
-    """Hive columns only when every file has the same `key=value` folders (else DuckDB errors)."""
+def _partition_keys(rels: list[str]) -> set[str]:
+    """The Hive keys of the files' `key=value` folders when every file has the same ones
+    (else none: DuckDB errors on files that differ)."""
     keys = {tuple(p.split("=", 1)[0] for p in rel.split("/")[:-1] if "=" in p) for rel in rels}
-    return len(keys) == 1 and keys != {()}
+    return set(next(iter(keys))) if len(keys) == 1 else set()
 
 
 def _lock(con: duckdb.DuckDBPyConnection, allowed: list[str]) -> None:

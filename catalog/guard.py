@@ -61,13 +61,63 @@ def identifiers(text: str) -> set[str]:
     return out
 
 
+def tables_named(query: str) -> set[str] | None:
+    """Lower-case names of the tables and views `query` reads (DuckDB's own parser, on the
+    guard's private connection that reads no file); None when they cannot be told."""
+    if len(query.encode("utf-8", "replace")) > MAX_QUERY_BYTES:
+        return None  # the guard refuses it, in its own words
+    try:
+        names: set[str] = set()
+        for statement in duckdb.extract_statements(query):
+            found = _named(statement.query)
+            if found is None:
+                return None
+            names |= {name.lower() for name in found}
+        return names
+    except (duckdb.Error, ValueError, TypeError, RuntimeError):
+        return None
+
+
+def _named(text: str) -> set[str] | None:
+    """Tables one statement reads: `duckdb.get_table_names`, or where that binds and fails
+    (`JOIN ... USING` on a connection without the tables) the base tables of its parse tree
+    less its CTEs; None when a `query()` hides some."""
+    con = duckdb.connect(":memory:", config={"enable_external_access": False})
+    try:  # its own connection: a failed call leaves a connection's transaction aborted
+        return duckdb.get_table_names(text, connection=con)
+    except duckdb.BinderException:
+        pass
+    finally:
+        con.close()
+    tree = _parse_tree(text)
+    if tree.get("error") or "QUERY()" in _node_types(tree):
+        return None
+    names, ctes, stack = set(), set(), [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                names.add(str(node.get("table_name")))
+            ctes |= {str(c.get("key")) for c in (node.get("cte_map") or {}).get("map", [])}
+            stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+    return names - ctes
+
+
+def _parser_connection() -> duckdb.DuckDBPyConnection:
+    """The guard's private, data-less connection (under `_parser_lock`)."""
+    global _parser
+    if _parser is None:
+        _parser = duckdb.connect(":memory:", config={"enable_external_access": False})
+    return _parser
+
+
 def _parse_tree(text: str) -> dict:
     """DuckDB's JSON parse tree of one SELECT statement (a private, data-less connection)."""
-    global _parser
     with _parser_lock:
-        if _parser is None:
-            _parser = duckdb.connect(":memory:", config={"enable_external_access": False})
-        return json.loads(_parser.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+        con = _parser_connection()
+        return json.loads(con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
 
 
 def _node_types(tree: object) -> set[str]:

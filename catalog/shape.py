@@ -27,10 +27,12 @@ from typing import Any
 import duckdb
 
 from alignflow.artifacts.store import Store
+from alignflow.catalog.index import Index
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, literal
 
 MAX_COLUMNS = 1_000
+Columns = dict[str, tuple[int, set[str]]]  # rel -> (schema elements, column names)
 MAX_FOOTER_BYTES = 8 * 2**20
 _TAIL = 4096  # the first read: most alignflow footers (a few KiB) fit in it whole
 _HEAD = 64  # enough for FileMetaData's first two field headers
@@ -108,26 +110,24 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def narrow(store: Store, con: duckdb.DuckDBPyConnection, table: str, rels: list[str],
-           problems: list[Problem]) -> list[str]:
+           problems: list[Problem], index: Index | None = None) -> tuple[list[str], Columns]:
     """The files of `rels` (in order) that keep table `table` within `MAX_COLUMNS`: alone,
-    and together by column name. A footer DuckDB cannot read is left for the view to name."""
+    and together by column name, and what is known of their columns (rel -> (schema
+    elements, names)). A footer DuckDB cannot read is left for the view to name. Column facts
+    `index` holds for unchanged files are not read again; those read are put in it."""
     if not rels:
-        return rels
-    by_path = {duckdb_path(store, rel): rel for rel in rels}
-    files = "[" + ", ".join(literal(p) for p in by_path) + "]"
+        return rels, {}
+    known = {rel: f for rel in rels if (f := _cached(index, rel)) is not None}
     try:
-        counts = dict(con.execute(f"SELECT file_name, count(*) FROM parquet_schema({files}) "
-                                  "GROUP BY ALL").fetchall())
-        slim = [p for p in by_path if counts.get(p, 0) <= MAX_COLUMNS]
-        names = _names(con, slim)
+        facts = _columns(store, con, [rel for rel in rels if rel not in known]) | known
     except duckdb.InterruptException:
         raise
     except duckdb.Error:
-        return rels
+        return rels, {}
     seen: set[str] = set()
     kept = []
-    for path, rel in by_path.items():
-        count, mine = counts.get(path, 0), names.get(path, set())
+    for rel in rels:
+        count, mine = facts.get(rel, (0, set()))
         if count > MAX_COLUMNS:
             why = f"has {count:,} schema elements (columns)"
         elif len(seen | mine) > MAX_COLUMNS:
@@ -135,10 +135,35 @@ def narrow(store: Store, con: duckdb.DuckDBPyConnection, table: str, rels: list[
         else:
             seen |= mine
             kept.append(rel)
+            if index is not None and rel not in known and rel in facts:
+                index.put(rel, "columns", [count, sorted(mine)])
             continue
         problems.append(Problem(rel, run_of(rel), f"Parquet file {store.where(rel)} {why}; a "
                                 f"table has at most {MAX_COLUMNS:,}; left out"))
-    return kept
+    return kept, facts
+
+
+def _cached(index: Index | None, rel: str) -> tuple[int, set[str]] | None:
+    """(schema elements, column names) of an unchanged file, from `index`."""
+    fact = index.get(rel, "columns") if index else None
+    if (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], int)
+            and isinstance(fact[1], list) and all(isinstance(n, str) for n in fact[1])):
+        return fact[0], set(fact[1])
+    return None
+
+
+def _columns(store: Store, con: duckdb.DuckDBPyConnection,
+             rels: list[str]) -> Columns:
+    """rel -> (schema elements, its column names; none read for a file past `MAX_COLUMNS`)."""
+    if not rels:
+        return {}
+    by_path = {duckdb_path(store, rel): rel for rel in rels}
+    files = "[" + ", ".join(literal(p) for p in by_path) + "]"
+    counts = dict(con.execute(f"SELECT file_name, count(*) FROM parquet_schema({files}) "
+                              "GROUP BY ALL").fetchall())
+    names = _names(con, [p for p in by_path if counts.get(p, 0) <= MAX_COLUMNS])
+    return {rel: (counts.get(path, 0), names.get(path, set())) for path, rel in by_path.items()
+            if path in counts}
 
 
 def _names(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, Any]:

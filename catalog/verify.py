@@ -18,6 +18,7 @@ import duckdb
 
 from alignflow.artifacts.schemas import META_NAME, META_VERSION
 from alignflow.artifacts.store import Store
+from alignflow.catalog.index import Index
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
 from alignflow.catalog.paths import duckdb_path, file_in_message, literal
 from alignflow.catalog.shape import small_footers
@@ -33,9 +34,10 @@ LEFT JOIN (SELECT file_name,
 
 
 def verified(store: Store, con: duckdb.DuckDBPyConnection, snap: Snapshot, rels: list[str],
-             problems: list[Problem], say: Any) -> list[str]:
+             problems: list[Problem], say: Any, index: Index | None = None) -> list[str]:
     """The files of `rels` that match their manifests; each other one becomes a `Problem`.
-    `say(store, rel, exc)` words a file DuckDB cannot read (connection.unreadable)."""
+    `say(store, rel, exc)` words a file DuckDB cannot read (connection.unreadable). Footers
+    `index` holds for unchanged files are not read again; those read are put in it."""
     named = {p.path for p in [*snap.problems, *problems]}  # already left out and named
     ok = []
     for rel in (r for r in rels if r not in named):
@@ -44,10 +46,23 @@ def verified(store: Store, con: duckdb.DuckDBPyConnection, snap: Snapshot, rels:
             ok.append(rel)
         else:
             problems.append(Problem(rel, run_of(rel), why))
-    ok = small_footers(store, snap, ok, problems)
-    footers = _footers(store, con, ok, problems, say)
-    return [rel for rel in ok if rel in footers and _matches(store, snap, rel, footers[rel],
+    known = {rel: f for rel in ok if (f := _cached(index, rel)) is not None}
+    fresh = small_footers(store, snap, [rel for rel in ok if rel not in known], problems)
+    footers = _footers(store, con, fresh, problems, say) | known
+    kept = [rel for rel in ok if rel in footers and _matches(store, snap, rel, footers[rel],
                                                                 problems)]
+    for rel in (r for r in kept if index and r not in known and footers[r] is not None):
+        index.put(rel, "footer", list(footers[rel]))
+    return kept
+
+
+def _cached(index: Index | None, rel: str) -> tuple | None:
+    """(rows, schema name, schema version) of an unchanged file, from `index`."""
+    fact = index.get(rel, "footer") if index else None
+    if (isinstance(fact, list) and len(fact) == 3 and isinstance(fact[0], int)
+            and all(v is None or isinstance(v, str) for v in fact[1:])):
+        return tuple(fact)
+    return None
 
 
 def _listed(store: Store, snap: Snapshot, rel: str) -> str | None:

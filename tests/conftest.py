@@ -11,6 +11,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # every child process; the user's own key under ~/.config is never read or made.
 os.environ.setdefault("ALIGNFLOW_KEY_FILE", os.path.join(
     tempfile.mkdtemp(prefix="alignflow-key-"), "signing.key"))
+# The catalog's index of what it read (catalog/index.py): the session's own, not ~/.cache.
+os.environ.setdefault("ALIGNFLOW_CATALOG_CACHE", tempfile.mkdtemp(prefix="alignflow-catalog-"))
 # With deepspeed and accelerate installed, transformers imports deepspeed on model load, and
 # deepspeed prints an accelerator-detection warning to stdout unless told "cpu" up front.
 if not os.path.exists("/proc/driver/nvidia"):

@@ -1,0 +1,129 @@
+"""The reader's index: what earlier openings of a store learnt, so the next one re-reads
+only what changed.
+
+Opening a catalog reads every run record and task manifest and checks every data file's
+footer (`verify.py`, `shape.py`): at 10,000 tasks that was seconds per `alignflow sql`. The
+index keeps, per store file, its parsed JSON (run records, manifests) or its footer facts
+(rows, schema name and version, column names), each keyed by the file's size and stamp from
+the store's one listing (ETag on S3, mtime locally). A file whose size or stamp differs, or
+that is new, is read and checked again; a removed one drops out.
+
+It lives in a local cache folder (`$ALIGNFLOW_CATALOG_CACHE`, else
+`$XDG_CACHE_HOME/alignflow/catalog`, else `~/.cache/...`), one JSON file per store URL,
+written whole and renamed into place. It is data, never code: read bounded in size, parsed
+as JSON, and every entry is used only where its key matches the listing; cached manifests
+go through the same validation as ones read from the store. A file that is unreadable,
+too big, malformed or for another store is ignored (the store is read as if there were
+none). A file swapped for one of the same size with its mtime set back is not noticed
+locally (S3's ETag is a hash of the bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any
+
+from alignflow.artifacts.bounds import MAX_DEPTH, depth
+
+FORMAT = 1
+MAX_BYTES = 256 * 2**20  # ~25 kB per task at 10,000 tasks; a bigger file is ignored
+_STAMPS = (str, int, float)
+
+
+def folder() -> str:
+    """The local folder of index files."""
+    if os.environ.get("ALIGNFLOW_CATALOG_CACHE"):
+        return os.environ["ALIGNFLOW_CATALOG_CACHE"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "alignflow", "catalog")
+
+
+def _key(info: dict[str, Any]) -> list | None:
+    """[size, stamp] of a listing entry; None when the store gives no usable stamp."""
+    stamp = info.get("stamp")
+    if info.get("type") != "file" or not isinstance(stamp, _STAMPS) or isinstance(stamp, bool):
+        return None
+    return [int(info.get("size") or 0), stamp]
+
+
+class Index:
+    """Cached facts per store file, each valid while the file's [size, stamp] is unchanged."""
+
+    def __init__(self, url: str, path: str | None, entries: dict[str, Any] | None = None) -> None:
+        self.url, self.path = url, path
+        self._old: dict[str, Any] = entries or {}
+        self._new: dict[str, Any] = {}
+        self.listing: dict[str, dict[str, Any]] = {}  # the store's listing it is checked against
+
+    def get(self, rel: str, kind: str) -> Any:
+        """The cached `kind` fact of `rel` (None unless its key matches the listing)."""
+        key = _key(self.listing.get(rel) or {})
+        entry = self._old.get(rel)
+        if key is None or not isinstance(entry, list) or len(entry) != 2 or entry[0] != key:
+            return None
+        facts = entry[1]
+        if not isinstance(facts, dict) or kind not in facts:
+            return None
+        fact = facts[kind]
+        if kind == "json" and depth(fact, MAX_DEPTH) > MAX_DEPTH:
+            return None  # as deep as the store's own JSON may be, no deeper
+        self._keep(rel, key, kind, fact)
+        return fact
+
+    def put(self, rel: str, kind: str, fact: Any) -> None:
+        """Remember `fact` about `rel` (as listed now) for the next opening."""
+        key = _key(self.listing.get(rel) or {})
+        if key is not None:
+            self._keep(rel, key, kind, fact)
+
+    def _keep(self, rel: str, key: list, kind: str, fact: Any) -> None:
+        entry = self._new.get(rel)
+        if entry is None or entry[0] != key:
+            entry = self._new[rel] = [key, {}]
+        entry[1][kind] = fact
+
+    def save(self) -> None:
+        """Write what this opening used and learnt (nothing else: removed files drop out);
+        a folder that cannot be written leaves the index unwritten, never an error."""
+        if self.path is None or self._new == self._old:
+            return
+        doc = {"format": FORMAT, "store": self.url, "entries": self._new}
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path), prefix=".index-")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(doc, f, separators=(",", ":"))
+                os.replace(tmp, self.path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+
+
+def load(url: str) -> Index:
+    """The index of store `url` (empty when there is none or it cannot be used)."""
+    path = os.path.join(folder(), hashlib.sha256(url.encode()).hexdigest()[:32] + ".json")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not _regular(f.fileno()):
+                return Index(url, path)
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            return Index(url, path)
+        doc = json.loads(data)
+    except (OSError, ValueError, RecursionError):
+        return Index(url, path)
+    ok = (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("store") == url
+          and isinstance(doc.get("entries"), dict))
+    return Index(url, path, doc["entries"] if ok else None)
+
+
+def _regular(fd: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(os.fstat(fd).st_mode)
