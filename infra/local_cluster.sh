@@ -33,6 +33,10 @@ export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$CLUSTER_DIR/auth_token"
 # tasks/simulate/node_health.py (which says why; tests/infra checks they agree).
 export RAY_health_check_period_ms=500 RAY_health_check_timeout_ms=5000 \
   RAY_health_check_failure_threshold=3
+# Ray starts workers 15 steps below their raylet's priority (its worker_niceness): the
+# model work would starve on a busy machine. 0 runs them at this script's priority; a
+# RAY_worker_niceness of the caller's is kept (flows/ray/niceness.py says why).
+export RAY_worker_niceness="${RAY_worker_niceness:-0}"
 
 start() {
   mkdir -p "$CLUSTER_DIR"

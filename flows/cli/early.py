@@ -38,7 +38,27 @@ def start_ray_if_asked(argv: list[str]) -> None:
         return
     if known.help_config or known.help:
         return
+    _sigterm_as_interrupt()
     start_ray_early(known.flow)
+
+
+def _sigterm_as_interrupt() -> None:
+    """A SIGTERM while Ray starts and the command imports its config ends the command like
+    Ctrl-C, through its exit path (which ends the Ray node: `flows/ray/local.stop`), as it
+    does once the command runs (`commands._sigterm_as_interrupt`); left to the default, the
+    process died at once and the raylet's agents outlived it (issue 46)."""
+    import signal
+    import threading
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        from alignflow.flows.ray import head
+
+        head.cancel()  # a start that fails now is not tried again
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def start_ray_early(ref: str) -> None:

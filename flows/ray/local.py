@@ -8,48 +8,35 @@ checking config and data (the CLI calls it first thing, and has the warm worker 
 `flows/ray/pool.py` created there too).
 
 The thread stays alive: Ray's node processes die with the thread that started them
-(PR_SET_PDEATHSIG follows the creating thread, not the process).
+(PR_SET_PDEATHSIG follows the creating thread, not the process). The raylet's agents do
+not: every session this process starts is named here, and whatever of it is still alive
+when a start fails, at `stop` or at interpreter exit is killed (`flows/ray/reap.py`).
+
+A start can fail on a busy node through no fault of the run: the raylet waits a fixed 15 s
+for its dashboard agent's port file (Ray 2.60's `NodeManager::WaitForDashboardAgentPorts`;
+`agent_register_timeout_ms` does not change that wait, measured), and `ray.init` a fixed
+30 s for the raylet (`raylet_start_wait_time_s` in ray/_private/node.py). Neither wait can
+be set, so a failed start is tried once more (the agents' imports are then in the page
+cache), with one line saying so, and a dead raylet ends the wait at once.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from alignflow.flows.ray import head
 from alignflow.timeline import mark
 
 TEMP_DIR = "/tmp/alignflow-ray"
-_SYSTEM = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
 _EARLY: dict[str, Any] = {}  # "thread", "ready" (Event), "error", "where"
 _SAID: set[str] = set()  # "where" lines already printed
 _OWN_NODE: list[bool] = []  # [True] once this process started a node (not joined one)
-
-
-@contextlib.contextmanager
-def _lean_head() -> Iterator[None]:
-    """No dashboard process, autoscaler monitor or log monitor (private Ray hooks; when a
-    Ray version lacks them, Ray starts as usual)."""
-    try:
-        from ray._private import parameter, services
-    except ImportError:
-        yield
-        return
-    params, api_server = parameter.RayParams.__init__, services.start_api_server
-
-    def lean_params(self: Any, *args: Any, **kwargs: Any) -> None:
-        params(self, *args, **kwargs)
-        self.no_monitor, self.include_log_monitor = True, False
-    parameter.RayParams.__init__ = lean_params
-    services.start_api_server = lambda *a, **k: (None, None)
-    try:
-        yield
-    finally:
-        parameter.RayParams.__init__, services.start_api_server = params, api_server
 
 
 def _init(num_cpus: int) -> str:
@@ -58,10 +45,7 @@ def _init(num_cpus: int) -> str:
     if ray.is_initialized():
         return "the Ray instance already running in this process"
     mark("ray init")
-    with _lean_head():
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                 _temp_dir=TEMP_DIR, logging_level=logging.ERROR, log_to_driver=False,
-                 configure_logging=True, _system_config=_SYSTEM)
+    head.start(TEMP_DIR, num_cpus=num_cpus)
     _OWN_NODE.append(True)
     mark("ray ready")
     return f"in-process Ray ({num_cpus} CPUs, temp {TEMP_DIR})"
@@ -83,8 +67,16 @@ def start_early(then: Callable[[], None] = lambda: None) -> None:
         threading.Event().wait()  # keep the node processes' parent thread alive
 
     _EARLY.update(ready=ready, thread=threading.Thread(target=run, name="alignflow-ray",
-                                                      daemon=True))
+                                                      daemon=True), pid=os.getpid())
+    atexit.register(_stop_at_exit)
     _EARLY["thread"].start()
+
+
+def _stop_at_exit() -> None:
+    """An interpreter that exits while the early start is under way (an exception, or a
+    SIGTERM turned into one): let the start finish, then end its node and sessions."""
+    if _EARLY.get("pid") == os.getpid():  # not in a forked child
+        stop(exiting=True)
 
 
 def start(*, quiet: bool = False) -> None:
@@ -92,7 +84,11 @@ def start(*, quiet: bool = False) -> None:
     import ray
 
     if _EARLY:
-        _EARLY["ready"].wait()
+        try:
+            _EARLY["ready"].wait()
+        except BaseException:  # e.g. SIGTERM as KeyboardInterrupt: the start is not retried
+            head.cancel()
+            raise
         if "error" in _EARLY:
             raise _EARLY["error"]
         where = _EARLY["where"]
@@ -109,16 +105,19 @@ def stop(timeout: float = 60.0, *, exiting: bool = False) -> None:
     """Shut in-process Ray down, first waiting for an early start under way: a node left half
     started by a process that exits (a config error found meanwhile) would outlive it.
     `exiting`: the process ends right after (`os._exit`), so a node this process started is
-    killed outright instead of `ray.shutdown()`'s orderly stop (0.3-0.5 s here)."""
+    killed outright instead of `ray.shutdown()`'s orderly stop (0.3-0.5 s here). Either
+    way, what is left of this process's sessions (the raylet's agents) is killed after."""
+    if exiting:
+        head.cancel()
     if _EARLY:
         _EARLY["ready"].wait(timeout)
     ray = sys.modules.get("ray")
-    if ray is None or not getattr(ray, "is_initialized", lambda: False)():
-        return
-    if exiting and _OWN_NODE:
-        _kill_own_node()
-        return
-    ray.shutdown()
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        if exiting and _OWN_NODE:
+            _kill_own_node()
+        else:
+            ray.shutdown()
+    head.reap_sessions()
 
 
 def _kill_own_node() -> None:

@@ -34,6 +34,7 @@ STRICT_GROUPS_ENV = "ALIGNFLOW_STRICT_GROUPS"  # tasks/distributed/strict.py's s
 OBJECT_STORE_BYTES = 160 << 20  # per node: tiny models, bucketed weights
 _LEAN = {"include_dashboard": False, "include_log_monitor": False}
 _HEAD_ONLY = {"no_monitor": True}
+_NICENESS_ENV = "RAY_worker_niceness"  # Ray's own name (ray_constants.RAY_WORKER_NICENESS)
 _NO_PRESTART = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
 
 
@@ -98,7 +99,8 @@ class SimulatedCluster:
                     labels={node.LABEL: str(index)}, env_vars=env,
                     object_store_memory=OBJECT_STORE_BYTES, **_LEAN)
         if head:
-            config = {**_NO_PRESTART, **node_health.system_config(self.health)}
+            config = {**_NO_PRESTART, **node_health.system_config(self.health),
+                      "worker_niceness": _worker_niceness()}
             args.update(temp_dir=self.folder, _system_config=config, **_HEAD_ONLY)
         return args
 
@@ -129,6 +131,12 @@ class SimulatedCluster:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def _worker_niceness() -> int:
+    """Workers at the driver's priority, not Ray's default 15 (or the user's
+    RAY_worker_niceness): flows/ray/niceness.py says why and checks the value."""
+    return int(os.environ.get(_NICENESS_ENV) or 0)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ class Args:
     def __init__(self, action, target, store, sets=()):
         self.action, self.target, self.store = action, target, store
         self.sets, self.address, self.seed, self.dry_run = list(sets), None, 0, False
+        self.trust: list[str] = []  # `campaign start|tick --trust ITEM`
 
 
 def cli(action, target, store, sets=()):
