@@ -20,13 +20,15 @@ def _short(record: dict) -> str:
 
 
 def table(records: list[dict]) -> str:
-    """One row per check: name, status, seconds, key figures (or the failure's last line)."""
+    """One row per check: name, status, seconds, key figures (or the failure's last line);
+    below it, indented and whole, the lines a check gives as its `rows` figure."""
     name_w = max([len("check"), *(len(r["name"]) for r in records)])
     rows = [f"{'check':<{name_w}}  {'status':<10}  {'seconds':>7}  figures",
             f"{'-' * name_w}  {'-' * 10}  {'-' * 7}  {'-' * WIDTH}"]
     for r in records:
         rows.append(f"{r['name']:<{name_w}}  {r['status']:<10}  {r['seconds']:>7.1f}  "
                     f"{_short(r)}")
+        rows += [f"    {line}" for line in (r.get("figures") or {}).get("rows", [])]
     counts: dict[str, int] = {}
     for r in records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

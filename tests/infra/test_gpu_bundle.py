@@ -223,11 +223,11 @@ def test_gpu_check_cpu_mode_reports_needs_cuda_for_every_gpu_check(tmp_path):
 
 
 def test_gpu_checks_report_needs_cuda_themselves(tmp_path):
-    done = _gpu_check(tmp_path, "--current-env", "--spawn-all",
-                      "--only", "nccl_stats_allreduce,sleep_zero3")
+    names = ("nccl_stats_allreduce", "sleep_zero3", "sync_staging_7b", "memory_plan")
+    done = _gpu_check(tmp_path, "--current-env", "--spawn-all", "--only", ",".join(names))
     assert done.returncode == 0, done.stderr[-2000:]
     results = _results(tmp_path)
-    for name in ("nccl_stats_allreduce", "sleep_zero3"):
+    for name in names:
         assert results[name]["status"] == "needs-cuda"
         assert "sees no CUDA device" in results[name]["figures"]["reason"]
         assert (tmp_path / "logs" / f"{name}.log").is_file()

@@ -45,6 +45,15 @@ CHECKS: tuple[Check, ...] = (
     Check("weight_sync_nccl", "weight_sync", 90, True,
           "tasks/engines/vllm/broadcast.py SyncGroup on real NCCL; packed buckets on cuda",
           "round trip equal"),
+    Check("sync_staging_7b", "sync_staging", 120, True,
+          "tasks/engines/vllm/engine_sync.py + worker.py: a sync of random bf16 weights of "
+          "Llama-2-7B's shape on the GPU, loaded bucket by bucket into a fake vLLM model "
+          "(tests/fast/test_sync_staging.py); extra peak above the weights and time",
+          "extra peak <= one bucket + the largest tensor (issue 41)"),
+    Check("memory_plan", "memory_plan", 240, True,
+          "tasks/plan/memory/ against torch's per-phase peaks of a random 1.1B Llama (bf16, "
+          "AdamW): torch trainer, ZeRO-2, ZeRO-3, ZeRO-3 + a ZeRO-3 reference",
+          "every setting's peak within 15% of the plan (issue 42)"),
     Check("sleep_torch", "trainer_sleep", 150, True,
           "tasks/trainers/sleep.py sleep/wake on a ~170M Llama, PyTorch trainer",
           "frees ~all of the trainer's GPU memory", "torch"),
