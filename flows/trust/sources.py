@@ -116,14 +116,16 @@ def _named(items: Iterable[str]) -> set[str]:
     return out
 
 
-def _identify(spec: str, kind: str, before: dict | None, key: str) -> tuple[str, str]:
+def _identify(spec: str, kind: str, before: dict | None) -> tuple[str, str] | None:
+    """(sha256, fingerprint) of a source; None for a local one that is gone (nothing can be
+    read from it: the step that needs it says "does not exist", and a resume whose steps
+    that read it are committed goes on)."""
     if kind != "local":
         return identify(spec, before)
     try:
         return identify_local(spec, before)
     except FileNotFoundError:
-        raise ConfigError(f"{key}: local source {spec!r} does not exist; expected the file or "
-                          "folder the run reads") from None
+        return None
 
 
 def _unpinned(key: str, spec: str, kind: str) -> str:
@@ -165,8 +167,11 @@ def _pins(config: Any, recorded: dict | None, named: Iterable[str],
         if kind == "named":
             continue
         if spec not in hashes:  # named again: as the source is now (a Hub id: its branch)
-            hashes[spec] = (*_identify(spec, kind, None if spec in given else before, key),
-                            kind)
+            found = _identify(spec, kind, None if spec in given else before)
+            hashes[spec] = (*found, kind) if found else None
+        if hashes[spec] is None:  # a local source gone: its pin, if any, is kept
+            record.update({key: before} if before else {})
+            continue
         sha, fingerprint, _ = hashes[spec]
         old = before.get("sha256") if before else None
         if old and old != sha:
@@ -177,8 +182,8 @@ def _pins(config: Any, recorded: dict | None, named: Iterable[str],
                          f"(sha256 {str(old)[:16]}… → {sha[:16]}…); named again, the run "
                          "reads the new bytes from now on")
         record[key] = {"url": redact(spec), "sha256": sha, "fingerprint": fingerprint}
-    allowed = Allowances(sources={s: pin_value(s, h, f) for s, (h, f, k) in hashes.items()
-                                  if k != "local"})  # read in place: checked here, not fetched
+    allowed = Allowances(sources={s: pin_value(s, *got[:2]) for s, got in hashes.items()
+                                  if got and got[2] != "local"})  # read in place: checked here
     return Pins(record, allowed, tuple(notes)), refusals
 
 

@@ -24,6 +24,9 @@ class Probe:
     def version(self) -> int:
         return 0
 
+    def progress(self) -> int:  # asked while a call is out (`tasks/engines/vllm/liveness.py`)
+        return 0
+
     def placed(self) -> dict:
         import os
 

@@ -21,6 +21,14 @@ SHAPES = [dict(hidden_size=256, intermediate_size=704, num_attention_heads=4,
                num_key_value_heads=6)]
 
 
+@pytest.fixture(autouse=True)
+def _torchs_own_linear(monkeypatch):
+    """torch's linear, as a process that never loaded a ZeRO-3 model has it: DeepSpeed's
+    `zero.Init` swaps `F.linear` for its memory-efficient one process-wide and for good
+    (it saves no weight casts), so a test after a ZeRO-3 test would count otherwise."""
+    monkeypatch.setattr(torch.nn.functional, "linear", torch._C._nn.linear)
+
+
 def _saved(shape: dict, layers: int, precision: str, checkpointing: bool) -> int:
     cfg = transformers.LlamaConfig(**shape, num_hidden_layers=layers, vocab_size=VOCAB,
                                    max_position_embeddings=256, attn_implementation="sdpa")

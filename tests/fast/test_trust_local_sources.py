@@ -120,3 +120,17 @@ def test_what_a_resume_set_names_is_the_users_own(tmp_path, probe, monkeypatch):
     api.resume("r", store=store, trust=sources,
                sets=[f"logger.tensorboard_dir={tmp_path / 'tb2'}"])  # typed here
     assert len(probe) == 2
+
+
+def test_a_local_source_gone_keeps_its_pin_and_reads_nothing(tmp_path, probe):
+    """A resume whose data file is gone goes on (the steps that read it may be committed;
+    one that is not says "does not exist"); its pin stays, so bytes that reappear changed
+    are refused."""
+    store, paths = _started(tmp_path, probe)
+    pinned = runs.read_run(api.open_store(store), "r")["sources"]["data.prompt_dataset"]
+    paths["rows"].unlink()
+    api.resume("r", store=store)
+    assert runs.read_run(api.open_store(store), "r")["sources"]["data.prompt_dataset"] == pinned
+    paths["rows"].write_text('{"input": "9+9", "answer": "18"}\n')
+    with pytest.raises(FlowError, match="changed since the run recorded it"):
+        api.resume("r", store=store)

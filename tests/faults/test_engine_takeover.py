@@ -55,9 +55,10 @@ class _Probe(EngineHost):
 def test_an_engine_ray_restarts_refuses_work_until_a_whole_sync(ray_local, tiny_model_dir):
     ray = ray_local
     name = f"alignflow:t{os.getpid()}:actor:engine:0"
-    engine = ray.remote(_Probe).options(**detached.helper_options(name), num_cpus=0,
-                                        runtime_env={"env_vars": STAND_IN}).remote(
-        str(tiny_model_dir), CONFIG, 3)
+    # as the fleet makes it: `progress` answered on a thread of its own (vllm/actor.py)
+    engine = ray.remote(concurrency_groups={"progress": 1})(_Probe).options(
+        **detached.helper_options(name), num_cpus=0,
+        runtime_env={"env_vars": STAND_IN}).remote(str(tiny_model_dir), CONFIG, 3)
     try:
         assert ray.get(engine.version.remote()) == 3  # a first start is not a restart
         ray.get(engine.generate.remote([[1, 2, 3]], GREEDY, 0))

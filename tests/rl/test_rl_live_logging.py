@@ -74,6 +74,7 @@ def fake_wandb(monkeypatch):
     module = types.ModuleType("wandb")
     module.init = lambda **kw: (calls.append(("init", kw["id"], kw)), FakeRun(calls, **kw))[1]
     module.Table = lambda columns, data: {"columns": columns, "data": data}
+    module.Settings = types.SimpleNamespace
     monkeypatch.setitem(sys.modules, "wandb", module)
     return calls
 
@@ -87,7 +88,7 @@ def test_tensorboard_and_wandb_log_each_step_once(rl_sets, tmp_path, fake_wandb,
     tb, store = tmp_path / "tb", tmp_path / "store"
     cfg = load_config(RLConfig, sets=_sets(rl_sets, tb, "logger.wandb.key=s3cr3t-k3y",
                                            "logger.sample_rows=3"))
-    assert os.environ["WANDB_API_KEY"] == "s3cr3t-k3y" and cfg.logger.wandb.key == "true"
+    assert "WANDB_API_KEY" not in os.environ and cfg.logger.wandb.key == "true"
     api.run(grpo, cfg, store=str(store), run_id="live", executor="inline", seed=1)
     assert "s3cr3t" not in (store / "runs" / "live" / "run.json").read_text()
     points = tb_points(tb / "live")
@@ -106,6 +107,7 @@ def test_tensorboard_and_wandb_log_each_step_once(rl_sets, tmp_path, fake_wandb,
     logs = [c[2] for c in fake_wandb if c[0] == "log"]
     wandb_id = json.loads((store / "runs" / "live" / "logger.json").read_text())["wandb_id"]
     assert [c[1] for c in inits] == [wandb_id] and inits[0][2]["resume"] == "allow"
+    assert inits[0][2]["settings"].api_key == "s3cr3t-k3y"  # handed to W&B, not the env
     rewards = [(v["iteration"], v["rollout/reward_mean"]) for v in logs if "rollout/reward_mean" in v]
     assert [i for i, _ in rewards] == [0, 1, 2]
     assert rewards[1][1] == pytest.approx(reward[0]["avg(reward)"], abs=1e-5)

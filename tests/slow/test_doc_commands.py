@@ -100,7 +100,8 @@ def _fill(argv: tuple[str, ...], store: Path, here: Path) -> list[str]:
         out.append({"FLOW": "grpo", "DIR": str(here / f"out-{len(list(here.iterdir()))}"),
                     "RUN_A": RUN, "RUN_B": "campaign-tiny",
                     "CONFIG": str(here / "campaign.yaml"), "SCRIPT.sh": str(SCRIPT),
-                    "/config/campaign.yaml": str(ROOT / "infra/campaign/campaign.yaml")}.get(
+                    "/config/campaign.yaml": str(ROOT / "infra/campaign/campaign.yaml"),
+                    "KEY=VALUE": "logger.sample_rows=4"}.get(
             word, RUN if word in RUN_NAMES else word))
     return _complete(out, here) + (["--store", str(store)] if out[0] not in (
         "translate", "models") else [])
