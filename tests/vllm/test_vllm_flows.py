@@ -43,8 +43,8 @@ def _run(sets: list[str], store, executor: str = "inline", run_id: str | None = 
 
 
 def _mismatch(cat: Catalog, run_id: str) -> dict[str, list[float]]:
-    rows = cat.sql("SELECT key, value FROM metrics WHERE run_id = ? AND key LIKE 'mismatch/%' "
-                   "ORDER BY task_key", [run_id]).to_pylist()
+    rows = cat.sql("SELECT key, value FROM metrics WHERE run_id = ? AND key LIKE "
+                   "'rollout/mismatch/%' ORDER BY task_key", [run_id]).to_pylist()
     out: dict[str, list[float]] = {}
     for r in rows:
         out.setdefault(r["key"], []).append(r["value"])
@@ -61,8 +61,8 @@ def test_grpo_with_vllm_learns_the_toy_reward_like_hf(sets, tmp_path):
     assert abs(sum(vllm[-3:]) - sum(hf[-3:])) / 3 < 0.25, (vllm, hf)  # the same ballpark
     cat = Catalog(str(tmp_path))
     found = _mismatch(cat, "vllm")
-    assert len(found["mismatch/logprob_abs_max"]) == 10  # every iteration, after each sync
-    assert max(found["mismatch/logprob_abs_max"]) < MISMATCH_ATOL, found
+    assert len(found["rollout/mismatch/logprob_abs_max"]) == 10  # each iteration, after its sync
+    assert max(found["rollout/mismatch/logprob_abs_max"]) < MISMATCH_ATOL, found
     assert _mismatch(cat, "hf") == {}  # the HF engine is the trainer's own computation
     versions = cat.sql("SELECT DISTINCT iteration, policy_version FROM rollouts "
                        "WHERE run_id = 'vllm' ORDER BY 1").to_pylist()
@@ -86,7 +86,7 @@ def test_engine_actors_sample_what_the_hybrid_engine_samples(sets, tmp_path, ray
         assert max(abs(x - y) for x, y in zip(a["behaviour_logprobs"], b["behaviour_logprobs"],
                                                strict=True)) < MISMATCH_ATOL
     found = _mismatch(cat, "actors")
-    assert max(found["mismatch/logprob_abs_max"]) < MISMATCH_ATOL, found
+    assert max(found["rollout/mismatch/logprob_abs_max"]) < MISMATCH_ATOL, found
     logs = {run: (tmp_path / "runs" / run / "logs" / "iter-0000" / "generate.log").read_text()
             for run in ("hybrid", "actors")}
     assert "Ray actor" not in logs["hybrid"]  # in-process
