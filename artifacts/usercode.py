@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from alignflow.artifacts.locations import real_path
 from alignflow.errors import AlignflowError, Kind
 
 _ALLOWED: dict[str, Any] = {"files": {}, "modules": frozenset(), "sources": {}}
@@ -53,8 +55,8 @@ class Allowances:
 
 
 def resolved(path: str | Path) -> str:
-    """The absolute, symlink-free path a file is allowed under."""
-    return str(Path(path).expanduser().resolve())
+    """The absolute, symlink-free path a file is allowed under (`locations.real_path`)."""
+    return real_path(os.fspath(path))
 
 
 def sha256_of(path: str | Path) -> str | None:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from alignflow.artifacts.locations import real_path as resolved
 from alignflow.errors import ConfigError
 
 ENV = "ALIGNFLOW_TRUSTED_DIRS"
@@ -35,10 +36,6 @@ FILE_ENV = "ALIGNFLOW_TRUST_FILE"
 def is_url(item: str) -> bool:
     """A URL or Ray address (`scheme://...`), as opposed to a local path."""
     return "://" in item and item.split("://", 1)[0].isalpha()
-
-
-def resolved(path: str) -> str:
-    return str(Path(path).expanduser().resolve())
 
 
 @dataclass(frozen=True)
