@@ -19,7 +19,7 @@ RUNS_COLUMNS: dict[str, str] = dict([  # name -> SQL type
     ("code", "VARCHAR"), ("started", "DOUBLE"), ("ended", "DOUBLE"),
     ("error", "VARCHAR"), ("config", "VARCHAR"), ("problem", "VARCHAR"),
     ("active", "DOUBLE"),
-    ("simulated", "VARCHAR"),
+    ("simulated", "VARCHAR"), ("drivers", "BIGINT"), ("given", "VARCHAR"),
 ])
 TASKS_COLUMNS: dict[str, str] = dict([  # name -> SQL type
     ("run_id", "VARCHAR"), ("task_key", "VARCHAR"), ("task", "VARCHAR"),
@@ -56,6 +56,8 @@ def run_row(rel: str, run: dict[str, Any]) -> dict[str, Any]:
         "problem": None,
         "active": _epoch(run.get("active")),  # seconds its drivers ran (older runs: none)
         "simulated": _simulated(run.get("simulated")),
+        "drivers": _int(run.get("drivers")),  # drives so far: > 1 when it was resumed
+        "given": _json(run.get("given")),  # the keys the user set -> where (a flag, YAML)
     }
 
 

@@ -4,6 +4,8 @@
 -- `problem` names the run's files the catalog had to leave out (corrupt JSON or Parquet).
 -- `duration`: the seconds its drivers ran (run.json `active`), so the time a run sat
 -- interrupted before a resume is not counted; ended - started for runs without it.
+-- `drivers`: how many drives the run has had (> 1: interrupted and resumed; NULL: older runs).
+-- `given`: the config keys the user set and where ({"rollout.batch_size": "--set ..."}).
 -- `simulated` is `NxG` for a run rehearsed on a simulated GPU cluster (fake GPUs), else NULL.
 CREATE OR REPLACE VIEW runs AS
 SELECT
@@ -20,5 +22,7 @@ SELECT
     CAST(config AS JSON) AS config,
     CAST(code AS JSON) AS code,
     problem,
-    simulated
+    simulated,
+    drivers,
+    CAST(given AS JSON) AS given
 FROM _af_runs

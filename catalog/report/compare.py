@@ -16,7 +16,7 @@ from alignflow.catalog.report import html, plots
 from alignflow.catalog.report.data import RunData, Series
 from alignflow.catalog.report.page import _template
 from alignflow.catalog.report.panel import Panel
-from alignflow.catalog.report.panels_run import _flatten, _json
+from alignflow.catalog.report.panels_run import _flatten, _json, elapsed_text
 from alignflow.errors import ConfigError
 
 MAX_PLOTS = 15
@@ -43,8 +43,9 @@ def render_comparison(catalog: Catalog, run_ids: list[str]) -> str:
 
 def _overview(runs: list[RunData]) -> Panel:
     rows = [(r.run_id, r.run.get("flow"), r.run.get("status"), r.run.get("seed"),
-             r.run.get("duration")) for r in runs]
-    return Panel("Runs", html.table(["run", "flow", "status", "seed", "seconds"], rows),
+             elapsed_text(r), r.run.get("drivers") or "—") for r in runs]
+    return Panel("Runs", html.table(["run", "flow", "status", "seed", "duration", "drives"],
+                                    rows),
                  wide=True, note="each run's color in the plots follows this order")
 
 
@@ -86,7 +87,19 @@ def _curves(runs: list[RunData]) -> Panel | None:
     body = html.img(plots.overlay(shown, labels), ", ".join(t for t, _, _ in shown))
     more = f"; {len(found) - MAX_PLOTS} more in the `metrics` view" if found[MAX_PLOTS:] else ""
     return Panel("Curves", body, wide=True,
-                 note=f"one line per run: its mean per iteration or step{more}")
+                 note=f"one line per run: its mean per iteration or step{more}"
+                      f"{_coinciding_note(shown, labels)}")
+
+
+def _coinciding_note(shown: list[tuple[str, str, list[Series | None]]],
+                     labels: list[str]) -> str:
+    """`; lines that coincide (dashed, markers on alternate points): reward (a = b)`."""
+    said = [f"{title} ({' = '.join(labels[i] for i in group)})"
+            for title, _, per_run in shown for group in plots.coinciding(per_run)]
+    if not said:
+        return ""
+    return "; lines that coincide (drawn dashed, markers on alternate points): " + \
+        ", ".join(said)
 
 
 def _config_diff(runs: list[RunData]) -> Panel | None:

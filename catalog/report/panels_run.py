@@ -57,12 +57,6 @@ def overview(run: RunData) -> Panel:
     """Status, timing, code version, errors, and how much the run committed."""
     r = run.run
     started = r.get("started")
-    elapsed = r.get("duration")
-    if elapsed is None and isinstance(started, datetime):
-        now = datetime.fromtimestamp(run.generated, UTC).replace(tzinfo=None)
-        elapsed_text = f"{duration((now - started).total_seconds())} so far"
-    else:
-        elapsed_text = duration(elapsed)
     statuses: dict[str, int] = {}
     for t in run.tasks:
         statuses[t["status"] or "?"] = statuses.get(t["status"] or "?", 0) + 1
@@ -71,7 +65,8 @@ def overview(run: RunData) -> Panel:
         ("status", Markup('<span class="badge {}">{}</span>').format(
             str(r.get("status") or "unknown").lower(), r.get("status") or "unknown")),
         ("flow", r.get("flow")), ("started", _when(started)), ("ended", _when(r.get("ended"))),
-        ("duration", elapsed_text), ("seed", r.get("seed")),
+        ("duration", elapsed_text(run)), ("drives", drives_text(r.get("drivers"))),
+        ("seed", r.get("seed")),
         ("parent run", r.get("parent_run") or "—"), ("code version", _code(r)),
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(statuses.items())) or "none"),
         ("rows committed", f"{rows:,}"),
@@ -79,6 +74,35 @@ def overview(run: RunData) -> Panel:
     alerts = [html.alert(f"error: {r['error']}") if r.get("error") else Markup(""),
               html.alert(f"files left out: {r['problem']}") if r.get("problem") else Markup("")]
     return Panel("Run", html.join(*alerts, facts), wide=True)
+
+
+def elapsed_text(run: RunData) -> str:
+    """The run's duration, said how it was measured: a run driven once, the time its driver
+    ran; a resumed one, first start to last end (a killed drive records no time of its own,
+    so the driven time alone would count only the last drive)."""
+    r, started = run.run, run.run.get("started")
+    now = datetime.fromtimestamp(run.generated, UTC).replace(tzinfo=None)
+    if (r.get("drivers") or 1) > 1 and isinstance(started, datetime):
+        ends = [t["ended"] for t in run.tasks if isinstance(t.get("ended"), datetime)]
+        end = r.get("ended") or max(ends, default=None)
+        end = end if isinstance(end, datetime) else now
+        span = duration((end - started).total_seconds())
+        so_far = "" if r.get("ended") else " so far"
+        return (f"{span}{so_far}, first start to last end, the time it sat interrupted "
+                f"included (driven time recorded: {duration(r.get('duration'))})")
+    if r.get("duration") is None and isinstance(started, datetime):
+        return f"{duration((now - started).total_seconds())} so far"
+    return duration(r.get("duration"))
+
+
+def drives_text(drivers: int | None) -> str:
+    """`1 (never interrupted)`, `3: interrupted and resumed 2 times`."""
+    if not drivers:
+        return "not recorded"
+    if drivers == 1:
+        return "1 (never interrupted)"
+    again = "once" if drivers == 2 else f"{drivers - 1} times"
+    return f"{drivers}: interrupted and resumed {again}"
 
 
 def _iteration_times(run: RunData) -> tuple[list[int], dict[str, list[float]]]:
@@ -201,7 +225,29 @@ def config(run: RunData) -> Panel | None:
     cfg = _json(run.run.get("config"))
     if cfg is None:
         return None
-    rows = _flatten(cfg)
-    body = Markup('<div class="scroll">{}</div>').format(html.table(["key", "value"], rows))
-    return Panel("Config", body, wide=True, note=f"{len(rows)} keys",
-                 sql=run.shown("SELECT config FROM runs WHERE run_id = ?"))
+    given = {_spelled(k): str(v) for k, v in (_json(run.run.get("given")) or {}).items()}
+    rows = [(k, v, _set_by(k, given)) for k, v in _flatten(cfg)]
+    rows.sort(key=lambda row: not row[2])  # the user's own keys first, then the defaults
+    mine = sum(1 for row in rows if row[2])
+    body = Markup('<div class="scroll">{}</div>').format(
+        html.table(["key", "value", "set by"], [(k, v, f"● {o}" if o else "") for k, v, o in rows]))
+    said = f"{mine} of {len(rows)} keys set by the run's command or config file (●, first); " \
+        "the rest are defaults" if given else f"{len(rows)} keys (which were set by hand is " \
+        "not recorded for this run)"
+    return Panel("Config", body, wide=True, note=said,
+                 sql=run.shown("SELECT config, given FROM runs WHERE run_id = ?"))
+
+
+def _spelled(key: str) -> str:
+    """A dotted key as the user spells it (`async.max_staleness`, not `async_`)."""
+    return ".".join(_key(part) for part in str(key).split("."))
+
+
+def _set_by(key: str, given: dict[str, str]) -> str:
+    """Where `key`'s value was set (its own entry or a section's above it), else ''."""
+    head = key
+    while head:
+        if head in given:
+            return given[head]
+        head = head.rpartition(".")[0]
+    return ""

@@ -156,18 +156,22 @@ def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: st
 def overlay(quantities: Sequence[tuple[str, str, Sequence[Series | None]]],
             labels: Sequence[str], ncols: int = 3) -> str:
     """Small multiples of (title, x label, one series per run): a line per run, in the
-    run's color, the legend (the runs) once above the plots."""
+    run's color, the legend (the runs) once above the plots. Lines that coincide are dashed
+    differently with their markers on alternate points, and the plot says they coincide."""
     fig, axes = _axes(len(quantities), ncols)
     for ax, (title, xlabel, per_run) in zip(axes, quantities, strict=True):
         values: list[float] = []
+        styles = line_styles(per_run)
         for i, s in enumerate(per_run):
             if s is None or not s.x:
                 continue
             x, mean = _with_gaps(s.x, s.mean)
-            ax.plot(x, mean, color=COLORS[i % len(COLORS)], linewidth=1.5,
-                    marker="o" if len(s.x) <= 30 else None, markersize=2.5, label=labels[i])
+            style = styles[i] if len(s.x) <= 30 else {**styles[i], "marker": None}
+            ax.plot(x, mean, color=COLORS[i % len(COLORS)], linewidth=1.5, markersize=3,
+                    label=labels[i], **style)
             values += s.mean
         _style(ax, title, xlabel)
+        _say_coinciding(ax, coinciding(per_run), labels)
         limits = y_limits(values)
         if limits is not None:
             ax.set_ylim(*limits)
@@ -176,3 +180,36 @@ def overlay(quantities: Sequence[tuple[str, str, Sequence[Series | None]]],
     fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0),
                ncols=min(4, len(labels)), fontsize=8, frameon=False)
     return data_uri(fig)
+
+
+DASHES = ("-", (0, (4, 3)), (0, (1, 2)), (0, (6, 2, 1, 2)))
+MARKERS = ("o", "s", "^", "D")
+
+
+def coinciding(per_run: Sequence[Series | None]) -> list[list[int]]:
+    """Groups of two or more runs whose lines would hide each other: the same x and means
+    equal to 4 significant digits (a line width on any plot this size)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, s in enumerate(per_run):
+        if s is not None and s.x:
+            shape = (tuple(s.x), tuple(float(f"{v:.4g}") for v in s.mean))
+            groups.setdefault(shape, []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def line_styles(per_run: Sequence[Series | None]) -> list[dict]:
+    """Each run's line style: solid with round markers, but in a group that coincides the
+    k-th run gets the k-th dash pattern and marker, its markers on every n-th point from
+    the k-th, so every run of the group stays visible."""
+    styles: list[dict] = [{"linestyle": "-", "marker": "o"} for _ in per_run]
+    for group in coinciding(per_run):
+        for k, i in enumerate(group):
+            styles[i] = {"linestyle": DASHES[k % len(DASHES)], "marker": MARKERS[k % len(MARKERS)],
+                         "markevery": (k, len(group))}
+    return styles
+
+
+def _say_coinciding(ax, groups: list[list[int]], labels: Sequence[str]) -> None:
+    for n, group in enumerate(groups):
+        ax.text(0.02, 0.97 - 0.09 * n, "coincide: " + " = ".join(labels[i] for i in group),
+                transform=ax.transAxes, fontsize=7, va="top", color="#555555")

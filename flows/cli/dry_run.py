@@ -3,7 +3,9 @@ where the value came from (a default — alignflow's or OpenRLHF's —, the YAML
 a flag, an alias), printed after every check has passed; nothing is started or written.
 Then the run's plan and, where it has GPUs, each GPU's memory peak by phase
 (`tasks/plan/memory/`): the plan shown carries that memory plan, so a GPU over its memory
-(`--gpu-memory`, 80 GiB assumed) is refused after the report like a plan Ray cannot place."""
+(`--gpu-memory`, 80 GiB assumed) is refused after the report like a plan Ray cannot place.
+Last, an RL run's work (prompts, samples, tokens per iteration, iterations) and a rough time
+on this machine, with a `note:` when that is days (`work_size.py`)."""
 
 from __future__ import annotations
 
@@ -60,8 +62,18 @@ def format_dry_run(flow: str, checked: Any, executor: str) -> str:
             lines += fit_lines(checked.plan)
             # an assumed GPU size on a cluster not described here: said, not refused
             lines += [f"note: {p}" for p in (memory.problems if memory else ())]
+    lines += size_lines(checked)
     lines += [f"note: {n}" for n in checked.notes]
     return "\n".join(lines)
+
+
+def size_lines(checked: Any) -> list[str]:
+    """The work's size and a rough time on this machine (`work_size.py`); RL flows only."""
+    from alignflow.flows.cli.speed import machine_speed
+    from alignflow.flows.cli.work_size import work_lines, work_of
+
+    work = work_of(checked)
+    return work_lines(work, machine_speed()) if work is not None else []
 
 
 def planned_memory(checked: Any) -> Any:

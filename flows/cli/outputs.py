@@ -36,12 +36,18 @@ def start_or_resume(known: Any, checked: Any, progress: Any) -> Any:
     else:
         output = api.run(known.flow, checked.config, run_id=run_id, store=store,
                          seed=checked.seed, address=known.address, executor=known.executor,
-                         progress=progress)
+                         progress=progress, given=given_keys(checked.origins))
     if ckpt is not None and ckpt.output_dir and isinstance(output, dict) and output.get("model"):
         copy_out(store, output["model"], ckpt.output_dir)
         if output.get("critic"):  # --save_value_network: OpenRLHF's <save_path>_critic
             copy_out(store, output["critic"], ckpt.output_dir.rstrip("/") + "_critic")
     return output
+
+
+def given_keys(origins: dict[str, str]) -> dict[str, str]:
+    """The keys the user set (a flag, `--set`, the YAML file) and where, for the report to
+    mark among every key; a default a flag's release moved is not the user's own."""
+    return {k: o for k, o in origins.items() if o.startswith(("-", "config file"))}
 
 
 def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) -> Any:

@@ -37,8 +37,10 @@ __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list
 
 def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
         seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
-        parent_run: str | None = None, progress: Any = None, trust: Iterable[str] = ()) -> Any:
+        parent_run: str | None = None, progress: Any = None, trust: Iterable[str] = (),
+        given: dict[str, str] | None = None) -> Any:
     """Start a new run of `flow` and drive it to the end; returns the flow's output.
+    `given`: the config keys the user set and where (recorded for the report to mark).
     `executor`: ray, inline, or auto (the run's plan: `flows/control/planning.py`). The flow and what its
     config names (code, URLs, folders) are the caller's own; inside a running campaign a
     round run is held to what the campaign's command confirmed (`flows/trust/`)."""
@@ -63,7 +65,7 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
     meta = signing.signed(dict(_new_meta(run_id, flow, ref, config, refs, seed=seed,
                                          parent_run=parent_run, executor=executor,
                                          address=address, store_url=store.url),
-                               sources=pins.record))  # this machine's word, not the store's
+                               sources=pins.record, given=dict(given or {})))  # this machine's word
     try:
         store.create_json(runs.run_json(run_id), meta)
     except FileExistsError:

@@ -7,7 +7,7 @@ samples of a (prompt, sample) pair independent of the micro-batch it lands in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -69,9 +69,9 @@ class HFEngine:
         rows = [_Row(prompt_offset + i, s, list(p)) for i, p in enumerate(prompts)
                 for s in range(params.n)]
         step = self.micro_rollout_batch_size
-        for start in range(0, len(rows), step):
-            self._decode(rows[start : start + step], params, seed)
-            beat(min(start + step, len(rows)), len(rows), "sequences")  # `flows/control/heartbeat.py`
+        for start in range(0, len(rows), step):  # a beat per decode step: `_beat_tokens`
+            self._decode(rows[start : start + step], params, seed,
+                         lambda: _beat_tokens(rows, params.max_new_tokens))
         return [self._sample(r) for r in rows]
 
     def _sample(self, row: _Row) -> GeneratedSample:
@@ -83,8 +83,10 @@ class HFEngine:
         )
 
     @torch.inference_mode()
-    def _decode(self, rows: list[_Row], params: SamplingParams, seed: int) -> None:
-        """Fills each row's response in place: prefill once, then one token per step."""
+    def _decode(self, rows: list[_Row], params: SamplingParams, seed: int,
+                on_step: Callable[[], None] = lambda: None) -> None:
+        """Fills each row's response in place: prefill once, then one token per step
+        (`on_step` after each)."""
         device = next(self.model.parameters()).device
         ids, mask = (t.to(device) for t in left_pad([r.prompt_ids for r in rows], self.pad_token_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -104,6 +106,7 @@ class HFEngine:
                     if tok in eos or stops.hit(row.response_ids):
                         row.finish_reason = "stop"
                         self.produced += 1
+            on_step()
             if all(r.finish_reason is not None for r in rows):
                 return
             ids = tokens[:, None]
@@ -158,3 +161,14 @@ class HFEngine:
 
         ckpt = checkpoints.load(store, rel_dir)
         self.update_weights(ckpt.model_state.items(), version=version)
+
+
+def _beat_tokens(rows: list[_Row], max_new_tokens: int) -> None:
+    """How far a generate is within its token budget (a finished sequence spends all of its
+    share), for the driver's heartbeat (`flows/control/heartbeat.py`): one micro-batch shows
+    progress too, not 0/16 sequences until it ends."""
+    ended = [r.finish_reason is not None or len(r.response_ids) >= max_new_tokens for r in rows]
+    finished = sum(ended)
+    spent = sum(max_new_tokens if e else len(r.response_ids) for r, e in zip(rows, ended,
+                                                                            strict=True))
+    beat(spent, len(rows) * max_new_tokens, f"tokens ({finished}/{len(rows)} sequences)")

@@ -103,10 +103,12 @@ def test_a_heartbeat_says_what_runs_and_how_far():
     p.task_started("iter-0003/generate")
     clock.now += 40
     p.heartbeat({"iter-0003/generate": {"done": 24, "total": 64, "unit": "sequences"}})
+    # what is left of the task at its pace: 40s × (64 - 24) / 24 = 66.7s
     assert out.getvalue().splitlines()[-1] == (
-        "[run h] iter-0003/generate running 40s: 24/64 sequences (4/10 iterations, elapsed 40s)")
-    assert p.status_line() == ("[run h] grpo iter-0003/generate running 40s: 24/64 sequences "
-                               "(4/10 iterations, elapsed 40s)")
+        "[run h] iter-0003/generate running 40s: 24/64 sequences, ~1m07s left "
+        "(4/10 iterations, elapsed 40s)")
+    assert p.status_line() == ("[run h] grpo iter-0003/generate running 40s: 24/64 sequences, "
+                               "~1m07s left (4/10 iterations, elapsed 40s)")
 
 
 def test_unknown_total_failures_and_tasks_outside_iterations():
