@@ -56,6 +56,8 @@ def _command_module(name: str):
 
 # Commands that may load torch and start Ray: from the shell they end with a quick exit.
 QUICK_EXIT = {"run", "resume", "tick", "demo"}
+# Commands that load no model: no GPU probe (it imports the store, hence pyarrow: issue 46).
+NO_MODELS = {"sql", "report"}
 
 
 def _cpu_deepspeed() -> None:
@@ -71,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     from alignflow.timeline import mark
 
     mark("cli start")
-    _cpu_deepspeed()
     from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if a in COMMANDS), None)
+    if command not in NO_MODELS:
+        _cpu_deepspeed()
     if from_shell and command == "run":  # Ray's start overlaps the command's imports
         from alignflow.flows.cli.early import start_ray_if_asked
 
@@ -111,8 +114,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(_command_module(args.command).run(args.command, args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        watch = sys.modules.get("alignflow.flows.ray.watch")  # Ray's node died: say which
+        said = watch.line() if watch is not None else ""
+        print(said or "interrupted", file=sys.stderr)
+        return watch.EXIT_CODE if said else 130
     except Exception as exc:  # the one place that turns errors into exit codes
         from alignflow.artifacts.redact import redact
         from alignflow.errors import AlignflowError

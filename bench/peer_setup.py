@@ -39,7 +39,8 @@ class Work:
     prompts: int = 64         # GRPO: prompts per iteration
     samples: int = 4          # GRPO: responses per prompt
     new_tokens: int = 64      # GRPO: response length cap
-    rl_batch: int = 64        # GRPO: samples per optimizer step (4 steps per iteration)
+    rl_batch: int = 256       # GRPO: samples per optimizer step: one step per generation,
+    # so no side needs a forward pass for π_old (TRL makes one when a generation spans steps)
     rl_micro: int = 16        # GRPO: samples per micro-batch
 
     def to_json(self) -> str:
@@ -50,6 +51,33 @@ class Work:
         return cls(**json.loads(text))
 
 
+# What every side does alike, printed with the results (issue 46: a β of 0.01 on one side
+# only had added a reference model and its forward pass, 12-20% of the loop, to alignflow).
+SAME_WORK = {
+    "dpo": "β {beta} on every side, sigmoid loss on summed response log-probs given the "
+           "prompt (alignflow data.prompt_key=prompt); one reference "
+           "forward pass per pair (alignflow's reference task, TRL's ref_model, the floor's "
+           "ref model), one policy forward + backward per pair",
+    "sft": "loss on response tokens only, one token mean per optimizer step; one forward + "
+           "backward per example",
+    "grpo": "β 0 on every side (no reference model, no reference pass: alignflow "
+            "algo.kl.init_coef=0, TRL beta=0); PPO-clip against the sampler's log-probs, one "
+            "optimizer step per generation ({rl_batch} samples, micro-batches of {rl_micro}), "
+            "token losses summed and divided by the step's tokens (alignflow token-mean, TRL "
+            "loss_type=dapo); per sample: one generation, one forward + backward",
+}
+
+
+def tiny() -> Work:
+    """The CPU tiny mode's work (the test's): seconds per side."""
+    return Work(examples=8, batch=4, max_len=64, words=6, prompts=4, samples=2, new_tokens=8,
+                rl_batch=8, rl_micro=4)
+
+
+def same_work(kind: str, work: Work) -> str:
+    return SAME_WORK[kind].format(**asdict(work))
+
+
 def reward(completion: str) -> float:
     """The GRPO reward on every side (alignflow's `target_fraction(response, "e")`)."""
     if not completion:
@@ -57,8 +85,13 @@ def reward(completion: str) -> float:
     return min(1.0, completion.count(TARGET) * len(TARGET) / len(completion))
 
 
-def build_model(folder: Path) -> Path:
-    """The benchmark model folder (built once; same bytes every time)."""
+def build_model(folder: Path, model: str = "bench") -> Path:
+    """The benchmark model folder (built once; same bytes every time): `bench`, the 5.28M
+    Llama below; `tiny`, the offline tiny Llama; else a zoo name (`smollm2-135m`) or a path."""
+    if model != "bench":
+        from alignflow.tasks.zoo.registry import resolve_model
+
+        return Path(resolve_model("tiny-llama" if model == "tiny" else model))
     if (folder / "config.json").exists():
         return folder
     import torch

@@ -45,7 +45,7 @@ from alignflow.errors import QueryLimit
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
                lineage.INPUTS.name, lineage.ROUNDS.name)
 _CAMPAIGN_VIEWS = {"rounds", "campaigns"}  # campaigns.sql, over `runs` and campaign rounds
-_OWN_VIEWS = {"runs", "tasks", *_CAMPAIGN_VIEWS}  # views not over one data table's files
+_OWN_VIEWS = {"runs", "tasks", "eval_results", "memory_peaks", *_CAMPAIGN_VIEWS}  # not over one table's files
 
 
 def sql_text(name: str) -> str:
@@ -112,6 +112,10 @@ def plan(snap: Snapshot, names: set[str] | None) -> tuple[list[str], bool, bool]
     tables = set(names) - _OWN_VIEWS
     if "rollouts" in names:
         tables |= {*STEP_COLUMNS, *STEP_ONLY_COLUMNS}
+    if "eval_results" in names:
+        tables |= {"eval_samples", "eval_scores"}
+    if "memory_peaks" in names:
+        tables |= {"metrics"}
     return sorted(tables & set(data)), False, "tasks" in names
 
 
@@ -138,9 +142,20 @@ def _views(store: Store, snap: Snapshot, built: Built, left_out: dict[str, Probl
     step("building the view 'rollouts'")
     if "metrics" in tables:
         con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
+        con.execute(sql_text("memory_peaks"))  # planned beside measured, per task
     if "rollouts" in tables:
         con.execute(rollouts_view_sql(served, hive="iter" in hive_keys))
+    if {"eval_samples", "eval_scores"} <= set(tables):
+        _eval_results(con)
     return allowed
+
+
+def _eval_results(con: duckdb.DuckDBPyConnection) -> None:
+    """The `eval_results` view (eval answers with their reward and correctness); runs
+    written before `eval_scores.correct` existed read it as null."""
+    columns = {d[0] for d in con.execute("SELECT * FROM eval_scores LIMIT 0").description}
+    correct = "r.correct" if "correct" in columns else "CAST(NULL AS FLOAT)"
+    con.execute(sql_text("eval_results").format(correct=correct))
 
 
 def _one_shape(snap: Snapshot, rels: list[str], columns: Columns) -> bool:
@@ -161,17 +176,17 @@ def _runs_and_tasks(built: Built, snap: Snapshot, runs: bool, tasks: bool) -> No
     if runs:
         load_rows(con, "_af_runs", snap.runs_table(built.problems), RUNS_COLUMNS)
         con.execute(sql_text("runs"))
-        for statement in duckdb.extract_statements(sql_text("campaigns")):
+        for statement in con.extract_statements(sql_text("campaigns")):
             con.execute(statement)
 
 
-def _load_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    """Copy a small Arrow table into the database, so every cursor of it sees the rows."""
-    con.register("_af_incoming", table)
-    try:
-        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _af_incoming")
-    finally:
-        con.unregister("_af_incoming")
+def _empty_table(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema) -> None:
+    """Table `name` with `schema`'s columns and no rows, in the database (every cursor of it
+    sees it). Through an empty batch reader: an Arrow table made here (`empty_table`,
+    `pa.table`, `pa.array`) makes pyarrow import pandas, 0.3 CPU s of an `alignflow sql`."""
+    reader = pa.RecordBatchReader.from_batches(schema, [])
+    con.execute(f"DROP TABLE IF EXISTS {name}")
+    con.from_arrow(reader).create(name)
 
 
 def _data_view(store: Store, built: Built, name: str, rels: list[str],
@@ -201,7 +216,7 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
             built.problems.append(Problem(bad, run_of(bad), unreadable(store, bad, exc)))
             rels.remove(bad)
     source = f"_af_empty_{name}"
-    _load_table(built.con, source, _empty(name))
+    _empty_table(built.con, source, _empty(name))
     built.con.execute(sql_text("empty").format(name=_ident(view), source=source))
     return []
 
@@ -218,14 +233,13 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _empty(name: str) -> pa.Table:
-    """No rows, with the registered schema's columns (dictionaries decoded to their values)."""
+def _empty(name: str) -> pa.Schema:
+    """The registered schema's columns (dictionaries decoded to their values)."""
     schema = schemas.SCHEMAS.get(name)
     if schema is None:  # a table only its writer knows: at least the key column
-        return pa.table({"run_id": pa.array([], pa.string())})
-    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
-              for f in schema.arrow_schema]
-    return pa.schema(fields).empty_table()
+        return pa.schema([pa.field("run_id", pa.string())])
+    return pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
+                               else f.type) for f in schema.arrow_schema])
 
 
 def _partition_keys(rels: list[str]) -> set[str]:
@@ -237,7 +251,7 @@ def _partition_keys(rels: list[str]) -> set[str]:
 
 def _lock(con: duckdb.DuckDBPyConnection, allowed: list[str]) -> None:
     con.execute(f"SET allowed_paths = [{', '.join(literal(p) for p in allowed)}]")
-    for statement in duckdb.extract_statements(sql_text("lockdown")):
+    for statement in con.extract_statements(sql_text("lockdown")):
         con.execute(statement.query)
 
 

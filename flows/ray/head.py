@@ -21,7 +21,7 @@ from typing import Any
 
 from alignflow.errors import FlowError
 from alignflow.flows.control import wrapper
-from alignflow.flows.ray import niceness, reap
+from alignflow.flows.ray import niceness, reap, watch
 
 START_TRIES = 2  # Ray's own waits are fixed: one more try, not a longer wait
 _NO_PRESTART = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
@@ -50,6 +50,7 @@ def start(temp_dir: str, **init: Any) -> None:
         try:
             with _lean_head(session):
                 _init(temp_dir, config, **init)
+            watch.arm(session)  # a Ray process that dies from now on ends the driver
             return
         except Exception as exc:
             _failed(session, exc, attempt)

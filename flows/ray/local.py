@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from alignflow.flows.ray import head
+from alignflow.flows.ray import head, watch
 from alignflow.timeline import mark
 
 TEMP_DIR = "/tmp/alignflow-ray"
@@ -107,6 +107,7 @@ def stop(timeout: float = 60.0, *, exiting: bool = False) -> None:
     `exiting`: the process ends right after (`os._exit`), so a node this process started is
     killed outright instead of `ray.shutdown()`'s orderly stop (0.3-0.5 s here). Either
     way, what is left of this process's sessions (the raylet's agents) is killed after."""
+    watch.disarm()  # what dies from here on is Ray being stopped, not a fault
     if exiting:
         head.cancel()
     if _EARLY:

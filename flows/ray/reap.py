@@ -34,11 +34,19 @@ def session_pids(session_dir: str) -> list[int]:
 
 
 def _belongs(entry: Path, inside: str) -> bool:
-    """A zombie has neither (its command line is empty and its files are closed)."""
+    """A zombie has neither (its command line is empty and its files are closed). A
+    process renamed `ray::…` is looked at whole: Ray 2.60's agents write to pipes, and hold
+    the raylet's log open on other descriptors."""
+    cmdline = b""
     with contextlib.suppress(OSError):
-        if inside.encode() in (entry / "cmdline").read_bytes():
-            return True
-    for fd in ("1", "2"):
+        cmdline = (entry / "cmdline").read_bytes()
+    if inside.encode() in cmdline:
+        return True
+    fds: list[str] = ["1", "2"]
+    if cmdline.startswith(b"ray::"):
+        with contextlib.suppress(OSError):
+            fds = os.listdir(entry / "fd")
+    for fd in fds:
         with contextlib.suppress(OSError):
             if os.readlink(entry / "fd" / fd).startswith(inside):
                 return True

@@ -117,8 +117,8 @@ def test_shell_through_stdin(capsys, url, monkeypatch):
     code, out, err = _sql(capsys, "--store", url)
     assert code == 2 and err == ""  # statements failed: the exit status says so
     lines = out.splitlines()
-    assert lines[0] == ("campaign_inputs  campaign_rounds  campaigns  checkpoints  metrics  "
-                        "preferences  rollouts  rounds  runs  sft_samples  tasks")
+    assert lines[0] == ("campaign_inputs  campaign_rounds  campaigns  checkpoints  memory_peaks  "
+                        "metrics  preferences  rollouts  rounds  runs  sft_samples  tasks")
     assert "│    12 │" in out
     assert ("error: SQL error in `SELECT * FROM nope`: Catalog Error: Table with name nope "
             "does not exist!") in lines

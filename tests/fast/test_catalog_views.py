@@ -25,7 +25,8 @@ def catalog(fast_store):
 
 def test_views_list(catalog):
     assert catalog.tables() == ["campaign_inputs", "campaign_rounds", "campaigns",
-                                "checkpoints", "metrics", "preferences", "rollouts", "rounds",
+                                "checkpoints", "memory_peaks", "metrics", "preferences",
+                                "rollouts", "rounds",
                                 "runs", "sft_samples", "tasks"]
 
 

@@ -88,6 +88,11 @@ CHECKS: tuple[Check, ...] = (
     Check("perf_tiny", "perf", 120, True,
           "for the record: peak GPU memory and tokens/s of a generate and a learn step on "
           "the tiny model"),
+    Check("trl_peers", "trl_peers", 420, True,
+          "bench/peers_gpu.py: TRL and alignflow on this GPU, random-init ~1B Llama in bf16, "
+          "SFT, DPO and GRPO with HF generation: tokens/s, MFU, peak memory (issue 46); "
+          "last in line: run it alone with --only versions,trl_peers",
+          "both sides run; alignflow >= TRL's tokens/s on each (issue 46's target)"),
 )
 
 

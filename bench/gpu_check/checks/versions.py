@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata as md
+import importlib.util
 import json
 import os
 import platform
@@ -70,8 +71,9 @@ def bundled() -> dict[str, str]:
     from bench.gpu_bundle import pins
 
     cuda_only = {n for names in pins.CUDA_BUILD_REQUIRES.values() for n in names}
+    absent = {n for n in pins.NOT_IN_EVERY_ENV if importlib.util.find_spec(n) is None}
     return {name: pin.version for name, pin in pins.PINS.items()
-            if torch.version.cuda or name not in cuda_only}
+            if (torch.version.cuda or name not in cuda_only) and name not in absent}
 
 
 @functools.cache
