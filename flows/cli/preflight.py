@@ -7,6 +7,7 @@ what was expected; all are returned together."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,8 +185,8 @@ HOW = "run it where there is one, or add --ignore-hardware to run on this machin
 def machine_problems(cfg: Any, plan: RunPlan) -> list[str]:
     """Every way `cfg` asks for hardware `plan`'s cluster does not have, one line each."""
     problems, gpus = [], plan.cluster.gpus
-    try:
-        plan.check_fits()
+    try:  # GPU memory is refused after the dry run's report, or when hosts are declared
+        dataclasses.replace(plan, memory=None).check_fits()
     except ConfigError as exc:
         problems.append(f"{exc} ({HOW})")
     engines, engine = value_at(cfg, "vllm.num_engines"), value_at(cfg, "rollout.engine")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,27 +39,39 @@ def speed_file() -> Path:
     return Path(user_cache_dir("alignflow")) / "speed.json"
 
 
-def machine_key(device: str) -> str:
-    """One machine and device: the host name, the CPU count and the device."""
-    return f"{platform.node()}/{os.cpu_count()}cpu/{device}"
+def machine_key() -> str:
+    """One machine: the host name and the CPU count (the device is stored with the figure)."""
+    return f"{platform.node()}/{os.cpu_count()}cpu"
 
 
 def machine_speed() -> Speed | None:
-    """The stored figure of this machine, else one measured now (and stored); None when
-    torch cannot be imported."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return None
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    key, path = machine_key(device), speed_file()
+    """The stored figure of this machine, else one measured now (and stored); None when it
+    cannot be measured. The measurement runs in a child process: a dry run's driver
+    imports no torch (`tests/fast/test_light_driver.py`)."""
+    key, path = machine_key(), speed_file()
     stored = _read(path).get(key)
     if isinstance(stored, dict) and isinstance(stored.get("flops"), int | float):
-        return Speed(float(stored["flops"]), device,
+        return Speed(float(stored["flops"]), str(stored.get("device", "cpu")),
                      f"stored from a calibration on {stored.get('date', '?')}, {path}")
-    flops, took = measure(device)
-    _store(path, key, flops)
+    found = _measure_in_child()
+    if found is None:
+        return None
+    flops, took, device = found
+    _store(path, key, flops, device)
     return Speed(flops, device, f"measured for {took:.1f} s just now, kept in {path}")
+
+
+def _measure_in_child() -> tuple[float, float, str] | None:
+    code = ("import json, torch; from alignflow.flows.cli.speed import measure; "
+            "d = 'cuda' if torch.cuda.is_available() else 'cpu'; "
+            "print(json.dumps([*measure(d), d]))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True)
+        flops, took, device = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+    return float(flops), float(took), str(device)
 
 
 def measure(device: str = "cpu", seconds: float = MEASURE_S) -> tuple[float, float]:
@@ -84,10 +98,10 @@ def _read(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _store(path: Path, key: str, flops: float) -> None:
+def _store(path: Path, key: str, flops: float, device: str) -> None:
     """Best effort: a read-only home only means measuring again next time."""
     data = _read(path)
-    data[key] = {"flops": flops, "date": time.strftime("%Y-%m-%d")}
+    data[key] = {"flops": flops, "device": device, "date": time.strftime("%Y-%m-%d")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -63,6 +63,7 @@ RL: dict[str, Target] = {
     # two-value form is a plain rename, also in YAML files and --set
     "vllm_is_truncated_threshold": "algo.advantage.is_correction_threshold",
     "ref_pretrain": "ref.model_name_or_path", "learning_rate": "actor.adam.lr",
+    "loss_type": "actor.policy_loss_type",  # TRL's GRPOConfig name (cispo, sapo)
     "min_lr_ratio": _roles("min_lr_ratio"), "max_iterations": "train.max_iterations",
     "eps_clip_high": "actor.eps_clip_high", "freeze_actor_steps": "critic.freezing_steps",
     "model.pretrain": "actor.model_name_or_path", "model.ref_pretrain": "ref.model_name_or_path",

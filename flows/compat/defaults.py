@@ -31,8 +31,9 @@ DIFFERENT: dict[tuple[str, str], str] = {
     ("*", "ds.zero_stage"): HARDWARE + "; a ZeRO stage selects DeepSpeed",
     ("*", "ds.param_dtype"): HARDWARE + "; fp32 is exact on every machine, bf16 where asked",
     ("*", "ds.attn_implementation"): HARDWARE + "; flash attention needs flash-attn on a GPU",
-    ("*", "train.colocate_all"): HARDWARE + "; null: every role in one process unless a "
-                                            "colocate_* pair asks for separate ones",
+    ("*", "train.colocate_all"): HARDWARE + "; null: OpenRLHF's false on a cluster with "
+                                            "GPUs; without GPUs every role in one process "
+                                            "unless a colocate_* pair asks for separate ones",
     ("*", "vllm.num_engines"): HARDWARE + "; 0: one engine where the policy is (vLLM where "
                                           "installed, else HF generate)",
     ("*", "vllm.gpu_memory_utilization"): HARDWARE + "; null: 0.95 on GPUs",
@@ -111,7 +112,8 @@ def _defaults(flow: str) -> dict[str, Any]:
 
 def _required(flow: str) -> list[str]:
     """The keys a flow cannot run without (distill: its teacher)."""
-    return {"distill": ["teacher.model_name_or_path=tiny-llama"]}.get(flow, [])
+    return {"distill": ["teacher.model_name_or_path=tiny-llama"],
+            "on_policy_distill": ["teacher.model_name_or_path=tiny-llama"]}.get(flow, [])
 
 
 def _required_key(flow: str, key: str) -> bool:

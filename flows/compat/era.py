@@ -16,7 +16,8 @@ only to what its flags name:
   from v0.10.3 one mean over the optimizer step: a command line of flat flags gets the former;
 - v0.11.2's IS correction as three knobs (`is_correction_level/_mode/_gating`, #1339) is
   alignflow's `is_correction_enable` + `is_correction_type` (token clip = tis, token mask =
-  icepop, seq mask = seq-mask-tis); a gate on a divergence (binary_kl, tv) is refused.
+  icepop, seq mask = seq-mask-tis) + `is_correction_gating` (ratio, binary_kl, tv; a
+  divergence gate masks only, as OpenRLHF's `PolicyLoss` refuses clip with it).
 Every key set here is one its flag does not name: each is said in a `note:` line (`_put`).
 """
 
@@ -46,8 +47,8 @@ MEANING = {
                   f"`{IS_KEY}` = (0, T); from v0.9.1 two values, the band (low, high)",
     **dict.fromkeys(IS_KNOBS, "v0.11.2's IS correction: with the other two knobs, "
                     "`algo.advantage.is_correction_enable` + `is_correction_type` (token clip = "
-                    "tis, token mask = icepop, seq mask = seq-mask-tis); gating ratio only "
-                    "(binary_kl and tv are refused)"),
+                    "tis, token mask = icepop, seq mask = seq-mask-tis) + `is_correction_gating` "
+                    "(ratio, binary_kl, tv: a divergence gate masks only)"),
 }
 
 
@@ -107,17 +108,16 @@ def _is_knobs(given: dict[str, list[str]], out: Any) -> None:
     level, mode, gating = ((given.get(k) or [d])[0] for k, d in IS_KNOBS.items())
     shown = " ".join(f"--{k} {' '.join(given[k])}".rstrip() for k in named)
     kind = IS_TYPES.get((level, mode))
-    if gating != "ratio":
-        out.problems.append(f"{shown}: gating on {gating} is not implemented; expected ratio "
-                            "(alignflow's IS correction bounds the ratio itself)")
-    elif level == "off":
+    if level == "off":
         _put(out, "algo.advantage.is_correction_enable", "false", shown)
-    elif kind is None:
+    elif kind is None or (gating != "ratio" and mode == "clip"):
         out.problems.append(f"{shown}: expected level token with mode clip or mask, or level "
-                            f"seq with mode mask (OpenRLHF refuses seq with clip too)")
+                            f"seq with mode mask, and mode mask with gating {gating} (OpenRLHF "
+                            "refuses seq with clip, and clip with a divergence gate)")
     else:
         _put(out, "algo.advantage.is_correction_enable", "true", shown)
         _put(out, "algo.advantage.is_correction_type", kind, shown)
+        _put(out, "algo.advantage.is_correction_gating", gating, shown)
 
 
 def _is_threshold(found: list, given: dict[str, list[str]], at: reference.Release,

@@ -14,14 +14,20 @@ def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
     `plan`."""
     out = []
     data = value_at(cfg, "data")
-    if plan is not None and plan.colocated and len(plan.roles) > 1 and \
-            value_at(cfg, "train.colocate_all"):
+    colocate_all = value_at(cfg, "train.colocate_all")
+    if plan is not None and plan.colocated and len(plan.roles) > 1 and colocate_all:
         out.append("every role shares one process here (train.colocate_all; OpenRLHF places "
                    "roles on their own GPUs unless colocated): placement only, same results")
+    elif plan is not None and plan.colocated and len(plan.roles) > 1 and colocate_all is None:
+        out.append("train.colocate_all unset on a machine without GPUs: every role shares one "
+                   "process (the CPU default); OpenRLHF (and alignflow on a GPU cluster) gives "
+                   "each role GPUs of its own: placement only, same results")
     if data is not None and data.apply_chat_template and data.input_template:
         out.append("data.input_template is not used: a chat template is applied (as in "
                    "OpenRLHF)")
     out += _rl_notes(cfg) + _ckpt_notes(cfg) + _offline_notes(cfg)
+    if plan is not None and hasattr(cfg, "plan_notes"):  # the RL flows' (π_old's source)
+        out += cfg.plan_notes(plan)
     return out
 
 

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from alignflow.errors import require
 from alignflow.flows.compat import aliases
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.tasks.modeling.model_config import (
     ModelConfig,
@@ -39,6 +40,7 @@ from alignflow.tasks.offline.loss_config import (
 )
 from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.memory.ask import MemoryAsk
 from alignflow.tasks.plan.placement import GroupPlacement
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.ckpt import CkptConfig
@@ -112,8 +114,18 @@ class OfflineConfig(Optimizer):
                          trains=((TRAINED, trainer),), gpus_by_default=False)]
         if objective(self.KIND).teacher:
             hosts.append(HostAsk(name=TEACHER, roles=("teacher",), gpus_by_default=False))
-        ask = RunAsk(hosts=tuple(hosts), placement=self.placement, ds=self.ds)
+        ask = RunAsk(hosts=tuple(hosts), placement=self.placement, ds=self.ds,
+                     memory=self._memory)
         return build(ask, cluster or Cluster.current())
+
+    def _memory(self) -> MemoryAsk:
+        """What the plan's memory model reads of this config: its keys and each model's
+        config.json (a folder, the Hub cache, a prepared name; a size not read is unknown:
+        the plan records its peaks as unknown and refuses nothing on them)."""
+        from alignflow.tasks.zoo.registry import model_config
+
+        return MemoryAsk.of(lambda key: value_at(self, key), read=model_config,
+                            kind=getattr(self, "KIND", ""))
 
     @property
     def loss_config(self):

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from alignflow.errors import ConfigError, require
 from alignflow.flows.compat import aliases
+from alignflow.flows.config.lookup import value_at
 from alignflow.flows.rl import async_config, checks
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
@@ -22,6 +23,7 @@ from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.engines.vllm.config import VLLMSection
 from alignflow.tasks.plan.build import HostAsk, RunAsk, build
 from alignflow.tasks.plan.cluster import Cluster
+from alignflow.tasks.plan.memory.ask import MemoryAsk
 from alignflow.tasks.plan.placement import Colocation, PlacementConfig, Role, host_workers
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl.eval_config import RLCkptConfig, RLEvalConfig
@@ -30,6 +32,7 @@ from alignflow.tasks.rl.learn_config import (
     EstimatorConfig,
     LearnSettings,
     RLRewardConfig,
+    pi_old_notes,
 )
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig, RLRefConfig
 from alignflow.tasks.steps.rollout_config import RolloutConfig, check_lengths
@@ -159,9 +162,10 @@ class RLConfig:
     def run_plan(self, cluster: Cluster | None = None) -> RunPlan:
         """Which processes this run needs, where and on what (`tasks/plan/`), on `cluster`
         (default: the Ray cluster joined, else this machine)."""
-        return build(self._ask(), cluster or Cluster.current())
+        cluster = cluster or Cluster.current()
+        return build(self._ask(on_gpu=cluster.gpus > 0), cluster)
 
-    def _ask(self) -> RunAsk:
+    def _ask(self, *, on_gpu: bool = False) -> RunAsk:
         roles, ckpt = self.run_roles, self.actor.gradient_checkpointing_enable
         sections = {"actor": self.actor, "ref": self.ref, "critic": self.critic,
                     "reward": self.reward}
@@ -174,11 +178,21 @@ class RLConfig:
             holds_model=rs != ("reward",) or self.reward.holds_model,
             note="" if "ref" in roles or "actor" not in rs else
             " (no reference model: no KL term uses it)")
-            for name, rs in self.train.hosts(roles).items())
+            for name, rs in self.train.hosts(roles, on_gpu=on_gpu).items())
         return RunAsk(hosts=hosts, placement=self.placement, ds=self.ds,
                       engine=self.rollout.engine, vllm=self.vllm,
-                      colocated=self.train.all_in_one, generator=self.uses_generator,
-                      hybrid=self.train.colocate_all is True)
+                      colocated=len(hosts) == 1, generator=self.uses_generator,
+                      hybrid=self.train.colocate_all is True and self.staleness == 0,
+                      memory=self._memory)
+
+    def _memory(self) -> MemoryAsk:
+        """What the plan's memory model reads of this config: its keys and each model's
+        config.json (a folder, the Hub cache, a prepared name; a size not read is unknown:
+        the plan records its peaks as unknown and refuses nothing on them)."""
+        from alignflow.tasks.zoo.registry import model_config
+
+        return MemoryAsk.of(lambda key: value_at(self, key), read=model_config,
+                            kind=getattr(self, "KIND", ""))
 
     @property
     def staleness(self) -> int:
@@ -230,6 +244,10 @@ class RLConfig:
                              max_tokens=self.train.max_tokens_per_gpu if dynamic else None,
                              rollout_max_tokens=self.rollout_max_tokens,
                              keep_groups=self.rollout.batch_size if self.refills else None)
+
+    def plan_notes(self, plan: RunPlan) -> list[str]:
+        """π_old's source, said before the run (`learn_config.pi_old_notes`)."""
+        return pi_old_notes(plan, self.ds.param_dtype, self.staleness, self.algo.advantage)
 
 
 def _estimator(name: str, **algo):

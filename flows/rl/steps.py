@@ -27,6 +27,14 @@ learn_actor = task(version=1)("alignflow.tasks.rl.learn:learn_actor")
 learn_critic = task(version=1)("alignflow.tasks.rl.learn_critic:learn_critic")
 
 
+def planned_peak(plan: RunPlan, roles: tuple[Role, ...]) -> int | None:
+    """The plan's peak bytes of the GPU holding these roles (`tasks/plan/memory/`), recorded
+    beside each step's measured peak; None where the plan has no GPUs or a size is unknown."""
+    peaks = [plan.memory.peak_of(r) for r in roles] if plan.memory is not None else []
+    known = [p for p in peaks if p is not None]
+    return max(known) if known else None
+
+
 def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, str]:
     """One worker group per host of the plan; returns role -> host (worker) name."""
     plan.check_runnable()
@@ -45,7 +53,8 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
                         micro_rollout_batch_size=cfg.rollout.micro_batch_size,
                         num_threads=cfg.num_threads, keep_checkpoints=cfg.checkpoints_kept,
                         offload=offload, attn_implementation=cfg.ds.attn_implementation,
-                        trainer_sleep=cfg.ds.enable_sleep)
+                        trainer_sleep=cfg.ds.enable_sleep, ds=cfg.ds,
+                        planned_peak=planned_peak(plan, host.roles))
         plan_group(host, functools.partial(MODEL_HOST, spec))
     return {role: plan.host_of(role) for role in plan.roles}
 

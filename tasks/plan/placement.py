@@ -22,11 +22,11 @@ ALL_IN_ONE = "models"  # the host of colocated roles
 
 @dataclass(frozen=True, kw_only=True)
 class Colocation:
-    """Roles → hosts, as OpenRLHF's `train.colocate_*`.
+    """Roles → hosts, as OpenRLHF's `train.colocate_*` (`cli/train_ppo_ray.py`).
 
-    colocate_all: every role shares one host (null: yes, unless colocate_actor_ref or colocate_critic_reward asks for a split; the CPU default)
+    colocate_all: every role shares the actor's GPUs, the vLLM engines too (null: OpenRLHF's default, false, on a cluster with GPUs; on a machine without GPUs every role in one process unless colocate_actor_ref or colocate_critic_reward asks for a split, the CPU default)
     colocate_actor_ref: the reference lives with the actor, the other roles on their own hosts
-    colocate_critic_reward: the reward sources live with the critic, the other roles on their own hosts
+    colocate_critic_reward: the reward sources live with the critic, the other roles on their own hosts (with colocate_all too, as OpenRLHF: critic and reward then share GPUs of their own)
     """
 
     colocate_all: bool | None = None
@@ -35,22 +35,33 @@ class Colocation:
 
     @property
     def all_in_one(self) -> bool:
-        """colocate_all as given; unset, one host unless a pair flag asks for separate hosts."""
+        """Every role on one host, read as on a machine without GPUs (`one_host`)."""
+        return self.one_host(on_gpu=False)
+
+    def one_host(self, *, on_gpu: bool) -> bool:
+        """colocate_all as given; unset, OpenRLHF's default (roles apart) on a cluster with
+        GPUs, and one host on CPU unless a pair flag asks for separate hosts."""
         if self.colocate_all is not None:
             return self.colocate_all
-        return not (self.colocate_actor_ref or self.colocate_critic_reward)
+        return not (on_gpu or self.colocate_actor_ref or self.colocate_critic_reward)
 
-    def hosts(self, roles: tuple[Role, ...]) -> dict[str, tuple[Role, ...]]:
+    def hosts(self, roles: tuple[Role, ...], *, on_gpu: bool = False
+              ) -> dict[str, tuple[Role, ...]]:
         """Host name → the roles it holds, for the roles a flow uses."""
-        if self.all_in_one:
-            return {ALL_IN_ONE: roles}
         groups: dict[str, list[Role]] = {}
+        critic = "critic" in roles
         for role in roles:
-            groups.setdefault(self._host_name(role), []).append(role)
+            groups.setdefault(self.host_of(role, on_gpu=on_gpu, critic=critic), []).append(role)
         return {name: tuple(rs) for name, rs in groups.items()}
 
-    def host_of(self, role: Role) -> str:
-        return ALL_IN_ONE if self.all_in_one else self._host_name(role)
+    def host_of(self, role: Role, *, on_gpu: bool = False, critic: bool = True) -> str:
+        """The host of `role`. With colocate_all, OpenRLHF's launcher gives critic and
+        reward a placement group of their own when colocate_critic_reward is set too and
+        the run has a critic (`critic`)."""
+        if not self.one_host(on_gpu=on_gpu):
+            return self._host_name(role)
+        apart = self.colocate_all and self.colocate_critic_reward and critic
+        return "critic" if apart and role in ("critic", "reward") else ALL_IN_ONE
 
     def _host_name(self, role: Role) -> str:
         if role == "ref" and self.colocate_actor_ref:

@@ -113,8 +113,8 @@ class RunPlan:
                 "train.colocate_all with "
                 "engines other than one per worker, or tensor parallelism) are planned but not "
                 "placed by this version; expected vllm.num_engines equal to the actor's "
-                "workers (or 1) with vllm.tensor_parallel_size=1 (the engine inside the "
-                "host's process, driven by its rank 0), or train.colocate_all unset (engines "
+                "workers (or 1) with vllm.tensor_parallel_size=1 (an engine inside each "
+                "rank's process, or rank 0's), or train.colocate_all unset (engines "
                 "on GPUs of their own)")
 
     def fit_problem(self) -> str | None:
@@ -122,7 +122,7 @@ class RunPlan:
         asked = f"the placement of {self._who()} asks for {_num(self.gpus)} GPU(s)"
         if self.gpus > self.cluster.gpus + 1e-9:
             fix = "GPU counts of 0 (CPU) or a cluster with GPUs" if not self.cluster.gpus \
-                else "fewer workers or engines, or a larger cluster"
+                else "fewer workers or engines, or a larger cluster" + self._colocate_hint()
             return (f"{asked}; this cluster has {self.cluster.gpus} ({self._breakdown()}). "
                     f"Expected {fix}")
         why = next(filter(None, map(fit.shared_gpus, self.groups)), None) or \
@@ -135,14 +135,19 @@ class RunPlan:
                 f"{self.cluster.describe()}: {why}. Expected fewer workers or engines, or "
                 "a larger cluster")
 
+    def _colocate_hint(self) -> str:
+        """Roles apart on GPUs of their own (train.colocate_all unset or false, as OpenRLHF)
+        can share the actor's instead."""
+        apart = sum(1 for h in self.hosts if h.gpus > 0)
+        return ", or train.colocate_all=true (every role on the actor's GPUs)" \
+            if apart > 1 else ""
+
     def _memory_problem(self) -> str | None:
-        """A GPU over its memory, refused where its size was given (`--gpu-memory`) or the
-        plan is for a cluster described on the command line (80 GiB assumed, and said); a
-        running cluster's plan records its peaks without refusing on an assumed size."""
+        """A GPU over its memory, refused only where every size is known: the GPU's given
+        (`--gpu-memory`) and every model's read (`MemoryPlan.problem`); with an assumed
+        80 GiB the peaks are recorded and said (the dry run's notes), never refused."""
         m = self.memory
-        if m is None or (m.assumed and not self.cluster.described):
-            return None
-        return m.problem()
+        return None if m is None or m.assumed else m.problem()
 
     def _who(self) -> str:
         return ", ".join(self.roles) + (", the generator" if self.generator else "") + \

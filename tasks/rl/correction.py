@@ -1,12 +1,19 @@
-"""Off-policy correction in the learn step (OpenRLHF 0.11's `algo.advantage.is_correction_*`).
+"""π_old, the policy the PPO ratio is taken against, and the off-policy correction
+(OpenRLHF 0.11.2's `algo.advantage.is_correction_*`).
 
-Off: the PPO ratio is taken against the behaviour log-probs the generator recorded — the
-importance ratio of the sampling policy itself, exact when generation is on-policy.
-On: the learner first recomputes the log-probs of the batch under its own weights before
-the update (the proximal policy π_old); the PPO ratio is taken against those, and each
-token's loss is weighted by the truncated ratio π_old / μ to the behaviour policy μ
-(`tasks/losses/is_correction.py`). That separates staleness (a generator several versions
-behind, or an inference engine that computes differently) from the trust region.
+π_old is the trainer's own forward pass over the batch under its weights before the update,
+as OpenRLHF's experience maker computes it (`action_log_probs`); the generator's behaviour
+log-probs μ feed only the IS correction and the mismatch metrics. A vLLM engine (other
+kernels, often bf16) or a stale generator would otherwise put its gap into the ratio, and
+the clip would act on it before the first optimizer step.
+
+One exception, an optimisation the run plan states (`flows/compat/notes.py`): an HF engine
+on the CPU in fp32 whose batch was sampled with the trainer's current weights runs the
+trainer's own forward code on the same weights (its KV-cached decode differs from one full
+pass by float32 rounding only: at most 9.5e-7 in log p on the tiny model, 157 of 244 tokens
+bitwise equal), so its behaviour log-probs stand for π_old and the extra pass is skipped
+(`engine_is_trainer`). With IS correction on (`tasks/losses/is_correction.py`) each token's
+loss is weighted by the ratio π_old / μ, gated as its `_level`, `_mode` and `_gating` say.
 """
 
 from __future__ import annotations
@@ -15,6 +22,19 @@ import torch
 
 from alignflow.tasks.modeling.batching import inference_chunks
 from alignflow.tasks.modeling.forward import response_logprobs
+
+
+def engine_is_trainer(engine: str, device: torch.device, dtype: torch.dtype,
+                      versions: list[int] | None, current: int) -> bool:
+    """Whether the engine's behaviour log-probs are the trainer's π_old: an HF engine (the
+    trainer's own forward code), on the CPU in fp32 (no kernel or bf16 difference), on a
+    batch sampled with the current weights (no stale sample); the HF stand-in for vLLM on a
+    simulated cluster is the HF engine. Said before the run by `learn_config.pi_old_notes`."""
+    from alignflow.tasks.engines.standin import stands_in
+
+    fresh = versions is not None and all(v == current for v in versions)
+    hf = engine == "hf" or (engine == "vllm" and stands_in())  # a simulated cluster's
+    return hf and device.type == "cpu" and dtype == torch.float32 and fresh
 
 
 @torch.no_grad()

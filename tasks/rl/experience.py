@@ -32,7 +32,7 @@ class Experience:
     keys: pa.Table
     prompts: list[list[int]]
     responses: list[list[int]]
-    old_logp: torch.Tensor   # (B, R) behaviour logprobs
+    old_logp: torch.Tensor   # (B, R) π_old: the behaviour log-probs until `with_pi_old`
     ref_logp: torch.Tensor | None  # (B, R); None when no KL term needs a reference
     mask: torch.Tensor       # (B, R) float: 1 on policy tokens (agent feedback tokens: 0)
     reward: torch.Tensor     # (B,)
@@ -40,6 +40,22 @@ class Experience:
     versions: list[int] | None = None  # policy version of each sample's oldest token
     filter_score: torch.Tensor | None = None  # (B,) what dynamic filtering reads (else reward)
     truncated: torch.Tensor | None = None  # (B,) bool: cut at the length limit (not episodes)
+    behaviour_logp: torch.Tensor | None = None  # (B, R) the engine's, once π_old replaced them
+
+
+def with_pi_old(exp: Experience, pi_old: torch.Tensor | None) -> Experience:
+    """The batch with the trainer's π_old as `old_logp` and the engine's log-probs kept as
+    `behaviour_logp` (for the IS correction); as it is when `pi_old` is None (the engine's
+    log-probs are π_old: `correction.engine_is_trainer`)."""
+    if pi_old is None:
+        return exp
+    return dataclasses.replace(exp, old_logp=pi_old.to(exp.old_logp.device),
+                               behaviour_logp=exp.old_logp)
+
+
+def behaviour(exp: Experience) -> torch.Tensor:
+    """The generator's log-probs μ of the batch."""
+    return exp.old_logp if exp.behaviour_logp is None else exp.behaviour_logp
 
 
 @dataclass(frozen=True)
@@ -77,8 +93,10 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         reward.to_pylist(), scored.column("filter_score").to_pylist(), strict=True)]
     ref = None
     if reference is not None:
-        ref = to_padded(_column(store, reference, ["ref_logprobs"], keys, "reference")
-                        .column("ref_logprobs").to_pylist(), width)
+        col = "teacher_logprobs" if reference.refs[0].table == "rollout_teacher" else \
+            "ref_logprobs"  # on-policy distillation: the teacher's stand in (distill_online)
+        ref = to_padded(_column(store, reference, [col], keys, "reference")
+                        .column(col).to_pylist(), width)
     vals = None
     if values is not None:
         vals = to_padded(_column(store, values, ["values"], keys, "values")
@@ -132,7 +150,8 @@ def _rows(exp: Experience, rows: list[int]) -> Experience:
         old_logp=take(exp.old_logp), ref_logp=take(exp.ref_logp), mask=take(exp.mask),
         reward=take(exp.reward), values=take(exp.values),
         versions=None if exp.versions is None else [exp.versions[i] for i in rows],
-        filter_score=take(exp.filter_score), truncated=take(exp.truncated))
+        filter_score=take(exp.filter_score), truncated=take(exp.truncated),
+        behaviour_logp=take(exp.behaviour_logp))
 
 
 def lengths(exp: Experience) -> list[int]:
@@ -153,7 +172,7 @@ def to_device(exp: Experience, adv: Advantages, device: torch.device
         return None if t is None else t.to(device)
     exp = dataclasses.replace(exp, old_logp=move(exp.old_logp), ref_logp=move(exp.ref_logp),
                               mask=move(exp.mask), reward=move(exp.reward),
-                              values=move(exp.values))
+                              values=move(exp.values), behaviour_logp=move(exp.behaviour_logp))
     adv = dataclasses.replace(adv, advantages=move(adv.advantages), returns=move(adv.returns),
                               kept=move(adv.kept), seq_kl=move(adv.seq_kl))
     return exp, adv

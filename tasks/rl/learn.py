@@ -1,8 +1,9 @@
 """PPO-family learn steps. Reads: rollouts, scores, reference (+ values). Commits:
 rollout_advantages, metrics and a checkpoint of the trained role.
 
-`learn_actor` computes advantages (the KL penalty in the reward or as a loss term, the
-named estimator), then runs `max_epochs` passes of PPO-clip (or GSPO) over the batch in
+`learn_actor` takes π_old from the trainer's own forward pass (`correction.py`), computes
+advantages (the KL penalty in the reward or as a loss term, the named estimator), then runs
+`max_epochs` passes of the named policy loss (`actor.policy_loss_type`) over the batch in
 seeded `train_batch_size` minibatches, one optimizer step each (`minibatch.py`: micro-batches
 and normalisers). `learn_critic` (`learn_critic.py`) fits the value model to the returns.
 
@@ -28,8 +29,8 @@ from alignflow.tasks.modeling.device import model_device
 from alignflow.tasks.modeling.forward import response_logprobs
 from alignflow.tasks.rl import experience, minibatch, mismatch, ptx
 from alignflow.tasks.rl.consumption import consumption_table, staleness_metrics
-from alignflow.tasks.rl.correction import proximal_logprobs
-from alignflow.tasks.rl.experience import Advantages, Experience
+from alignflow.tasks.rl.correction import engine_is_trainer, proximal_logprobs
+from alignflow.tasks.rl.experience import Advantages, Experience, behaviour
 from alignflow.tasks.rl.finite import check_finite
 from alignflow.tasks.rl.kl_penalty import KLPenalty
 from alignflow.tasks.rl.learn_config import LearnSettings
@@ -39,34 +40,35 @@ from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.records import LearnOutput, LearnState, StepOutput
 
 
-def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, norm,
-               proximal=None):
-    """PPO-clip against the behaviour log-probs, or (IS correction on) against the
-    proximal log-probs with each token weighted by the truncated ratio to the behaviour.
-    GSPO takes its sequence ratio against the behaviour log-probs either way (OpenRLHF:
-    the rollout's log-probs with IS correction on, no IS weight)."""
+def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, norm):
+    """The named policy loss against π_old (`exp.old_logp`: the trainer's own log-probs,
+    `correction.py`); with IS correction on, each token weighted by its gated ratio π_old / μ
+    to the behaviour log-probs. GSPO with IS correction takes its sequence ratio against μ
+    instead, with no IS weight (OpenRLHF 0.11.2's `PolicyLoss`)."""
     algo, actor, width = settings.algo, settings.actor, logp.shape[1]
     eps_low, eps_high = actor.clip_bounds
-    name = "dual_clip" if actor.dual_clip else "ppo"
+    name = actor.policy_loss_type
+    name = "dual_clip" if name == "ppo" and actor.dual_clip else name
     common = dict(name=name, eps_low=eps_low, eps_high=eps_high,
-                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, norm=norm)
-    if actor.policy_loss_type == "gspo":
-        common |= {"name": "gspo", "dual_clip": actor.dual_clip}
-        proximal = None
-    if proximal is None:
-        return policy_loss(logp, exp.old_logp[idx, :width], adv, mask, **common)
+                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, norm=norm,
+                  knobs=actor.policy_loss)
+    if name == "gspo":
+        common["dual_clip"] = actor.dual_clip
+    old, mu = exp.old_logp[idx, :width], behaviour(exp)[idx, :width]
     corr = algo.advantage
+    if not corr.is_correction_enable:
+        return policy_loss(logp, old, adv, mask, **common)
+    if name == "gspo":
+        return policy_loss(logp, mu, adv, mask, **common)
     low, high = corr.is_correction_threshold
-    weights, is_metrics = is_weights(proximal[idx, :width], exp.old_logp[idx, :width], mask,
-                                     kind=corr.is_correction_type, low=low, high=high)
-    loss, metrics = policy_loss(logp, proximal[idx, :width], adv, mask, weights=weights,
-                                **common)
+    weights, is_metrics = is_weights(old, mu, mask, kind=corr.is_correction_type, low=low,
+                                     high=high, gating=corr.is_correction_gating)
+    loss, metrics = policy_loss(logp, old, adv, mask, weights=weights, **common)
     return loss, metrics | is_metrics
 
 
 def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penalty: KLPenalty,
-                pad_id: int, norm_of: Callable[[list[int]], Normaliser], iteration: int,
-                proximal=None):
+                pad_id: int, norm_of: Callable[[list[int]], Normaliser], iteration: int):
     """The loss of one micro-batch, divided by what `norm_of(idx)` says (num_tokens,
     num_seqs, max_len: the step's, or the micro-batch's own; `minibatch.py`). A
     non-finite loss stops the step before its backward (`finite.py`)."""
@@ -82,8 +84,7 @@ def _actor_loss(exp: Experience, adv: Advantages, settings: LearnSettings, penal
                                       temperature=settings.temperature, with_entropy=True)
         width = logp.shape[1]
         mask = exp.mask[idx, :width] * adv.kept[idx, None]
-        loss, m = _surrogate(logp, exp, idx, adv.advantages[idx, :width], mask, settings, norm,
-                             proximal)
+        loss, m = _surrogate(logp, exp, idx, adv.advantages[idx, :width], mask, settings, norm)
         kl_term = None if exp.ref_logp is None else penalty.loss(
             logp, exp.ref_logp[idx, :width], mask, algo.loss_agg, norm)
         parts = {"policy loss": loss, "kl loss": 0.0 if kl_term is None else kl_term,
@@ -120,12 +121,16 @@ def _moments(settings: LearnSettings, state: LearnState | None) -> RunningMoment
     return RunningMoments()
 
 
-def _current_logprobs(host: RLHost, exp: Experience, settings: LearnSettings):
-    """Log-probs under the weights before this step — π_old for IS correction and the
-    trainer side of the vLLM mismatch metrics: one forward pass for both, or None."""
-    if not (settings.algo.advantage.is_correction_enable or mismatch.wanted(host)):
+def _pi_old(host: RLHost, exp: Experience, settings: LearnSettings):
+    """π_old: the trainer's log-probs of the batch under its weights before this step, one
+    forward pass (also the trainer side of the vLLM mismatch metrics); None where the
+    engine's behaviour log-probs are those same numbers (`correction.engine_is_trainer`)."""
+    model = host.actor.model
+    param = next(model.parameters())
+    if not settings.algo.advantage.is_correction_enable and engine_is_trainer(
+            host.sampled_by, param.device, param.dtype, exp.versions, host.policy_version):
         return None
-    return proximal_logprobs(host.actor.model, exp.prompts, exp.responses,
+    return proximal_logprobs(model, exp.prompts, exp.responses,
                              micro_batch=settings.train.micro_batch_size,
                              max_tokens=settings.rollout_max_tokens, packed=settings.packing,
                              pad_id=host.tokenizer.pad_token_id,
@@ -133,17 +138,15 @@ def _current_logprobs(host: RLHost, exp: Experience, settings: LearnSettings):
 
 
 def _update_policy(host: RLHost, exp: Experience, adv: Advantages, settings: LearnSettings,
-                   penalty: KLPenalty, seed: int, iteration: int,
-                   current) -> dict[str, float]:
+                   penalty: KLPenalty, seed: int, iteration: int) -> dict[str, float]:
     pad = host.tokenizer.pad_token_id
     exp, adv = experience.to_device(exp, adv, model_device(host.actor.model))
     counts = minibatch.Counts.of(exp.mask, adv.kept, experience.lengths(exp),
                                  settings.train.loss_normalizer, settings.max_len)
-    proximal = current if settings.algo.advantage.is_correction_enable else None
 
     def make_loss(mb):
         return _actor_loss(exp, adv, settings, penalty, pad,
-                           lambda idx: counts.norm(mb, idx), iteration, proximal)
+                           lambda idx: counts.norm(mb, idx), iteration)
 
     ptx_cfg = settings.algo.ptx
     step_extra = None
@@ -170,6 +173,8 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
     gpu_memory.start(host)
     exp = experience.load_experience(scope.store, rollouts, scores, reference, values)
     exp, refill = _refilled(exp, settings)
+    pi_old = _pi_old(host, exp, settings)
+    exp = experience.with_pi_old(exp, pi_old)
     penalty, moments = KLPenalty.of(settings.algo.kl, state), _moments(settings, state)
     adv = experience.compute(exp, settings, penalty.in_reward, moments)
     adv_ref = scope.write("rollout_advantages", experience.advantages_table(exp, adv, scope.task_key),
@@ -179,11 +184,9 @@ def learn_actor(host: RLHost, rollouts: StepOutput, scores: StepOutput,
                 partition={"iter": iteration})
     metrics = adv.metrics | staleness_metrics(exp, host.policy_version) | \
         {"kl_coef": penalty.beta} | refill
-    current = _current_logprobs(host, exp, settings)
-    metrics |= mismatch.measure(host, exp, current)
+    metrics |= mismatch.measure(host, exp, pi_old)
     if iteration > settings.critic.freezing_steps:  # OpenRLHF: frozen while step <= N
-        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration,
-                                  current)
+        metrics |= _update_policy(host, exp, adv, settings, penalty, scope.seed, iteration)
         host.policy_version += 1
     if "kl" in metrics:  # no reference ran when no KL term uses one
         penalty.update(metrics["kl"], len(exp.responses))

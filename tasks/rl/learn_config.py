@@ -10,21 +10,49 @@ from typing import get_args
 
 from alignflow.errors import require
 from alignflow.tasks.advantages.names import Estimator
-from alignflow.tasks.losses.names import Aggregation, ISCorrection, KLEstimator
+from alignflow.tasks.losses.names import Aggregation, ISCorrection, ISGating, KLEstimator
 from alignflow.tasks.plan.placement import Workers
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rewards.registry import RewardConfig
 from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
 from alignflow.tasks.trainers.optim import TrainConfig
 
 
 def check_is_correction(cfg) -> None:
-    """Validate the `is_correction_*` keys of `algo.advantage` (called by its class)."""
+    """Validate the `is_correction_*` keys of `algo.advantage` (called by its class). One
+    threshold is an upper bound only, (0, high), as OpenRLHF 0.11.2 reads it."""
     require(cfg.is_correction_type in get_args(ISCorrection), "is_correction_type",
             f"one of {get_args(ISCorrection)}", cfg.is_correction_type)
-    threshold = tuple(float(x) for x in cfg.is_correction_threshold)
+    require(cfg.is_correction_gating in get_args(ISGating), "is_correction_gating",
+            f"one of {get_args(ISGating)}", cfg.is_correction_gating)
+    given = cfg.is_correction_threshold
+    threshold = tuple(float(x) for x in (given if isinstance(given, tuple | list) else [given]))
+    threshold = (0.0, *threshold) if len(threshold) == 1 else threshold
     require(len(threshold) == 2 and 0.0 <= threshold[0] < threshold[1],
-            "is_correction_threshold", "two floats 0 <= low < high, e.g. [0.5, 5.0]", threshold)
+            "is_correction_threshold", "HIGH or LOW HIGH with 0 <= low < high, e.g. [0.5, 5.0]",
+            given)
     object.__setattr__(cfg, "is_correction_threshold", threshold)
+    divergence = cfg.is_correction_gating != "ratio"
+    require(not divergence or cfg.is_correction_type != "tis", "is_correction_gating",
+            "ratio with is_correction_type tis (a divergence gate masks: icepop or "
+            "seq-mask-tis)", cfg.is_correction_gating)
+    require(not divergence or threshold[0] == 0.0, "is_correction_threshold",
+            f"an upper bound only with gating {cfg.is_correction_gating} (one value, e.g. "
+            "[0.003])", given)
+
+
+def pi_old_notes(plan: RunPlan, dtype: str, staleness: int, advantage: EstimatorConfig
+                 ) -> list[str]:
+    """The plan's line when the learn step will skip the extra π_old pass (what
+    `correction.engine_is_trainer` finds at run time, said before the run)."""
+    engine, actor = plan.generation, plan.host(plan.host_of("actor"))
+    if engine is None or engine.kind != "hf" or actor.gpus_per_worker > 0 or dtype != "fp32" \
+            or staleness > 0 or advantage.is_correction_enable:
+        return []
+    return ["π_old: the HF engine's log-probs on the CPU in fp32 are the trainer's own (same "
+            "weights and code; float32 rounding apart, ~1e-6), so the learn step skips the "
+            "extra forward pass OpenRLHF's experience maker makes; with vLLM, a GPU, bf16, a "
+            "stale batch or IS correction the trainer recomputes π_old"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,13 +119,14 @@ class KLConfig:
 class EstimatorConfig:
     """How rewards become advantages.
 
-    estimator: gae (critic), reinforce, reinforce_baseline, group_norm (GRPO), dr_grpo, rloo
+    estimator: gae (critic), reinforce, reinforce_baseline, group_norm (GRPO), dr_grpo, rloo, flash_reinforce (FlashREINFORCE: r − the batch mean, no whitening), on_policy_distill (β·(log π_ref − log π_old) per token + the baselined reward: the reference is the teacher)
     gamma: discount of the returns (group estimators need 1.0)
     lambd: GAE's λ
     no_std_norm: the batch whitening of gae / reinforce / reinforce_baseline only centres (as OpenRLHF: group_norm always divides by its group std; dr_grpo never does)
     is_correction_enable: weight each token's loss by the truncated ratio of the learner's weights before the step to the behaviour policy that sampled it (stale generator, engine mismatch)
     is_correction_type: tis (clamp the ratio), icepop (drop tokens outside the band), seq-mask-tis (drop sequences whose geometric-mean ratio is outside it)
-    is_correction_threshold: the band [low, high] of the ratio
+    is_correction_threshold: the band [low, high] of the gated statistic; one value HIGH: [0, HIGH] (OpenRLHF 0.11.2)
+    is_correction_gating: what icepop / seq-mask-tis gate on: ratio (π_old/μ), or the sampled token's binary_kl or tv between μ and π_old (an upper bound only; seq-mask-tis: the sequence's mean)
     """
 
     estimator: Estimator = "group_norm"
@@ -106,7 +135,8 @@ class EstimatorConfig:
     no_std_norm: bool = False
     is_correction_enable: bool = False
     is_correction_type: ISCorrection = "tis"
-    is_correction_threshold: tuple[float, float] = (0.5, 5.0)
+    is_correction_threshold: tuple[float, ...] | float = (0.5, 5.0)
+    is_correction_gating: ISGating = "ratio"
 
     def __post_init__(self) -> None:
         check_is_correction(self)

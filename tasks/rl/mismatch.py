@@ -38,4 +38,5 @@ def measure(host: RLHost, exp, trainer: torch.Tensor | None) -> dict[str, float]
     the update, computed once by the learn step) when the host generates with vLLM, else {}."""
     if not wanted(host) or trainer is None:
         return {}
-    return mismatch_metrics(exp.old_logp, trainer, exp.mask)
+    behaviour = exp.old_logp if exp.behaviour_logp is None else exp.behaviour_logp
+    return mismatch_metrics(behaviour, trainer, exp.mask)

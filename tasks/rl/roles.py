@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from alignflow.errors import require
+from alignflow.tasks.losses.knobs import PolicyLossKnobs
+from alignflow.tasks.losses.names import POLICY_LOSS_SPELLINGS, PolicyLossType
 from alignflow.tasks.modeling.model_config import RefConfig
 from alignflow.tasks.plan.placement import Workers
 from alignflow.tasks.trainers.optim import AdamConfig, Optimizer
 
-PolicyLossType = Literal["ppo", "gspo"]
+PolicyLossSpelling = Literal[PolicyLossType, "vanilla", "geo_mean"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +30,8 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: upper clip when eps_clip_low_high is not set (null: eps_clip)
     dual_clip: dual-clip bound c > 1 for negative advantages (null: off)
     entropy_coef: weight of the entropy bonus (null or 0: off)
-    policy_loss_type: ppo (a ratio per token), or gspo (GSPO: the clip on the sequence's geometric-mean ratio, a mean per sequence)
+    policy_loss_type: ppo (a ratio per token), gspo (the clip on the sequence's geometric-mean ratio, a mean per sequence), cispo (the clipped ratio as a detached weight on log π), sapo (a soft sigmoid gate instead of the clip), gmpo (geometric mean of clipped token ratios; veRL: geo_mean), gpg (plain −A·log π), clip_cov / kl_cov (clip or KL-penalise the tokens of largest advantage–log-prob covariance), dppo_tv / dppo_kl (drop tokens whose probability moved more than the clip bounds, by TV or binary KL); TRL's `loss_type` and veRL's names (vanilla = ppo) are read as these
+    policy_loss: the variants' own knobs (SAPO's τ, Clip-Cov's and KL-Cov's shares, DPPO's ratio cap)
     """
 
     model_name_or_path: str = "smollm2-135m"
@@ -38,12 +41,15 @@ class ActorConfig(Workers, Optimizer):
     eps_clip_high: float | None = None
     dual_clip: float | None = None
     entropy_coef: float | None = None
-    policy_loss_type: PolicyLossType = "ppo"
+    policy_loss_type: PolicyLossSpelling = "ppo"
+    policy_loss: PolicyLossKnobs = field(default_factory=PolicyLossKnobs)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require(self.policy_loss_type in get_args(PolicyLossType), "policy_loss_type",
+        name = POLICY_LOSS_SPELLINGS.get(self.policy_loss_type, self.policy_loss_type)
+        require(name in get_args(PolicyLossType), "policy_loss_type",
                 f"one of {get_args(PolicyLossType)}", self.policy_loss_type)
+        object.__setattr__(self, "policy_loss_type", name)
         require(math.isfinite(self.eps_clip) and self.eps_clip > 0, "eps_clip",
                 "a finite float > 0", self.eps_clip)
         if self.eps_clip_low_high is not None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 from alignflow.artifacts.schemas import ROLLOUTS
 from alignflow.artifacts.scope import current_scope
 from alignflow.tasks.engines.base import GeneratedSample
-from alignflow.tasks.steps import gpu_memory, rollout_engine
+from alignflow.tasks.steps import gpu_memory, host_engine, rollout_engine
 from alignflow.tasks.steps.host_api import Generator
 from alignflow.tasks.steps.metrics import write_metrics
 from alignflow.tasks.steps.prompts import prompt_batch
@@ -51,10 +51,14 @@ def generate(host: Generator, prompts: StepOutput, iteration: int, cfg: RolloutC
     gpu_memory.start(host)
     prompt_ids = batch.column("prompt_ids").to_pylist()
     limits = budgets(prompt_ids, cfg, max_len)
-    samples = rollout_engine.generate(host, prompt_ids,
-                                      cfg.sampling(scope.seed, eos_ids(tok), max(limits)))
-    samples = [cut_to_budget(s, limits[s.prompt_index]) for s in samples]
+    lo, hi = host_engine.shard(host, len(prompt_ids))  # all, or this rank's (per-rank engines)
+    samples = rollout_engine.generate(host, prompt_ids[lo:hi], cfg.sampling(
+        scope.seed, eos_ids(tok), max(limits)), prompt_offset=lo)
+    samples = host_engine.gathered(host, samples)  # rank 0: every rank's, in order
     host.engine_idle()
+    if samples is None:
+        return StepOutput((), 0, {})
+    samples = [cut_to_budget(s, limits[s.prompt_index]) for s in samples]
     table = rollout_table(scope, iteration, batch, samples, tok)
     if round_ is not None:
         table = table.append_column("round", pa.array([round_] * table.num_rows, pa.int32()))

@@ -70,13 +70,17 @@ class ModelHost(Memo, GroupMember, EngineSide):
 
     def preload(self) -> None:
         """Load every role's model now (the engine calls this when the host starts), so no
-        task pays for a first load; the rank's GPU first, before anything touches CUDA."""
+        task pays for a first load; the rank's GPU first, before anything touches CUDA.
+        The engine comes before the roles: an in-process vLLM engine claims its
+        gpu_memory_utilization share of the whole GPU when it starts (and refuses to start
+        when less is free), so models loaded before it would take that share (OpenRLHF
+        creates its engines before the models too)."""
         _ = self.device, self.tokenizer
+        if self.spec.plan.engine is not None and self.drives_engine:
+            _ = self.engine
         for role in ("actor", "ref", "critic", "reward"):
             if self.has(role):
                 getattr(self, role)
-        if self.spec.plan.engine is not None and self.drives_engine:
-            _ = self.engine
 
     def group_on_gpu(self) -> bool:
         return self.spec.plan.gpus_per_worker > 0
@@ -128,9 +132,46 @@ class ModelHost(Memo, GroupMember, EngineSide):
 
     @functools.cached_property
     def ref(self):
-        model = self._load_lm(self.spec.ref_pretrain or self.spec.pretrain, self.spec.dtype)
+        """The reference model: a ZeRO-3 shard on each rank when the run trains at stage 3
+        (`deepspeed/frozen.py`), else a whole replica on the host's device."""
+        name = resolve_model(self.spec.ref_pretrain or self.spec.pretrain)
+        if self.frozen_sharded:
+            attn = check_attention(self.spec.attn_implementation, self.device)
+            return self._frozen("ref", lambda: load_causal_lm(
+                name, dtype=self.spec.dtype, attn_implementation=attn), self.spec.dtype)
+        model = self._load_lm(name, self.spec.dtype)
         model.requires_grad_(False)
         return model
+
+    def teacher(self, name: str) -> torch.nn.Module:
+        """The on-policy distillation teacher `name` (`tasks/rl/distill_online.py`), frozen
+        and held as the reference is: ZeRO-3 shards at stage 3, else a whole replica."""
+        held, attn = self.__dict__.setdefault("_teachers", {}), self.spec.attn_implementation
+        if name not in held and self.frozen_sharded:
+            held[name] = self._frozen("ref", lambda: load_causal_lm(resolve_model(name), dtype=(
+                self.spec.dtype), attn_implementation=check_attention(attn, self.device)),
+                self.spec.dtype, key=f"-teacher-{name}")
+        if name not in held:
+            held[name] = self._load_lm(name, self.spec.dtype).requires_grad_(False)
+        return held[name]
+
+    @functools.cached_property
+    def frozen_sharded(self) -> bool:
+        """Reference and reward models held as ZeRO-3 shards: the run's `ds` section (else
+        this host's trainers') trains at stage 3, as OpenRLHF shards them."""
+        from alignflow.tasks.trainers.deepspeed.section import DSConfig
+
+        found = self.spec.ds or next((t.ds for t in self.spec.plan.trainers), None)
+        return isinstance(found, DSConfig) and found.uses_deepspeed and found.stage == 3
+
+    def _frozen(self, role: Role, load, dtype: str, key: str = "") -> torch.nn.Module:
+        """`load()`'s model as a frozen ZeRO-3 engine's module (kept alive by the host),
+        its shards on the CPU when `role` is offloaded (DeepSpeed's parameter offload)."""
+        from alignflow.tasks.trainers.deepspeed.frozen import frozen_engine
+
+        engine = frozen_engine(load, dtype=dtype, offload=role in self.spec.offload)
+        self.__dict__.setdefault("_engines", {})[f"{role}{key}"] = engine
+        return engine.module
 
     @property
     def ref_is_base_of_actor(self) -> bool:
@@ -164,7 +205,8 @@ class ModelHost(Memo, GroupMember, EngineSide):
         """A step is done with `role` for this iteration: offload it if configured."""
         if role in ("actor", "critic") and self._sleeps(role):
             sleep_trainer(self.actor if role == "actor" else self.critic)
-        if role not in self.spec.offload or (role == "ref" and self.ref_is_base_of_actor):
+        if role not in self.spec.offload or (role == "ref" and self.ref_is_base_of_actor) \
+                or self.frozen_sharded:  # sharded: DeepSpeed keeps the shards on the CPU
             return
         if role == "ref" and self._ref_file is None:
             self._ref_file = offload_module(self.ref, prefix="alignflow-ref-")
@@ -193,9 +235,13 @@ class ModelHost(Memo, GroupMember, EngineSide):
     def reward(self):
         assert self.spec.rewards is not None, "reward role without a reward config"
         reward = build_reward(self.spec.rewards)
-        for source in reward.sources.values():  # reward models go where the host computes
+        for key, source in reward.sources.items():  # reward models go where the host computes
             model = getattr(source, "model", None)
-            if isinstance(model, torch.nn.Module):
+            if isinstance(model, torch.nn.Module) and self.frozen_sharded:  # partitioned here
+                dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
+                    next(model.parameters()).dtype, "fp32")
+                source.model = self._frozen("reward", lambda m=model: m, dtype, f":{key}")
+            elif isinstance(model, torch.nn.Module):
                 model.to(self.device)
         return reward
 

@@ -6,6 +6,12 @@ over the run's engines, not over trainer ranks — and the other ranks build non
 nothing and send nothing; they still take part in a sync's collectives (ZeRO-3 gathers
 every parameter from all ranks). Decisions that need every rank (re-sync an engine that
 restarted) are rank 0's, broadcast.
+
+Hybrid engines on every actor GPU (`EnginePlan.per_rank`, OpenRLHF's colocate_all with one
+engine per GPU): every rank builds its own in-process engine, samples its contiguous shard
+of the prompts (indices and seeds those of the whole batch, so the samples are the ones one
+engine would draw), and rank 0 gathers the shards in rank order; every rank syncs its own
+engine from the trainer (a ZeRO-3 gather every rank takes part in anyway).
 """
 
 from __future__ import annotations
@@ -16,12 +22,38 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from alignflow.tasks.distributed import group
-from alignflow.tasks.distributed.reduce import from_rank0
+from alignflow.tasks.distributed.reduce import from_rank0, gather_lists, global_sum
+from alignflow.tasks.engines.base import GeneratedSample
 from alignflow.tasks.engines.hf import HFEngine
 from alignflow.tasks.modeling.loading import DTYPES
 from alignflow.tasks.plan.hosts import EngineKind
 from alignflow.tasks.steps.rollout_engine import build_vllm
 from alignflow.tasks.zoo.registry import resolve_model
+
+
+def per_rank(host: object) -> bool:
+    """Whether every rank of `host` drives an engine of its own (the plan says)."""
+    plan = getattr(getattr(host, "spec", None), "plan", None)
+    return bool(plan is not None and plan.engine is not None and plan.engine.per_rank)
+
+
+def shard(host: object, n: int) -> tuple[int, int]:
+    """[lo, hi) of the `n` prompts this rank samples: a contiguous share (sizes differing by
+    at most one) with per-rank engines, else all of them."""
+    rank, size = group.rank_and_size()
+    if not per_rank(host) or size == 1:
+        return 0, n
+    base, extra = divmod(n, size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + int(rank < extra)
+
+
+def gathered(host: object, samples: list[GeneratedSample]) -> list[GeneratedSample] | None:
+    """Rank 0: every rank's samples in rank order (per-rank engines; else its own); the
+    other ranks: None (rank 0 commits the batch)."""
+    if per_rank(host):
+        samples = gather_lists({"samples": samples})["samples"]
+    return samples if group.rank_and_size()[0] == 0 else None
 
 
 def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype
@@ -39,8 +71,9 @@ class EngineSide:
     @property
     def drives_engine(self) -> bool:
         """Rank 0 of a data-parallel host drives its generation engine (generation is
-        sharded over engines, not over trainer ranks); the other ranks build none."""
-        return group.rank_and_size()[0] == 0
+        sharded over engines, not over trainer ranks); the other ranks build none — unless
+        the plan gives every rank an engine of its own (`per_rank`)."""
+        return per_rank(self) or group.rank_and_size()[0] == 0
 
     @functools.cached_property
     def engine(self):
@@ -48,7 +81,7 @@ class EngineSide:
         the run's engine actors): its own copy of the policy, synced after each learn."""
         planned = self.spec.plan.engine
         assert planned is not None, f"host {self.spec.plan.name} generates nothing"
-        assert self.drives_engine, "only rank 0 of a data-parallel host builds its engine"
+        assert self.drives_engine, "this rank of a data-parallel host builds no engine"
         if planned.kind == "vllm":
             return build_vllm(planned, self.spec.engines, resolve_model(self.spec.pretrain),
                               policy_version=0)
@@ -77,7 +110,9 @@ class EngineSide:
         if "actor" not in self.__dict__:
             return
         behind = self.drives_engine and self.engine.policy_version != self.policy_version
-        if from_rank0(behind):
+        # per-rank engines: any one behind and all sync (a ZeRO-3 sync's gathers are collective)
+        together = global_sum(float(behind)) > 0 if per_rank(self) else from_rank0(behind)
+        if together:
             self.sync_engine()
 
     def engine_idle(self) -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from alignflow.tasks.modeling.device import Attention
     from alignflow.tasks.rewards.registry import RewardConfig
     from alignflow.tasks.trainers.base import Precision
+    from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,3 +38,5 @@ class HostSpec:
     offload: tuple[Role, ...] = ()  # roles parked on disk between uses (ref, reward)
     attn_implementation: Attention = "sdpa"
     trainer_sleep: bool = False  # ds.enable_sleep: trainers leave the GPU between learn steps
+    ds: DSConfig | None = None  # the run's ds section: frozen models follow its ZeRO-3
+    planned_peak: int | None = None  # bytes: the plan's peak of this host's GPU (None: unknown)

@@ -65,8 +65,8 @@ def follow(host: Generator) -> None:
     host.ensure_engine_synced()
 
 
-def generate(host: Generator, prompts: list[list[int]],
-             params: SamplingParams) -> list[GeneratedSample]:
+def generate(host: Generator, prompts: list[list[int]], params: SamplingParams, *,
+             prompt_offset: int = 0) -> list[GeneratedSample]:
     """`host.engine.generate`, with the engine first brought to the host's policy; an engine
     that died or hung (EngineError) has been restarted by its wrapper: re-sync and retry
     (alone; in a data-parallel host the re-sync needs every rank, so the task fails and
@@ -78,6 +78,8 @@ def generate(host: Generator, prompts: list[list[int]],
     for attempt in range(1, attempts + 1):
         try:
             host.ensure_engine_synced()
+            if prompt_offset:  # a shard of the batch (per-rank engines: `host_engine.shard`)
+                return host.engine.generate(prompts, params, prompt_offset=prompt_offset)
             return host.engine.generate(prompts, params)
         except EngineError as exc:
             if attempt == attempts:

@@ -109,8 +109,9 @@ def test_the_dry_run_prints_the_plan_for_the_cluster(capsys, tiny_model_dir, mon
     assert main(_run(tiny_model_dir, "--dry-run", "--cluster", "2x8", "--set",
                      "actor.num_gpus_per_node=4")) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "plan: 2 node(s) × 8 GPU(s), CPUs not counted; the run takes 4 GPU(s)" in out
-    assert "fits: 2 node(s) × 8 GPU(s), CPUs not counted: the run takes 4 of 16 GPU(s)" in out
+    # train.colocate_all unset on GPUs: OpenRLHF's layout, the reference on a GPU of its own
+    assert "plan: 2 node(s) × 8 GPU(s), CPUs not counted; the run takes 5 GPU(s)" in out
+    assert "fits: 2 node(s) × 8 GPU(s), CPUs not counted: the run takes 5 of 16 GPU(s)" in out
     assert out[-1] == "executor: ray (the cluster has GPUs (placed through Ray))"
 
 
@@ -129,7 +130,7 @@ def test_an_oversized_config_is_refused_in_one_line(capsys, tiny_model_dir):
     captured = capsys.readouterr()
     errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
     assert len(captured.err.splitlines()) == len(errors) == 1, captured.err
-    assert "asks for 16 GPU(s); this cluster has 8 (models 2×8 × 1)" in errors[0]
+    assert "asks for 17 GPU(s); this cluster has 8 (actor 2×8 × 1, ref 1×1 × 1)" in errors[0]
 
 
 def test_cluster_flags_are_checked(capsys, tiny_model_dir):

@@ -20,10 +20,9 @@ STORED = 1e11  # FLOP/s
 @pytest.fixture
 def stored_speed(tmp_path, monkeypatch):
     path = tmp_path / "speed.json"
-    path.write_text(json.dumps({speed.machine_key("cpu"): {"flops": STORED,
-                                                           "date": "2026-12-03"}}))
+    path.write_text(json.dumps({speed.machine_key(): {"flops": STORED, "device": "cpu",
+                                                      "date": "2026-12-03"}}))
     monkeypatch.setenv("ALIGNFLOW_SPEED_FILE", str(path))
-    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     return path
 
 
@@ -64,11 +63,17 @@ def test_a_tiny_job_gets_its_size_and_no_warning(stored_speed, tiny_model_dir, t
 def test_the_speed_is_measured_once_then_read(tmp_path, monkeypatch):
     monkeypatch.setenv("ALIGNFLOW_SPEED_FILE", str(tmp_path / "speed.json"))
     calls: list[str] = []
-    monkeypatch.setattr(speed, "measure", lambda device: calls.append(device) or (5e10, 1.0))
+    monkeypatch.setattr(speed, "_measure_in_child",
+                        lambda: calls.append("cpu") or (5e10, 1.0, "cpu"))
     first, second = speed.machine_speed(), speed.machine_speed()
     assert first.how.startswith("measured for 1.0 s just now")
     assert second.how.startswith("stored from a calibration on ")
     assert first.flops == second.flops == 5e10 and len(calls) == 1
+
+
+def test_the_child_measures_a_plausible_rate_and_names_its_device():
+    flops, took, device = speed._measure_in_child()
+    assert 1e8 < flops < 1e14 and took >= speed.MEASURE_S and device in ("cpu", "cuda")
 
 
 def test_a_real_measurement_is_a_plausible_rate():

@@ -63,20 +63,20 @@ def test_a_generator_that_drives_engine_actors_leaves_them_the_gpus(declared, mo
     cfg, plan = _plan("async.max_staleness=1", "rollout.engine=vllm", "vllm.num_engines=2",
                       "vllm.tensor_parallel_size=2", RULES, BUDGET)
     steps.declare_generator(cfg, plan)
-    assert declared["rollout"]["num_gpus"] == 0.0 and plan.gpus == 1 + 4
+    assert declared["rollout"]["num_gpus"] == 0.0 and plan.gpus == 1 + 1 + 4  # actor, ref
 
 
 def test_engine_gpus_count_toward_the_fit():
     _, plan = _plan("rollout.engine=vllm", "vllm.num_engines=4", "vllm.tensor_parallel_size=2",
                     "actor.num_gpus_per_node=2")
-    with pytest.raises(ConfigError, match=r"asks for 10 GPU\(s\); this cluster has 8"):
+    with pytest.raises(ConfigError, match=r"asks for 11 GPU\(s\); this cluster has 8"):
         plan.check_fits()
 
 
 @pytest.mark.parametrize(("sets", "match"), [
     (("rollout.engine=vllm", "vllm.num_engines=1", "vllm.tensor_parallel_size=8"),
      "vLLM engine 0 needs a node with 8 GPU\\(s\\)"),
-    (("actor.num_gpus_per_node=8",), "host models needs a node with 8 GPU\\(s\\)"),
+    (("actor.num_gpus_per_node=8",), "host actor needs a node with 8 GPU\\(s\\)"),
     (("actor.num_gpus_per_node=2", "placement.num_gpus=0.5"),
      "2 data-parallel workers at 0.5 GPU each would share GPUs"),
 ])

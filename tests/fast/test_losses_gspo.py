@@ -81,7 +81,12 @@ def test_gspo_with_is_correction_takes_its_ratio_against_the_behaviour_policy():
 
     from alignflow.tasks.rl.experience import Experience
     from alignflow.tasks.rl.learn import _surrogate
-    from alignflow.tasks.rl.learn_config import AlgoConfig, LearnSettings, RLRewardConfig
+    from alignflow.tasks.rl.learn_config import (
+        AlgoConfig,
+        EstimatorConfig,
+        LearnSettings,
+        RLRewardConfig,
+    )
     from alignflow.tasks.rl.roles import ActorConfig, CriticConfig
     from alignflow.tasks.trainers.optim import TrainConfig
 
@@ -90,13 +95,14 @@ def test_gspo_with_is_correction_takes_its_ratio_against_the_behaviour_policy():
                                  for _ in range(3))
     adv, mask = torch.randn(3, 4, generator=g, dtype=torch.float64), torch.ones(3, 4)
     exp = Experience(keys=pa.table({"k": [0, 1, 2]}), prompts=[[1]] * 3, responses=[[1]] * 3,
-                     old_logp=behaviour, ref_logp=None, mask=mask, reward=torch.zeros(3),
-                     values=None)
-    settings = LearnSettings(algo=AlgoConfig(), actor=ActorConfig(policy_loss_type="gspo"),
+                     old_logp=proximal, ref_logp=None, mask=mask, reward=torch.zeros(3),
+                     values=None, behaviour_logp=behaviour)  # π_old: the trainer's (learn.py)
+    algo = AlgoConfig(advantage=EstimatorConfig(is_correction_enable=True))
+    settings = LearnSettings(algo=algo, actor=ActorConfig(policy_loss_type="gspo"),
                              critic=CriticConfig(), reward=RLRewardConfig(), train=TrainConfig(),
                              packing=False, n_samples=1, temperature=1.0, max_len=4)
     norm = Normaliser(12.0, 3, 4)
-    loss, _ = _surrogate(logp, exp, [0, 1, 2], adv, mask, settings, norm, proximal=proximal)
+    loss, _ = _surrogate(logp, exp, [0, 1, 2], adv, mask, settings, norm)
     assert torch.allclose(loss, openrlhf_gspo(logp, behaviour, adv, mask.double()))
 
 

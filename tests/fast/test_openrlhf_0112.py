@@ -55,11 +55,23 @@ def test_the_three_is_knobs_are_enable_and_type(flags, kind):
         .is_correction_enable
 
 
+def test_flash_reinforce_s_trust_region_is_a_seq_mask_on_binary_kl():
+    """OpenRLHF 0.11.2: `--algo.advantage.is_correction_level seq --..._gating binary_kl
+    --..._threshold 0.003` (one value: an upper bound only, `train_ppo_ray.py` inserts 0)."""
+    checked = _run("--algo.advantage.is_correction_level", "seq",
+                   "--algo.advantage.is_correction_gating", "binary_kl",
+                   "--algo.advantage.is_correction_threshold", "0.003")
+    advantage = checked.config.algo.advantage
+    assert advantage.is_correction_enable and advantage.is_correction_type == "seq-mask-tis"
+    assert advantage.is_correction_gating == "binary_kl"
+    assert advantage.is_correction_threshold == (0.0, 0.003)
+
+
 @pytest.mark.parametrize(("flags", "says"), [
     (("--algo.advantage.estimator", "flash_reinforce"),
      "--algo.advantage.estimator flash_reinforce: FlashREINFORCE's estimator"),
-    (("--algo.advantage.is_correction_level", "seq", "--algo.advantage.is_correction_gating",
-      "binary_kl"), "gating on binary_kl is not implemented; expected ratio"),
+    (("--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode",
+      "clip", "--algo.advantage.is_correction_gating", "tv"), "and mode mask with gating tv"),
     (("--algo.advantage.is_correction_level", "seq", "--algo.advantage.is_correction_mode",
       "clip"), "expected level token with mode clip or mask, or level seq with mode mask"),
     (("--algo.kl.unbiased_gradient",), "--algo.kl.unbiased_gradient: the importance-weighted"),

@@ -15,6 +15,8 @@ from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster, of_nodes
 from alignflow.tasks.simulate.node import LABEL
 
+ALL = "train.colocate_all=true"  # every role on the actor's GPUs (unset on GPUs: apart)
+
 
 def plan(spec: str, *sets: str, cls=RLConfig):
     return load_config(cls, sets=list(sets)).run_plan(Cluster.parse(spec))
@@ -51,17 +53,17 @@ def test_ray_nodes_make_a_cluster_leaving_out_a_cpu_only_head():
 
 
 def test_a_host_wider_than_a_node_is_refused_naming_the_numbers():
-    plan("1x8", "actor.num_gpus_per_node=8").check_fits()
+    plan("1x8", ALL, "actor.num_gpus_per_node=8").check_fits()
     with pytest.raises(ConfigError, match=r"asks for 8 GPU\(s\) \(models 1×8 × 1\), which does "
                                           r"not fit 2 node\(s\) × 4 GPU\(s\).*host models needs "
                                           r"a node with 8 GPU\(s\) free"):
-        plan("2x4", "actor.num_gpus_per_node=8").check_fits()
+        plan("2x4", ALL, "actor.num_gpus_per_node=8").check_fits()
 
 
 def test_a_group_over_more_nodes_than_the_cluster_has_is_refused():
-    plan("4x8", "actor.num_nodes=4").check_fits()
+    plan("4x8", ALL, "actor.num_nodes=4").check_fits()
     with pytest.raises(ConfigError, match="host models spreads over 4 nodes; the cluster has 2"):
-        plan("2x8", "actor.num_nodes=4").check_fits()
+        plan("2x8", ALL, "actor.num_nodes=4").check_fits()
 
 
 def test_more_gpus_than_the_cluster_has_are_refused_with_the_breakdown():
@@ -81,10 +83,10 @@ def test_an_engine_keeps_its_tensor_parallel_gpus_on_one_node():
 
 
 def test_cpus_count_where_the_cluster_states_them():
-    plan("1x8", "actor.num_gpus_per_node=8", "placement.num_cpus=8").check_fits()
-    plan("1x8:64", "actor.num_gpus_per_node=8", "placement.num_cpus=8").check_fits()
+    plan("1x8", ALL, "actor.num_gpus_per_node=8", "placement.num_cpus=8").check_fits()
+    plan("1x8:64", ALL, "actor.num_gpus_per_node=8", "placement.num_cpus=8").check_fits()
     with pytest.raises(ConfigError, match=r"needs a node with 8 GPU\(s\) and 80 CPU\(s\) free"):
-        plan("1x8:64", "actor.num_gpus_per_node=8", "placement.num_cpus=10").check_fits()
+        plan("1x8:64", ALL, "actor.num_gpus_per_node=8", "placement.num_cpus=10").check_fits()
 
 
 def test_roles_apart_fill_the_nodes_largest_first():
@@ -109,7 +111,8 @@ def test_hybrid_engines_share_their_hosts_gpus():
     with pytest.raises(ConfigError, match=r"need 16 GPU\(s\) of host models, which has 8"):
         plan("2x8", *hybrid, "vllm.num_engines=8", "vllm.tensor_parallel_size=2").check_fits()
     unset = plan("2x8", "actor.num_gpus_per_node=8", "rollout.engine=vllm", "vllm.num_engines=4",
-                 "vllm.tensor_parallel_size=2")  # colocate_all unset: engines on GPUs of their own
+                 "vllm.tensor_parallel_size=2", "algo.kl.init_coef=0")  # colocate_all unset:
+    # roles and engines on GPUs of their own (no KL term: no reference model)
     assert not unset.engines.hybrid and unset.gpus == 16 and unset.fit_problem() is None
 
 

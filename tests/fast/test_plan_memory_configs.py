@@ -90,7 +90,6 @@ GOOD = {"hybrid 8B, 1x8": (HYBRID_8B, "1x8"), "slurm 8B, 2x8": (SLURM_8B, "2x8")
 ALIGNFLOW_NOW = {
     "hybrid 8B, 1x8": ("models with a vLLM rank", "sync", "vLLM share (0.5 of the GPU)",
                        "vLLM share (0.5 of the GPU)"),  # woken for the sync beside it all
-    "paper 70B, 4x8": ("ref", "forward", "ref forward activations", "ref weights"),
 }
 # separate engines fit now that a sync loads bucket by bucket (one bucket + the largest
 # tensor beside the 0.95 share: `tasks/engines/vllm/engine_sync.py`)
@@ -123,6 +122,15 @@ def test_this_version_holds_them_whole_and_says_where_they_break(name):
     over = next(g for g in memory.gpus if g.gpus == gpus)
     assert (over.phase, over.item, over.items[0][0]) == (phase, item, largest)
     assert over.peak > GPU and memory.problem().startswith(f"GPU memory: {gpus} ")
+
+
+def test_the_70b_fits_this_version_now_that_its_reference_is_sharded():
+    """The paper's 70B broke here on a whole reference replica (128 GiB on each of 4 GPUs)
+    until the host held it as ZeRO-3 shards (`tasks/trainers/deepspeed/frozen.py`)."""
+    memory = _memory(PAPER_70B, "4x8", frozen="alignflow")
+    ref = next(g for g in memory.gpus if g.gpus == "ref")
+    assert dict(ref.items)["ref weights"] == 68_976_648_192 * 2 // 4
+    assert memory.problem() is None and all(g.peak <= GPU for g in memory.gpus)
 
 
 def test_the_70b_layout_holds_its_models_in_shards_over_the_actors_four_gpus():
@@ -205,15 +213,19 @@ def test_the_offered_fix_makes_the_dry_run_fit(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv(SHARED_ENV, "1")  # two nodes: the store must be shared
     model = _folders(tmp_path)[LLAMA2_7B]
     flags = [model if f == LLAMA2_7B else f for f in PAPER_7B]
-    assert main(["run", "ppo", "--dry-run", "--cluster", "2x8", *flags,
+    assert main(["run", "ppo", "--dry-run", "--cluster", "2x8", *flags, "--gpu-memory", "80GB",
                  "--vllm.gpu_memory_utilization", "0.99"]) == 2
     assert capsys.readouterr().err.strip().endswith(
         "expected any of: --vllm.gpu_memory_utilization 0.94")
-    assert main(["run", "ppo", "--dry-run", "--cluster", "2x8", *flags,
+    assert main(["run", "ppo", "--dry-run", "--cluster", "2x8", *flags, "--gpu-memory", "80GB",
                  "--vllm.gpu_memory_utilization", "0.94"]) == 0
+    assert "fits: 2 node(s) × 8 GPU(s)" in capsys.readouterr().out
+    # the GPU's size assumed (not given): the peaks are said, nothing is refused
+    assert main(["run", "ppo", "--dry-run", "--cluster", "2x8", *flags,
+                 "--vllm.gpu_memory_utilization", "0.99"]) == 0
     out = capsys.readouterr().out
     assert "GPUs of 80 GiB assumed (--gpu-memory SIZE to set it)" in out
-    assert "fits: 2 node(s) × 8 GPU(s)" in out
+    assert "note: GPU memory: " in out and "--vllm.gpu_memory_utilization 0.94" in out
 
 
 def test_gpu_memory_flag_is_checked(capsys, tmp_path):

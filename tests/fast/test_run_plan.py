@@ -83,7 +83,7 @@ def test_vllm_engines_are_placed_once_for_the_run():
              "vllm.tensor_parallel_size=2", cluster=GPUS)
     e = p.engines
     assert (e.host, e.count, e.tensor_parallel, e.gpus_each, e.transport) == (
-        "models", 2, 2, 2.0, "nccl")
+        "actor", 2, 2, 2.0, "nccl")  # roles apart on GPUs (OpenRLHF)
     assert not p.hosts[0].engine.in_host and p.gpus == 1 + 4 and p.gpus_per_node == 5
     assert plan(RLConfig, "rollout.engine=vllm", "vllm.num_engines=2").engines.transport == "gloo"
 

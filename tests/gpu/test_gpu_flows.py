@@ -34,7 +34,8 @@ def _sets(**extra: str) -> list[str]:
             "rollout.n_samples_per_prompt": "4", "rollout.max_new_tokens": "32",
             "reward.sources": "rule:target:e", "train.batch_size": "16",
             "train.micro_batch_size": "4", "train.max_iterations": "2",
-            "actor.num_gpus_per_node": "1", "ds.param_dtype": "bf16"}
+            "actor.num_gpus_per_node": "1", "ds.param_dtype": "bf16",
+            "train.colocate_all": "true"}  # one GPU: every role on it (unset: roles apart)
     return [f"{k}={v}" for k, v in {**base, **extra}.items()]
 
 

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_actor_group_spread_over_both_nodes(simulated, sim_store, baselines, grpo_sets):
-    sets = [*grpo_sets, *SIM, "actor.num_nodes=2", "actor.num_gpus_per_node=1"]
+    sets = [*grpo_sets, *SIM, "actor.num_nodes=2", "actor.num_gpus_per_node=1",
+            "train.colocate_all=true"]  # one engine (num_engines 0): rank 0's
     res = simulated.use("2x4").run("grpo", sets, sim_store, "spread")
     assert res["error"] is None, res["error"]
     plan, record = recorded_plan(sim_store, "spread")

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 def _sets(grpo_sets: list[str]) -> list[str]:
-    sets = [*grpo_sets, "train.max_iterations=1", "rollout.engine=vllm", "vllm.max_num_seqs=8"]
+    sets = [*grpo_sets, "train.max_iterations=1", "rollout.engine=vllm", "vllm.max_num_seqs=8",
+            "train.colocate_all=true"]  # one host (unset on GPUs: roles apart, as OpenRLHF)
     return [arg for s in sets for arg in ("--set", s)]
 
 

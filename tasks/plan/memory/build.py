@@ -5,6 +5,7 @@ would make it fit: `fixes.py`), and vLLM's KV cache checked against its share.""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from alignflow.tasks.plan.memory import engine, fixes
 from alignflow.tasks.plan.memory.ask import MemoryAsk
@@ -24,7 +25,8 @@ def memory_plan(plan: RunPlan, ask: MemoryAsk, gpu_memory: int | None = None) ->
              for u in ask.unread]
     if ask.model("actor") is None and ask.model("model") is None:
         return MemoryPlan(gpu_memory=int(total), assumed=gpu_memory is None, frozen=ask.frozen,
-                          gpus=(), notes=(*notes, "no trained model's shape: no peaks"))
+                          gpus=(), notes=(*notes, "no trained model's shape: no peaks"),
+                          unknown=ask.unread or ("the trained model",))
     rows, problems = [], []
     for gpus in gpu_sets(plan):
         peak, eng = gpu_peak(gpus, plan, ask, total)
@@ -37,7 +39,8 @@ def memory_plan(plan: RunPlan, ask: MemoryAsk, gpu_memory: int | None = None) ->
                                     ask))
     notes += _notes(plan, ask, rows, total)
     return MemoryPlan(gpu_memory=int(total), assumed=gpu_memory is None, frozen=ask.frozen,
-                      gpus=tuple(rows), problems=tuple(problems), notes=tuple(notes))
+                      gpus=tuple(rows), problems=tuple(problems), notes=tuple(notes),
+                      unknown=ask.unread)
 
 
 def refusal(peak: GpuPeak, total: float, found: list[str], ask: MemoryAsk) -> str:
@@ -48,9 +51,9 @@ def refusal(peak: GpuPeak, total: float, found: list[str], ask: MemoryAsk) -> st
     if found:
         fix = "expected any of: " + "; ".join(found)
     elif whole in ("ref", "reward") and ask.frozen == "alignflow":
-        fix = (f"this version holds the {whole} model whole on every GPU of its host "
-               "(OpenRLHF shards it over the actor's ZeRO-3 ranks; not built yet): expected "
-               f"a smaller {whole} model")
+        fix = (f"the {whole} model is whole on every GPU of its host unless the actor "
+               "trains at ZeRO-3 (then each rank holds a shard, as in OpenRLHF): expected "
+               f"--ds.zero_stage 3 or a smaller {whole} model")
     else:
         fix = "no single flag makes it fit: expected more GPUs for these roles or a smaller model"
     return (f"GPU memory: {peak.gpus} ({peak.count} GPU(s)) peaks at {gib(peak.peak)} in "
@@ -86,22 +89,22 @@ def _notes(plan: RunPlan, ask: MemoryAsk, rows: list[GpuPeak], total: float) -> 
     if ask.frozen == "alignflow" and any(t.ds.enable_sleep for t in trainers):
         out.append("ds.enable_sleep frees nothing at these peaks: the first generate runs "
                    "before any learn step has put the trainers to sleep")
-    shared = ask.frozen == "alignflow" and any(
-        r in ("ref", "reward") for r in plan.roles) and any(
-        t.backend == "deepspeed" and t.ds.stage == 3 for t in trainers)
+    shared = ask.frozen == "alignflow" and "reward" in plan.roles and ask.model("reward") \
+        is not None and any(t.backend == "deepspeed" and t.ds.stage == 3 for t in trainers)
     if shared:
         other = dataclasses.replace(ask, frozen="openrlhf")
         theirs = {g.name: gpu_peak(g, plan, other, total)[0].peak for g in gpu_sets(plan)}
         said = ", ".join(f"{r.gpus} {gib(theirs[r.gpus])}" for r in rows if r.gpus in theirs)
-        out.append("reference/reward models are counted as this version holds them: whole "
-                   "on every GPU of their host, reward models in fp32 (OpenRLHF shards them "
-                   f"over the ZeRO-3 ranks in bf16; its peaks: {said})")
+        out.append("reward models are counted as this version holds them: ZeRO-3 shards in "
+                   f"fp32 (OpenRLHF's in bf16; its peaks: {said})")
     return out
 
 
-def with_memory(plan: RunPlan, ask: MemoryAsk) -> RunPlan:
+def with_memory(plan: RunPlan, ask: MemoryAsk | Callable[[], MemoryAsk]) -> RunPlan:
     """`plan` carrying its memory plan, for GPUs of the cluster's `gpu_memory` (80 GiB
-    assumed when not given); a plan without GPUs carries none."""
+    assumed when not given); a plan without GPUs carries none (and a callable `ask`, which
+    may read models' config.json, is not called)."""
     if not gpu_sets(plan):
         return plan
-    return dataclasses.replace(plan, memory=memory_plan(plan, ask, plan.cluster.gpu_memory))
+    asked = ask if isinstance(ask, MemoryAsk) else ask()
+    return dataclasses.replace(plan, memory=memory_plan(plan, asked, plan.cluster.gpu_memory))

@@ -64,10 +64,11 @@ def trained(role: str, shape: ModelShape, plan: TrainerPlan, ask: MemoryAsk,
 
 def frozen(role: str, shape: ModelShape, ask: MemoryAsk, *, dtype_bytes: int,
            shards: int) -> Part:
-    """A reference, reward or teacher model: its weights, on the GPU from load on (with
-    `<role>.offload` alignflow parks them after each use, but the host loads every model
-    before the first generate; OpenRLHF keeps them on the CPU but for their forward); the
-    forward's working set."""
+    """A reference, reward or teacher model: its weights (a ZeRO-3 shard of `shards` when the
+    actor trains at stage 3, both here and in OpenRLHF), on the GPU from load on (with
+    `<role>.offload` a replica is parked after each use, but the host loads every model
+    before the first generate; ZeRO-3 shards, and OpenRLHF's models, stay on the CPU but for
+    their forward); the forward's working set."""
     precision: activations.Precision = "bf16" if dtype_bytes == 2 else "fp32"
     work = _forward(role, shape, ask, precision, head=role not in VALUE_ROLES)
     weights = {f"{role} weights": states.frozen_weights(shape, dtype_bytes, shards)}
@@ -75,10 +76,10 @@ def frozen(role: str, shape: ModelShape, ask: MemoryAsk, *, dtype_bytes: int,
         work[f"{role} ZeRO-3 gathers"] = states.gathered(shape, dtype_bytes)
     if role not in ask.offload:
         return Part(role, weights, {"forward": work})
-    if ask.frozen == "alignflow":  # loaded with the host (the first generate), then parked
-        return Part(role, weights, {"forward": work}, away=("learn", "sync", "save"))
     if shards > 1:  # ZeRO-3 parameters on the CPU: only the gathered modules come
         return Part(role, {}, {"forward": work})
+    if ask.frozen == "alignflow":  # loaded with the host (the first generate), then parked
+        return Part(role, weights, {"forward": work}, away=("learn", "sync", "save"))
     return Part(role, {}, {"forward": {**weights, **work}})
 
 
@@ -138,7 +139,7 @@ def parts(gpus: GpuSet, plan: RunPlan, ask: MemoryAsk) -> list[Part]:
                 out.append(trained(role, shape, plan_of, ask, sleeps))
             elif role in FROZEN:
                 bytes_ = 4 if role == "reward" and ask.frozen == "alignflow" else dtype
-                shards = host.workers if zero3 and ask.frozen == "openrlhf" else 1
+                shards = host.workers if zero3 else 1  # ZeRO-3 eval engines, as OpenRLHF
                 out.append(frozen(role, shape, ask, dtype_bytes=bytes_, shards=shards))
     return out
 

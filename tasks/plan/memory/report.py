@@ -55,15 +55,30 @@ class MemoryPlan:
     gpus: tuple[GpuPeak, ...]
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()  # "role: name" whose size could not be read (no refusal)
 
     def problem(self) -> str | None:
-        return self.problems[0] if self.problems else None
+        """The first problem, where every model's size is known: with one unknown the
+        peaks are a lower bound made of what was read, and nothing is refused on them."""
+        return self.problems[0] if self.problems and not self.unknown else None
+
+    def peak_of(self, role: str) -> int | None:
+        """The planned peak bytes of the GPUs holding `role` (the largest such GPU);
+        None where no GPU holds it or a model's size is unknown."""
+        found = [g.peak for g in self.gpus if any(h.split(" ")[0] == role for h in g.holds)]
+        return max(found) if found and not self.unknown else None
 
     def table(self) -> list[str]:
         """The dry run's lines: a head, one row per distinct GPU, the notes."""
         size = f"{self.gpu_memory / GIB:g} GiB" + (
             " assumed (--gpu-memory SIZE to set it)" if self.assumed else "")
-        lines = [f"memory: peak per GPU by phase ({PHASES_SHOWN}), GPUs of {size}"]
+        if self.unknown:
+            lines = [f"memory: unknown (the size of {', '.join(self.unknown)} could not be "
+                     f"read: nothing refused on memory); counted without it, GPUs of {size}"]
+            if not self.gpus:
+                return lines + [f"note: {n}" for n in self.notes]
+        else:
+            lines = [f"memory: peak per GPU by phase ({PHASES_SHOWN}), GPUs of {size}"]
         head = ("GPUs", "holds", *PHASES, "peak: phase, item")
         rows = [head] + [(f"{g.gpus} ×{g.count}", ", ".join(g.holds),
                           *(f"{dict(g.phases).get(p, 0) / GIB:.1f}" for p in PHASES),
