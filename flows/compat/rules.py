@@ -54,24 +54,19 @@ EXTRA: dict[str, Target] = {
 }
 
 # A flag of OpenRLHF 0.11.2 whose meaning alignflow has under another key.
-ELSEWHERE: dict[str, Target] = {"actor.loss_agg_mode": Target(("algo.loss_agg",))}
-# Values of a flag alignflow has that ask for what it lacks: (flag, value) -> why.
-REFUSED_VALUES: dict[tuple[str, str], str] = {
-    ("algo.advantage.estimator", "flash_reinforce"):
-        "FlashREINFORCE's estimator (OpenRLHF v0.11.2: the reward minus the rollout batch's "
-        "mean) is not implemented; expected gae, reinforce, reinforce_baseline, group_norm, "
-        "dr_grpo or rloo",
+ELSEWHERE: dict[str, Target] = {
+    "actor.loss_agg_mode": Target(("algo.loss_agg",)),
+    **{f"{p}muon.no_nesterov": Target((f"{p}muon.nesterov",), "false")  # store_false
+       for p in ("", "actor.", "critic.")},
 }
+# Values of a flag alignflow has that ask for what it lacks: (flag, value) -> why.
+REFUSED_VALUES: dict[tuple[str, str], str] = {}
 
-MUON = "the Muon optimizer is not implemented (AdamW)"
 VLM = "vision-language models are not supported"
 # 0.11 keys alignflow has no key for: why (a value other than OpenRLHF's default is refused).
 MISSING: dict[str, str] = {
     "actor.aux_loss_coef": "the MoE auxiliary loss is not implemented",
     "model.aux_loss_coef": "the MoE auxiliary loss is not implemented",
-    **{f"{p}optim": MUON for p in ("", "actor.", "critic.")},
-    **{f"{p}muon.{k}": MUON for p in ("", "actor.", "critic.")
-       for k in ("lr", "momentum", "ns_steps", "nesterov", "no_nesterov")},
     **{f"{p}lr_scheduler": "alignflow schedules a warmup then a cosine to min_lr_ratio only"
        for p in ("", "actor.", "critic.")},
     "data.image_key": VLM, "data.max_images_per_prompt": VLM,

@@ -27,7 +27,8 @@ ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
 HEREDOC = re.compile(r"^[^\n]*?\bread\b[^\n]*?\s(\w+)\s*<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\s*\2\s*$",
                      re.S | re.M)
 ESTIMATOR_FLOW = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "dr_grpo", "rloo": "rloo",
-                  "reinforce": "reinforce_pp", "reinforce_baseline": "reinforce_pp_baseline"}
+                  "reinforce": "reinforce_pp", "reinforce_baseline": "reinforce_pp_baseline",
+                  "flash_reinforce": "flash_reinforce"}
 SCRIPT_FLOW = {"train_sft": "sft", "train_dpo": "dpo", "train_rm": "rm", "train_kto": "kto",
                "train_prm": "prm", "train_kd": "distill"}
 RL_SCRIPTS = ("train_ppo_ray", "train_ppo")

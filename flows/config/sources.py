@@ -189,7 +189,8 @@ def _flag_key(keys: Keys, name: str, table: dict[str, tuple[str, ...]]
     found = keys.canonical(norm)
     if all(k in keys.paths for k in found):
         return found, False
-    base = norm[3:] if norm.startswith("no_") else None
+    head, dot, last = norm.rpartition(".")  # --no_x, and --a.no_x (--actor.muon.no_nesterov)
+    base = f"{head}{dot}{last[3:]}" if last.startswith("no_") else None
     if base and table.get(base) and _is_bool(keys.paths[table[base][0]]):
         return table[base], True
     raise ConfigError(f"unknown flag '--{name}'{suggest(norm, list(table), '--')}")

@@ -17,6 +17,8 @@ import torch
 from torch import Tensor
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.advantages.distill import distill_advantages
+from alignflow.tasks.advantages.flash import flash_returns
 from alignflow.tasks.advantages.names import Estimator
 from alignflow.tasks.advantages.normalize import whiten
 from alignflow.tasks.advantages.shaping import (
@@ -173,6 +175,20 @@ def rloo(batch: RolloutBatch, cfg: AdvantageConfig) -> Advantages:
     return _sequence_level(leave_one_out(_penalised(batch, cfg), cfg.n), batch, cfg)
 
 
+def flash_reinforce(batch: RolloutBatch, cfg: AdvantageConfig) -> Advantages:
+    """FlashREINFORCE (`flash.py`): r − mean_batch r on every valid token, not whitened."""
+    out = flash_returns(_penalised(batch, cfg), batch.action_mask, batch.kl, cfg.kl_coef,
+                        cfg.reward_clip)
+    return Advantages(out, out)
+
+
+def on_policy_distill(batch: RolloutBatch, cfg: AdvantageConfig) -> Advantages:
+    """β·(log π_T − log π_S) per token plus the baselined reward (`distill.py`)."""
+    out = distill_advantages(_penalised(batch, cfg), batch.kl, batch.action_mask,
+                             cfg.kl_coef, cfg.n)
+    return Advantages(out, out)
+
+
 ESTIMATORS: dict[Estimator, Callable[[RolloutBatch, AdvantageConfig], Advantages]] = {
     "gae": gae_estimator,
     "reinforce": reinforce,
@@ -180,6 +196,8 @@ ESTIMATORS: dict[Estimator, Callable[[RolloutBatch, AdvantageConfig], Advantages
     "group_norm": group_norm,
     "dr_grpo": dr_grpo,
     "rloo": rloo,
+    "flash_reinforce": flash_reinforce,
+    "on_policy_distill": on_policy_distill,
 }
 
 

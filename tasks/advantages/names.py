@@ -5,4 +5,5 @@ from __future__ import annotations
 
 from typing import Literal
 
-Estimator = Literal["gae", "reinforce", "reinforce_baseline", "group_norm", "dr_grpo", "rloo"]
+Estimator = Literal["gae", "reinforce", "reinforce_baseline", "group_norm", "dr_grpo", "rloo",
+                    "flash_reinforce", "on_policy_distill"]

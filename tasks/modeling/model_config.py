@@ -46,6 +46,9 @@ class RefConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TeacherConfig:
-    """The distillation teacher (OpenRLHF 0.9's --teacher_model)."""
+    """The distillation teacher (OpenRLHF 0.9's --teacher_model).
+
+    model_name_or_path: HF name, local folder or offline name of the teacher (offline distill: its logits; on_policy_distill: its log-probs of the student's tokens)
+    """
 
     model_name_or_path: str | None = None

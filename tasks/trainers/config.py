@@ -11,6 +11,7 @@ from typing import Literal, get_args
 from alignflow.errors import ConfigError
 
 Precision = Literal["fp32", "bf16"]
+OptimName = Literal["adam", "muon"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,6 +22,7 @@ class TrainerConfig:
     warmup uses `lr * (i + 1) / warmup`), then a half cosine down to `lr * min_lr_ratio`,
     reached at the last step. `max_norm <= 0` disables clipping (the norm is still reported).
     `dtype="bf16"` autocasts the forward to bfloat16 and keeps fp32 master weights.
+    `optim="muon"`: Muon (`muon_*`) on the hidden 2-D matrices, AdamW on the rest (`muon.py`).
     """
 
     lr: float = 1e-5
@@ -35,6 +37,11 @@ class TrainerConfig:
     max_norm: float = 1.0
     gradient_checkpointing: bool = False
     dtype: Precision = "fp32"
+    optim: OptimName = "adam"
+    muon_lr: float = 0.02
+    muon_momentum: float = 0.95
+    muon_nesterov: bool = True
+    muon_ns_steps: int = 5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
@@ -49,6 +56,10 @@ class TrainerConfig:
             (self.train_batch_size % max(self.micro_train_batch_size, 1) == 0,
              "train_batch_size", f"a multiple of micro_train_batch_size={self.micro_train_batch_size}"),
             (self.dtype in get_args(Precision), "dtype", f"one of {get_args(Precision)}"),
+            (self.optim in get_args(OptimName), "optim", f"one of {get_args(OptimName)}"),
+            (self.muon_lr > 0, "muon_lr", "a float > 0"),
+            (0 <= self.muon_momentum < 1, "muon_momentum", "a float in [0, 1)"),
+            (1 <= self.muon_ns_steps < 100, "muon_ns_steps", "an integer in [1, 100)"),
         ]
         for ok, name, expected in checks:
             if not ok:

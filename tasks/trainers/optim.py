@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from alignflow.errors import require
-from alignflow.tasks.trainers.config import TrainerConfig
+from alignflow.tasks.trainers.config import OptimName, TrainerConfig
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 
 LossNormalizer = Literal["step", "micro_batch"]
@@ -48,16 +48,40 @@ class AdamConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Optimizer:
-    """AdamW, a linear warmup then a half cosine down to `min_lr_ratio`·lr, and gradient
-    clipping.
+class MuonConfig:
+    """Muon, for the hidden 2-D matrices when optim is muon (the rest stays on adam.*).
 
+    lr: the Muon group's peak learning rate (the schedule scales it as it scales adam.lr)
+    momentum: Muon's momentum
+    nesterov: Nesterov momentum (OpenRLHF: --muon.no_nesterov turns it off)
+    ns_steps: Newton-Schulz iterations that orthogonalise each update
+    """
+
+    lr: float = 0.02
+    momentum: float = 0.95
+    nesterov: bool = True
+    ns_steps: int = 5
+
+    def __post_init__(self) -> None:
+        require(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite float > 0", self.lr)
+        require(0.0 <= self.momentum < 1.0, "momentum", "a float in [0, 1)", self.momentum)
+        require(1 <= self.ns_steps < 100, "ns_steps", "an integer in [1, 100)", self.ns_steps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Optimizer:
+    """AdamW (or Muon for the hidden matrices), a linear warmup then a half cosine down to
+    `min_lr_ratio`·lr, and gradient clipping.
+
+    optim: adam (AdamW everywhere), or muon (torch's Muon on the hidden 2-D matrices with muon.*, AdamW with adam.* on embeddings, heads, norms and biases, as OpenRLHF 0.11); with muon set max_norm 0, as OpenRLHF advises
     lr_warmup_ratio: share of the run's optimizer steps spent warming up
     min_lr_ratio: the LR the cosine ends at, as a share of adam.lr
     max_norm: clip the gradient norm to this (<= 0: no clipping)
     """
 
     adam: AdamConfig = field(default_factory=AdamConfig)
+    optim: OptimName = "adam"
+    muon: MuonConfig = field(default_factory=MuonConfig)
     lr_warmup_ratio: float = 0.03
     min_lr_ratio: float = 0.1
     max_norm: float = 1.0
@@ -67,6 +91,8 @@ class Optimizer:
             value = getattr(self, name)
             require(0.0 <= value <= 1.0, name, "a float in [0, 1]", value)
         require(math.isfinite(self.max_norm), "max_norm", "a finite float", self.max_norm)
+        require(self.optim in get_args(OptimName), "optim", f"one of {get_args(OptimName)}",
+                self.optim)
 
     def trainer_config(self, total_steps: int, train: TrainConfig, ds: DSConfig, *,
                        gradient_checkpointing: bool = False) -> TrainerConfig:
@@ -77,7 +103,9 @@ class Optimizer:
                              total_steps=max(total_steps, 1), train_batch_size=train.batch_size,
                              micro_train_batch_size=train.micro_batch_size,
                              max_norm=self.max_norm, dtype=ds.param_dtype,
-                             gradient_checkpointing=gradient_checkpointing)
+                             gradient_checkpointing=gradient_checkpointing, optim=self.optim,
+                             muon_lr=self.muon.lr, muon_momentum=self.muon.momentum,
+                             muon_nesterov=self.muon.nesterov, muon_ns_steps=self.muon.ns_steps)
 
 
 @dataclass(frozen=True, kw_only=True)

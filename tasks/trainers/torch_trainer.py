@@ -26,7 +26,7 @@ from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed.group import rank_and_size
 from alignflow.tasks.modeling import lora
-from alignflow.tasks.trainers import adapter_checkpoint
+from alignflow.tasks.trainers import adapter_checkpoint, muon
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig, micro_batch_weights
 from alignflow.tasks.trainers.master_weights import MasterWeights
 
@@ -43,19 +43,17 @@ class TorchTrainer:
             enable_checkpointing(model)
         # bf16: the module in bf16, fp32 masters stepped by AdamW (`master_weights`)
         self.masters = MasterWeights(model) if cfg.dtype == "bf16" else None
-        self.optimizer = torch.optim.AdamW(
-            self._param_groups(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=False)
+        self.optimizer = muon.build(self._named_trained(), cfg)  # AdamW, or Muon + AdamW
         self.scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
             self.optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
 
-    def _param_groups(self) -> list[dict[str, Any]]:
-        """No weight decay on biases and norm weights (1-D tensors), as usual for LMs."""
-        params = self._trained()
-        decay = [p for p in params if p.ndim >= 2]
-        no_decay = [p for p in params if p.ndim < 2]
-        return [{"params": decay, "weight_decay": self.cfg.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0}]
+    def _named_trained(self) -> list[tuple[str, nn.Parameter]]:
+        """The stepped tensors (`_trained`) under their module names (Muon's split reads them)."""
+        if self.masters is None:
+            return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        return [(names[id(p)], m) for p, m in self.masters.pairs]
 
     def _autocast(self):
         if self.cfg.dtype != "bf16":

@@ -161,4 +161,4 @@ def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="multiple of n=3"):
         compute_advantages(RolloutBatch(REWARD, MASK), AdvantageConfig(estimator="rloo", n=3))
     assert set(ESTIMATORS) == {"gae", "reinforce", "reinforce_baseline", "group_norm",
-                               "dr_grpo", "rloo"}
+                               "dr_grpo", "rloo", "flash_reinforce", "on_policy_distill"}

@@ -14,6 +14,7 @@ from alignflow.flows.control.registry import BUILTIN
 # int keys where any integer means something (a seed)
 ANY_INT = {"data.seed"}
 REQUIRED = {"distill": ["teacher.model_name_or_path=t"],  # what a flow cannot load without
+            "on_policy_distill": ["teacher.model_name_or_path=t"],
             "campaign": ["name=c", "flow=grpo", "schedule.every=6h"]}
 
 

@@ -52,6 +52,7 @@ def test_the_deepspeed_trainer_announces_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(deepspeed.ops.adam, "DeepSpeedCPUAdam", lambda *a, **k: "adam")
     this = SimpleNamespace(cfg=TrainerConfig(), ds=DSConfig(zero_stage=2, adam_offload=True))
+    this._decay_groups = lambda model: DeepSpeedTrainer._decay_groups(this, model)
     assert DeepSpeedTrainer._optimizer(this, torch.nn.Linear(2, 2)) == "adam"
     assert f"in {tmp_path}/cpu_adam (TORCH_EXTENSIONS_DIR)" in capsys.readouterr().err
 

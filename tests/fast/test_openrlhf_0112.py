@@ -68,8 +68,6 @@ def test_flash_reinforce_s_trust_region_is_a_seq_mask_on_binary_kl():
 
 
 @pytest.mark.parametrize(("flags", "says"), [
-    (("--algo.advantage.estimator", "flash_reinforce"),
-     "--algo.advantage.estimator flash_reinforce: FlashREINFORCE's estimator"),
     (("--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode",
       "clip", "--algo.advantage.is_correction_gating", "tv"), "and mode mask with gating tv"),
     (("--algo.advantage.is_correction_level", "seq", "--algo.advantage.is_correction_mode",

@@ -61,6 +61,19 @@ def ds_config(cfg: TrainerConfig, ds: DSConfig, *, pin_memory: bool,
     }, overrides or {})
 
 
+def muon_section(cfg: TrainerConfig) -> dict[str, Any]:
+    """DeepSpeed's Muon (>= 0.18.9 honours `muon_lr`/`adam_lr`): Muon on the 2-D tensors
+    whose names hold neither `embed` nor `lm_head`, its own AdamW on the rest, one shared
+    weight decay, as OpenRLHF 0.11 configures it (DeepSpeed fixes ns_steps 5, Nesterov on);
+    Newton-Schulz the standard quintic (torch's; DeepSpeed's default `gram` is another
+    iteration) and the auxiliary AdamW torch's, so both trainers step alike."""
+    return {"type": "Muon", "params": {
+        "lr": cfg.muon_lr, "muon_lr": cfg.muon_lr, "adam_lr": cfg.lr,
+        "momentum": cfg.muon_momentum, "betas": list(cfg.betas), "eps": cfg.eps,
+        "weight_decay": cfg.weight_decay, "ns_method": "standard",  # torch's quintic NS
+        "torch_adam": True}}  # torch's AdamW for the rest: no kernel to JIT-build
+
+
 def model_buckets(stage: int, trainable: int | None,
                   params: int | None = None) -> dict[str, int]:
     """ZeRO's reduce (and, at stage 3, prefetch) buckets: DeepSpeed's own sizes (what

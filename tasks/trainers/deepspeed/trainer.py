@@ -48,7 +48,12 @@ from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig, micro_batch_weights
 from alignflow.tasks.trainers.cpu_adam import cpu_adam
 from alignflow.tasks.trainers.deepspeed import checkpoint as ds_ckpt
-from alignflow.tasks.trainers.deepspeed.config import bf16_module, ds_config, import_deepspeed
+from alignflow.tasks.trainers.deepspeed.config import (
+    bf16_module,
+    ds_config,
+    import_deepspeed,
+    muon_section,
+)
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
@@ -67,23 +72,38 @@ class DeepSpeedTrainer:
         self.global_step = 0
         if cfg.gradient_checkpointing:
             enable_checkpointing(model)
-        optimizer = self._optimizer(model.train())
-        scheduler = get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
-            optimizer, num_warmup_steps=cfg.warmup_steps,
-            num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
+        model.train()
         config = ds_config(cfg, self.ds, pin_memory=torch.cuda.is_available(),
                            overrides=overrides, **param_counts(model))
+        if cfg.optim == "muon":  # DeepSpeed's own Muon: its ZeRO partitions keep matrices whole
+            config["optimizer"] = muon_section(cfg)
+            optimizer, params = None, self._decay_groups(model)
+        else:
+            optimizer, params = self._optimizer(model), None
         self.engine, _, _, self.scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config)
+            model=model, optimizer=optimizer, model_parameters=params,
+            lr_scheduler=self._schedule, config=config)
         self.model = self.engine.module
 
-    def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        """AdamW over the two decay groups (no decay on 1-D params), as TorchTrainer has it."""
+    def _decay_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        """The trained tensors in two groups: decayed (>= 2-D) and not (1-D), as TorchTrainer;
+        DeepSpeed's Muon splits each group again into its Muon and AdamW halves."""
         params = [p for p in model.parameters() if p.requires_grad]
         groups = [{"params": [p for p in params if p.ndim >= 2],
                    "weight_decay": self.cfg.weight_decay},
                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-        groups = [g for g in groups if g["params"]]
+        return [g for g in groups if g["params"]]
+
+    def _schedule(self, optimizer: torch.optim.Optimizer):
+        """Warmup then cosine, over whichever optimizer DeepSpeed ends up stepping."""
+        cfg = self.cfg
+        return get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
+            optimizer, num_warmup_steps=cfg.warmup_steps,
+            num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
+
+    def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        """AdamW over the two decay groups (no decay on 1-D params), as TorchTrainer has it."""
+        groups = self._decay_groups(model)
         kw = dict(lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
         if self.ds.adam_offload:
             return cpu_adam(groups, **kw)  # says first where and how long its build takes
