@@ -12,11 +12,13 @@ import torch
 from alignflow.artifacts.parquet_io import read_table
 from alignflow.errors import SchemaError
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
+from alignflow.tasks.advantages.multi_reward import gdpo_reward, source_rewards
 from alignflow.tasks.advantages.normalize import RunningMoments
 from alignflow.tasks.advantages.shaping import overlong_penalty, stop_properly
 from alignflow.tasks.losses.kl import approx_kl
 from alignflow.tasks.modeling.batching import to_padded
 from alignflow.tasks.rewards.combine import groups_in_range
+from alignflow.tasks.rewards.registry import RewardConfig, split_name
 from alignflow.tasks.rl.learn_config import LearnSettings, RLRewardConfig
 from alignflow.tasks.steps.records import StepOutput
 from alignflow.tasks.steps.tables import ADVANTAGES
@@ -41,6 +43,7 @@ class Experience:
     filter_score: torch.Tensor | None = None  # (B,) what dynamic filtering reads (else reward)
     truncated: torch.Tensor | None = None  # (B,) bool: cut at the length limit (not episodes)
     behaviour_logp: torch.Tensor | None = None  # (B, R) the engine's, once π_old replaced them
+    sources: dict[str, torch.Tensor] | None = None  # (B,) each reward source's own reward
 
 
 def with_pi_old(exp: Experience, pi_old: torch.Tensor | None) -> Experience:
@@ -87,7 +90,7 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
     responses = roll.column("response_ids").to_pylist()
     width = max(len(r) for r in responses)
     mask = to_padded(action_masks(responses, roll.column("action_mask").to_pylist()), width)
-    scored = _column(store, scores, ["reward", "filter_score"], keys, "scores")
+    scored = _column(store, scores, ["reward", "filter_score", "scores"], keys, "scores")
     reward = scored.column("reward")
     filtered = [r if f is None else f for r, f in zip(
         reward.to_pylist(), scored.column("filter_score").to_pylist(), strict=True)]
@@ -109,7 +112,8 @@ def load_experience(store, rollouts: StepOutput, scores: StepOutput,
         reward=torch.tensor(reward.to_pylist(), dtype=torch.float32), values=vals,
         versions=roll.column("policy_version").to_pylist(),
         filter_score=torch.tensor(filtered, dtype=torch.float32),
-        truncated=_truncated(roll))
+        truncated=_truncated(roll),
+        sources=source_rewards(scored.column("scores").to_pylist()))
 
 
 def _truncated(roll: pa.Table) -> torch.Tensor:
@@ -151,7 +155,8 @@ def _rows(exp: Experience, rows: list[int]) -> Experience:
         reward=take(exp.reward), values=take(exp.values),
         versions=None if exp.versions is None else [exp.versions[i] for i in rows],
         filter_score=take(exp.filter_score), truncated=take(exp.truncated),
-        behaviour_logp=take(exp.behaviour_logp))
+        behaviour_logp=take(exp.behaviour_logp),
+        sources=None if exp.sources is None else {k: take(v) for k, v in exp.sources.items()})
 
 
 def lengths(exp: Experience) -> list[int]:
@@ -184,13 +189,16 @@ def compute(exp: Experience, settings: LearnSettings, kl_coef: float,
     algo, shaping, n = settings.algo, settings.reward, settings.n_samples
     kl = None if exp.ref_logp is None else \
         approx_kl(exp.old_logp, exp.ref_logp, algo.kl.estimator) * exp.mask
-    reward = exp.reward
+    est = algo.advantage
+    reward = exp.reward if est.multi_reward_norm == "sum" else \
+        gdpo_reward(exp.sources or {}, n, source_weights(shaping)).to(exp.reward.device)
     if moments is not None:
         moments.update(reward)
         reward = moments.normalize(reward)
     reward = _shaped(reward, exp, shaping, settings.max_len)
-    est = algo.advantage
-    cfg = AdvantageConfig(estimator=est.estimator, n=n, gamma=est.gamma, lambd=est.lambd,
+    # GDPO (`multi_reward.py`): the sum is already normalised per group, so only centre it
+    cfg = AdvantageConfig(estimator=est.estimator if est.multi_reward_norm == "sum" else
+                          "dr_grpo", n=n, gamma=est.gamma, lambd=est.lambd,
                           kl_coef=kl_coef, reward_clip=shaping.clip_range,
                           whiten_std=not est.no_std_norm)  # OpenRLHF: group_norm keeps its std
     out = compute_advantages(RolloutBatch(reward, exp.mask, kl, exp.values), cfg)
@@ -239,3 +247,8 @@ def advantages_table(exp: Experience, adv: Advantages, task_key: str) -> pa.Tabl
         else pa.array(adv.seq_kl.tolist(), pa.float32()),
         "kept": pa.array(adv.kept.tolist(), pa.bool_()),
     }, schema=ADVANTAGES.arrow_schema)
+
+
+def source_weights(cfg: RewardConfig) -> dict[str, float]:
+    """Each source's weight by the name its reward is stored under (`build_reward`'s)."""
+    return dict(zip([split_name(s)[0] for s in cfg.specs], cfg.weights or (), strict=False))

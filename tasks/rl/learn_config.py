@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from alignflow.errors import require
+from alignflow.tasks.advantages.multi_reward import canonical
 from alignflow.tasks.advantages.names import Estimator
 from alignflow.tasks.losses.names import Aggregation, ISCorrection, ISGating, KLEstimator
 from alignflow.tasks.plan.placement import Workers
@@ -127,6 +128,7 @@ class EstimatorConfig:
     is_correction_type: tis (clamp the ratio), icepop (drop tokens outside the band), seq-mask-tis (drop sequences whose geometric-mean ratio is outside it)
     is_correction_threshold: the band [low, high] of the gated statistic; one value HIGH: [0, HIGH] (OpenRLHF 0.11.2)
     is_correction_gating: what icepop / seq-mask-tis gate on: ratio (π_old/μ), or the sampled token's binary_kl or tv between μ and π_old (an upper bound only; seq-mask-tis: the sequence's mean)
+    multi_reward_norm: with several reward.sources: sum (GRPO normalises the weighted sum in each group) or per_source (GDPO: each source normalised in its group, then the weighted sum whitened over the batch; group_norm only); aliases gdpo, normalize_then_sum, sum_then_normalize
     """
 
     estimator: Estimator = "group_norm"
@@ -137,9 +139,14 @@ class EstimatorConfig:
     is_correction_type: ISCorrection = "tis"
     is_correction_threshold: tuple[float, ...] | float = (0.5, 5.0)
     is_correction_gating: ISGating = "ratio"
+    multi_reward_norm: str = "sum"
 
     def __post_init__(self) -> None:
         check_is_correction(self)
+        object.__setattr__(self, "multi_reward_norm", canonical(self.multi_reward_norm))
+        require(self.multi_reward_norm == "sum" or self.estimator == "group_norm",
+                "multi_reward_norm", "sum unless estimator is group_norm (GDPO normalises "
+                "like GRPO)", self.multi_reward_norm)
         require(self.estimator in get_args(Estimator), "estimator",
                 f"one of {get_args(Estimator)}", self.estimator)
         for name in ("gamma", "lambd"):

@@ -106,5 +106,5 @@ def test_on_grpo_the_reference_as_teacher(rl_sets, subset_teacher_dir, tmp_path)
         "SELECT advantages, ref_logprobs, behaviour_logprobs, reward FROM rollouts "
         "WHERE run_id = 'g' ORDER BY prompt_id, sample_idx LIMIT 1").to_pylist()[0]
     assert row["reward"] == 0.0
-    want = [0.5 * (r - b) for r, b in zip(row["ref_logprobs"], row["behaviour_logprobs"])]
+    want = [0.5 * (r - b) for r, b in zip(row["ref_logprobs"], row["behaviour_logprobs"], strict=True)]
     assert torch.allclose(torch.tensor(row["advantages"]), torch.tensor(want), atol=1e-5)
