@@ -83,6 +83,7 @@ class GroupWorker(WorkerHost):
                             "master_addr, master_port); a worker group of several workers "
                             "needs one")
         join(rank, world_size, addr, port)
+        detached.publish_rank_gpus(rank)  # hybrid engines go on these GPUs (`vllm/placement.py`)
         mark(f"rank {rank} joined")
         getattr(self.obj, "preload", lambda: None)()
         mark("rank loaded")

@@ -142,4 +142,5 @@ def _engines(host: HostPlan, vllm: VLLMSection, *, hybrid: bool) -> VLLMEngines:
     return VLLMEngines(host=host.name, count=vllm.engines,
                        tensor_parallel=vllm.tensor_parallel_size,
                        gpus_each=float(vllm.tensor_parallel_size) if on_gpu else 0.0,
-                       transport=vllm.transport(on_gpu=on_gpu), hybrid=hybrid and on_gpu)
+                       transport=rules.engines_transport(vllm, on_gpu=on_gpu, hybrid=hybrid),
+                       hybrid=hybrid and on_gpu)

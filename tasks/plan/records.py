@@ -98,24 +98,16 @@ class RunPlan:
             raise ConfigError(why)
 
     def check_runnable(self) -> None:
-        """`check_fits`, and refuse what this version plans but does not place."""
-        why = self.fit_problem() or self.unplaced()
+        """`check_fits`, and refuse what this version plans but does not place (nothing
+        today: hybrid engines with tensor parallelism run in Ray actors on the actor's GPUs,
+        `engines/vllm/placement.py:hybrid_slots`)."""
+        why = self.fit_problem()
         if why is not None:
             raise ConfigError(why)
 
     def unplaced(self) -> str | None:
-        """What this version plans but does not place yet, as one line (None: nothing)."""
-        e = self.engines
-        if e is None or not e.hybrid:
-            return None
-        return (f"hybrid vLLM engines in actors ({e.count} × tensor parallel "
-                f"{e.tensor_parallel} within host {self.hosts[0].name}'s GPUs: "
-                "train.colocate_all with "
-                "engines other than one per worker, or tensor parallelism) are planned but not "
-                "placed by this version; expected vllm.num_engines equal to the actor's "
-                "workers (or 1) with vllm.tensor_parallel_size=1 (an engine inside each "
-                "rank's process, or rank 0's), or train.colocate_all unset (engines "
-                "on GPUs of their own)")
+        """What this version plans but does not place, as one line (None: nothing)."""
+        return None
 
     def fit_problem(self) -> str | None:
         """Why the cluster cannot hold this plan, as one line; None when it can."""

