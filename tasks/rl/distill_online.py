@@ -16,9 +16,7 @@ import torch
 
 from alignflow.artifacts import schemas
 from alignflow.artifacts.schemas import TableSchema
-from alignflow.tasks.modeling.batching import inference_chunks
-from alignflow.tasks.modeling.forward import response_logprobs
-from alignflow.tasks.rl.reference import _inputs, _keyed
+from alignflow.tasks.rl.reference import _inputs, _keyed, token_logprobs
 from alignflow.tasks.steps import gpu_memory
 from alignflow.tasks.steps.host_api import RLHost
 from alignflow.tasks.steps.records import StepOutput
@@ -36,15 +34,10 @@ def teacher_logprobs(host: RLHost, rollouts: StepOutput, iteration: int, teacher
                      max_tokens: int | None = None) -> StepOutput:
     """log π_teacher(response token) for every response token of the student's samples."""
     scope, table, prompts, responses = _inputs(rollouts)
-    pad, out = host.tokenizer.pad_token_id, [[] for _ in prompts]
     gpu_memory.start(host)
-    model = host.teacher(teacher)
-    for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
-        lp, _ = response_logprobs(model, [prompts[i] for i in idx],
-                                  [responses[i] for i in idx], packed=False, pad_id=pad,
-                                  temperature=temperature)
-        for j, i in enumerate(idx):
-            out[i] = lp[j, : len(responses[i])].tolist()
+    out = token_logprobs(host.teacher(teacher), prompts, responses,
+                         pad_id=host.tokenizer.pad_token_id, micro_batch=micro_batch,
+                         temperature=temperature, max_tokens=max_tokens)
     ref = scope.write(TEACHER, _keyed(table, scope, "teacher_logprobs", out),
                       partition={"iter": iteration})
     return StepOutput((ref,), table.num_rows, gpu_memory.record(scope, host, "ref", iteration))

@@ -48,19 +48,30 @@ def _inputs(rollouts: StepOutput) -> tuple[Any, pa.Table, list, list]:
 
 
 @torch.no_grad()
+
+def token_logprobs(model, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int,
+                   micro_batch: int, temperature: float, max_tokens: int | None
+                   ) -> list[list[float]]:
+    """log π(response token) of every response token under a frozen `model`, in
+    micro-batches (`inference_chunks`): the reference's, a teacher's."""
+    out: list[list[float]] = [[] for _ in prompts]
+    for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
+        lp, _ = response_logprobs(model, [prompts[i] for i in idx],
+                                  [responses[i] for i in idx], packed=False, pad_id=pad_id,
+                                  temperature=temperature)
+        for j, i in enumerate(idx):
+            out[i] = lp[j, : len(responses[i])].tolist()
+    return out
+
 def reference(host: RLHost, rollouts: StepOutput, iteration: int, micro_batch: int = 8,
               temperature: float = 1.0, max_tokens: int | None = None) -> StepOutput:
     """log π_ref(response token) for every response token, at the sampling temperature."""
     scope, table, prompts, responses = _inputs(rollouts)
-    pad, out = host.tokenizer.pad_token_id, [[] for _ in prompts]
+    pad = host.tokenizer.pad_token_id
     gpu_memory.start(host)
     with host.reference_model() as model:
-        for idx in inference_chunks(prompts, responses, micro_batch, max_tokens):
-            lp, _ = response_logprobs(model, [prompts[i] for i in idx],
-                                      [responses[i] for i in idx], packed=False, pad_id=pad,
-                                      temperature=temperature)
-            for j, i in enumerate(idx):
-                out[i] = lp[j, : len(responses[i])].tolist()
+        out = token_logprobs(model, prompts, responses, pad_id=pad, micro_batch=micro_batch,
+                             temperature=temperature, max_tokens=max_tokens)
     host.idle("ref")
     ref = scope.write(REFERENCE, _keyed(table, scope, "ref_logprobs", out),
                       partition={"iter": iteration})
