@@ -13,6 +13,7 @@ from collections.abc import Callable
 from alignflow.catalog.report import (
     panels_async,
     panels_campaign,
+    panels_eval,
     panels_offline,
     panels_rl,
     panels_run,
@@ -30,6 +31,7 @@ PANELS: list[PanelFn] = [
     panels_offline.learning_curves,
     panels_rl.reward_histograms,
     panels_rl.evaluation,
+    panels_eval.held_out_correctness,
     panels_async.staleness,
     panels_offline.margin_histograms,
     panels_run.step_times,

@@ -10,8 +10,13 @@ far each task is (`iter-0003/generate running 40s: 24/64 sequences`), so a silen
 stall, not a long step. Every line also goes to the store (`flows/journal/progress_log.py`), where
 `alignflow logs -f RUN` follows it from any machine.
 
-The ETA is the mean time between the starts of iterations that ran tasks (replayed
-iterations of a resumed run would make it far too hopeful) times what is left.
+The current iteration is the oldest one with a running task (asynchronous RL generates
+the next batches while one learns: those do not move the count, nor make the ETA 0s at the
+start), never past the flow's own count. The ETA is the mean time between the iterations'
+turns (when each became the current one; replayed iterations of a resumed run would make it
+far too hopeful) times what is left; once the loop is over (a task outside any iteration
+after the last one) there is none. Inside one long task its beat gives the count and what
+is left of it (`: 1,200/1,536 tokens (3/16 sequences), ~40s left`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from alignflow.flows.cli.eval_note import eval_note
 
 _ITER_KEY = re.compile(r"(?:^|/)(?:iter|train)-(\d+)(?:/|$)")  # RL; offline chunks
 _ROUND_KEY = re.compile(r"(?:^|/)round-(\d+)(?:/|$)")
@@ -55,17 +62,22 @@ def gpu_note(output: Any) -> str:
     metrics = output.get("metrics") if isinstance(output, dict) else None
     if not isinstance(metrics, dict):
         return ""
-    peaks = [v for k, v in metrics.items() if "gpu" in k and k.endswith("_gib")
-             and isinstance(v, int | float)]
+    peaks = [v for k, v in metrics.items() if "gpu" in k and k.endswith("peak_allocated_gib")
+             and isinstance(v, int | float)]  # measured, not the plan's figure
     return f", gpu {max(peaks):.1f} GiB" if peaks else ""
 
 
-def beat_note(beat: dict | None) -> str:
-    """`: 24/64 sequences` from a task's last beat (`artifacts/scope.beat`)."""
-    if not beat or beat.get("done") is None:
+def beat_note(beat: dict | None, elapsed: float | None = None) -> str:
+    """`: 24/64 sequences` from a task's last beat (`artifacts/scope.beat`); with the task's
+    `elapsed` seconds, what is left of it at its pace so far (`, ~40s left`)."""
+    if not beat or not isinstance(beat.get("done"), int | float):
         return ""
-    total = f"/{beat['total']}" if beat.get("total") else ""
-    return f": {beat['done']}{total} {beat.get('unit', '')}".rstrip()
+    done, total = beat["done"], beat.get("total")
+    of = f"/{total:,}" if isinstance(total, int | float) and total else ""
+    note = f": {done:,}{of} {beat.get('unit', '')}".rstrip()
+    if of and elapsed and 0 < done < total:
+        note += f", ~{format_duration(elapsed * (total - done) / done)} left"
+    return note
 
 
 class Progress:
@@ -81,10 +93,14 @@ class Progress:
         self.run_id, self.flow, self.total = "", "", None
         self.started = 0.0
         self.first_seen: dict[int, float] = {}  # iteration -> when its first live task began
+        self.turns: dict[int, float] = {}  # iteration -> when it became the current one (live)
+        self.current: int | None = None  # the oldest iteration with a running task
+        self.loop_over = False  # a task outside the iterations came after the last one
         self.replayed: set[int] = set()  # iterations seen only as replayed tasks
         self.running: dict[str, float] = {}  # task key -> when it started (clock)
         self.beats: dict[str, dict] = {}  # task key -> its last beat
         self.counts = {"done": 0, "cached": 0, "failed": 0}
+        self._iterations: dict[str, int | None] = {}  # running task key -> its iteration
         self.sink: Any = None  # the store's progress log (`flows/journal/progress_log.py`)
         self._lock = threading.Lock()
         self._live: Any = None
@@ -107,21 +123,27 @@ class Progress:
 
     def task_started(self, task_key: str, iteration: int | None = None) -> None:
         """Mark `task_key` as running; `iteration` defaults to the key's `iter-NNNN` part."""
-        self._seen(iteration_of(task_key) if iteration is None else iteration, live=True)
+        it = iteration_of(task_key) if iteration is None else iteration
+        self._seen(it, live=True)
         self.running[task_key] = self.clock()
+        self._iterations[task_key] = it
+        self._advance(it)
         self._refresh()
 
     def task_finished(self, task_key: str, duration: float, cached: bool = False, *,
                       status: str = "SUCCESSFUL", output: Any = None) -> None:
         """Record a finished task; `cached` means replayed from its manifest, not run.
         `output` (the task's JSON record) may carry its GPU peak memory, shown too."""
-        self._seen(iteration_of(task_key), live=not cached)
+        it = self._iterations.pop(task_key, iteration_of(task_key))
+        self._seen(it, live=not cached)
         self.running.pop(task_key, None)
+        self._advance(it, live=not cached)
         self.beats.pop(task_key, None)
         if cached:
             what, kind = "cached", "cached"
         elif status == "SUCCESSFUL":
-            what, kind = f"done in {_task_seconds(duration)}{gpu_note(output)}", "done"
+            what, kind = (f"done in {_task_seconds(duration)}{gpu_note(output)}"
+                          f"{eval_note(output)}", "done")
         else:
             what, kind = f"{status.lower()} after {_task_seconds(duration)}", "failed"
         self.counts[kind] += 1
@@ -134,8 +156,9 @@ class Progress:
             self._refresh()
             return
         for key, since in sorted(self.running.items(), key=lambda kv: kv[1]):
-            self._emit(f"{key} running {format_duration(self.clock() - since)}"
-                       f"{beat_note(self.beats.get(key))} ({self._times()})")
+            took = self.clock() - since
+            self._emit(f"{key} running {format_duration(took)}"
+                       f"{beat_note(self.beats.get(key), took)} ({self._times()})")
 
     def log(self, msg: str) -> None:
         self._emit(msg)
@@ -188,22 +211,43 @@ class Progress:
         else:
             self.replayed.add(iteration)
 
+    def _counted(self, it: int) -> bool:
+        """An iteration of the loop: not past the flow's own count (a campaign round's run,
+        a task after the last iteration)."""
+        return self.total is None or it < self.total
+
+    def _advance(self, it: int | None, *, live: bool = True) -> None:
+        """At a task's start, move the current iteration to the oldest one running; at a
+        finish with nothing running, to the task's (never back). A task outside the
+        iterations after the last one ends the loop."""
+        if it is None:
+            self.loop_over |= bool(self.total) and self.current == (self.total or 0) - 1
+            return
+        if not self._counted(it):
+            return
+        running = [i for i in self._iterations.values() if i is not None and self._counted(i)]
+        if running and it not in running:  # a finished task: the oldest running one stays
+            return
+        oldest = min(running) if running else it
+        if self.current is None or oldest > self.current:
+            self.current = oldest
+            if live:
+                self.turns.setdefault(oldest, self.clock())
+
     @property
     def iteration(self) -> int | None:
-        """The newest iteration a task ran (or replayed) in."""
-        seen = [*self.first_seen, *self.replayed]
-        return max(seen) if seen else None
+        """The current iteration (see the module's docstring)."""
+        return self.current
 
     def eta(self) -> float | None:
-        """Seconds left: the mean time between iteration starts × iterations left, minus
-        what the current one has run."""
-        if not self.total or len(self.first_seen) < 2:
+        """Seconds left: the mean time between the iterations' turns × iterations left,
+        minus what the current one has run; None before two turns and after the loop."""
+        if not self.total or len(self.turns) < 2 or self.loop_over or self.current is None:
             return None
-        starts = sorted(self.first_seen.values())
-        mean = (starts[-1] - starts[0]) / (len(starts) - 1)
-        current = max(self.first_seen)
-        spent = self.clock() - self.first_seen[current]
-        return max(0.0, mean * (self.total - current) - spent)
+        turns = sorted(self.turns.items())
+        mean = (turns[-1][1] - turns[0][1]) / (turns[-1][0] - turns[0][0])
+        spent = self.clock() - self.turns.get(self.current, turns[-1][1])
+        return max(0.0, mean * (self.total - self.current) - spent)
 
     def _times(self) -> str:
         eta, it = self.eta(), self.iteration
@@ -218,8 +262,9 @@ class Progress:
         task = ""
         if self.running:
             key, since = min(self.running.items(), key=lambda kv: kv[1])
-            task = (f"{key} running {format_duration(self.clock() - since)}"
-                    f"{beat_note(self.beats.get(key))} ")
+            took = self.clock() - since
+            task = (f"{key} running {format_duration(took)}"
+                    f"{beat_note(self.beats.get(key), took)} ")
         return f"[run {self.run_id}] {self.flow} {task}({self._times()})"
 
     def _emit(self, msg: str) -> None:

@@ -1,6 +1,7 @@
 """Evaluation in the RL flows (`eval.*`, OpenRLHF's `--eval_dataset` / `--eval_steps`).
 
-After every `eval.steps`-th iteration (its learn step and sync done), the policy answers
+Before the first iteration (`eval.at_start`: `start/eval_*`, iteration -1) and after every
+`eval.steps`-th iteration (its learn step and sync done), the policy answers
 the eval prompts (`iter-NNNN/eval_generate`, on the actor's host; in an asynchronous run on
 the generator worker with the newest policy) and the run's rewards score them
 (`iter-NNNN/eval_score`, on the reward host; agent runs: `iter-NNNN/eval`, episodes and
@@ -23,7 +24,7 @@ from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.rl.eval_config import best_key
 
 eval_generate = task(version=1)("alignflow.tasks.rl.evaluate:eval_generate")
-eval_score = task(version=1)("alignflow.tasks.rl.evaluate:eval_score")
+eval_score = task(version=2)("alignflow.tasks.rl.evaluate:eval_score")
 agent_eval = task(version=1)("alignflow.tasks.rl.evaluate:agent_eval")
 
 
@@ -34,19 +35,26 @@ class Evaluation:
         self.cfg, self.hosts, self.prompts = cfg, hosts, None
         self.best: dict | None = None
 
+    def start(self, policy: PolicyRef | None = None) -> None:
+        """Evaluate the untrained policy (`start/eval_*`, iteration -1) when
+        `eval.at_start`: the first point of the curve."""
+        if self.cfg.eval.at_start_due:
+            self._evaluate(-1, "start", policy)
+
     def after(self, it: int, policy: PolicyRef | None = None) -> None:
         """Evaluate after iteration `it` (0-based) when due: on the actor's host, or with
         a generator worker's `policy` (the newest) on that worker."""
+        if self.cfg.eval.due(it + 1):
+            self._evaluate(it, f"iter-{it:04d}", policy)
+
+    def _evaluate(self, it: int, k: str, policy: PolicyRef | None) -> None:
         cfg = self.cfg
-        if not cfg.eval.due(it + 1):
-            return
         if self.prompts is None:
             data = dataclasses.replace(cfg.data, prompt_dataset=cfg.eval.dataset,
                                        prompt_split=cfg.eval.split, prompt_probs=None,
                                        shuffle=False)
             self.prompts = load_prompts.options(key="eval_prompts")(
                 data, cfg.actor.model_name_or_path, cfg.rollout.max_new_tokens)
-        k = f"iter-{it:04d}"
         sampling = dataclasses.replace(cfg.rollout, temperature=cfg.eval.temperature,
                                        n_samples_per_prompt=cfg.eval.n_samples_per_prompt)
         if cfg.train.agent_func_path is not None:  # episodes: the environment rewards
@@ -59,7 +67,8 @@ class Evaluation:
                 self.prompts, it, sampling, max_len=cfg.data.max_len, **extra)
             scored = on(eval_score, self.hosts["reward"], f"{k}/eval_score")(
                 samples, it, cfg.eval.n_samples_per_prompt)
-        self._keep_best(it, scored.metrics)
+        if it >= 0:  # the untrained policy is no export
+            self._keep_best(it, scored.metrics)
 
     def _keep_best(self, it: int, metrics: dict[str, float]) -> None:
         name = best_key(self.cfg.ckpt.best_metric_key, metrics)

@@ -53,4 +53,6 @@ def start(cfg: RLConfig) -> RLStart:
     plan = planning.current(cfg)
     host = declare_hosts(cfg, plan, iterations)
     source = rollouts_for(cfg, plan, prompts, host, iterations)
-    return RLStart(prompts, iterations, plan, host, source, Evaluation(cfg, host))
+    evals = Evaluation(cfg, host)
+    evals.start(source.latest)  # eval.at_start: the untrained policy's held-out score
+    return RLStart(prompts, iterations, plan, host, source, evals)

@@ -13,6 +13,8 @@
   `answer`, `model`, `rejected_has_mistake`, `first_wrong_step`.
 - `champ-kto`: the same pairs unpaired, for KTO: `input` (the problem), `output` (a
   solution), `label` (1: the reference, 0: a model's solution).
+- `arith[-D]`, `countdown[-N]`: verifiable tasks generated from a seed, with a `train` and
+  a held-out `test` split (`generated.py`).
 
 Each names its columns the way OpenRLHF's defaults read them (`input`, `label`, ...); a
 column key left null on a named data set means the set's own column (`OWN_COLUMNS`:
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alignflow.errors import ConfigError
+from alignflow.tasks.data.generated import GENERATED, SPLIT_NAMES, generated_rows
 from alignflow.tasks.zoo.packages import package_dir
 
 if TYPE_CHECKING:
@@ -104,7 +107,8 @@ NAMED: dict[str, Callable[[], list[dict]]] = {
 }
 SPLITS = {"gsm8k": "test", "gsm8k-sft": "test", "champ-pairs": "train", "champ-kto": "train"}
 OWN_COLUMNS = {"gsm8k": {"label_key": "label"}, "gsm8k-sft": {"output_key": "output"},
-               "champ-pairs": {"prompt_key": "prompt"}, "champ-kto": {"output_key": "output"}}
+               "champ-pairs": {"prompt_key": "prompt"}, "champ-kto": {"output_key": "output"},
+               **{n: {"label_key": "label", "output_key": "output"} for n in GENERATED}}
 
 
 def with_own_columns(cfg: Any, spec: str | None) -> Any:
@@ -127,10 +131,16 @@ def load_named(name: str, split: str | None = None) -> datasets.Dataset:
 
 
 def named_rows(name: str, split: str | None = None) -> list[dict]:
-    """The rows of `alignflow:NAME` (`split` as `load_named` takes it)."""
+    """The rows of `alignflow:NAME` (`split` as `load_named` takes it; a generated set's
+    `test` split is its held-out one)."""
+    if name in GENERATED:
+        if split not in (None, *SPLIT_NAMES):
+            raise ConfigError(f"dataset {PREFIX}{name} has splits {list(SPLIT_NAMES)} "
+                              f"(test: held out), not {split!r}")
+        return generated_rows(name, split or "train")
     if name not in NAMED:
         raise ConfigError(f"unknown dataset {PREFIX}{name}; expected one of "
-                          f"{[PREFIX + n for n in NAMED]}")
+                          f"{[PREFIX + n for n in [*NAMED, *GENERATED]]}")
     if split not in (None, "train", SPLITS[name]):
         raise ConfigError(f"dataset {PREFIX}{name} has only split {SPLITS[name]!r}, "
                           f"not {split!r}")

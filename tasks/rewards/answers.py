@@ -70,9 +70,10 @@ RULE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "correct": (("correct",), ()),
     "format": (("format",), ()),
     "target": (("target", "present"), ()),
+    "countdown": (("correct",), ()),
 }
 RULE_NAMES = tuple(sorted(RULE_KEYS))
-LABELLED = frozenset({"gsm8k", "correct"})  # rules that compare the answer with the label
+LABELLED = frozenset({"gsm8k", "correct", "countdown"})  # rules that compare the answer with the label
 
 
 def compares_label(spec: str) -> bool:

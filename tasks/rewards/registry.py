@@ -33,7 +33,7 @@ class RewardConfig:
 
     model_name_or_path: a reward model (HF sequence classifier; folder or offline name)
     remote_url: an http(s) reward server or a .py file with reward_func (comma-separated: several)
-    sources: more specs: rule:gsm8k, rule:format[:boxed], rule:target:<text>, .py files, URLs, model folders, each optionally name=spec
+    sources: more specs: rule:gsm8k, rule:format[:boxed], rule:target:<text>, rule:countdown, .py files, URLs, model folders, each optionally name=spec
     weights: one per source in the order sources, model, remote URLs (default 1.0 each)
     normalize_enable: standardise a reward model's scores with the mean/std in its config.json
     offload: park reward models on disk between score steps

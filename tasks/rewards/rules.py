@@ -1,7 +1,8 @@
 """Built-in rule rewards: GSM8K answer checking, answer format, and a toy target rule.
 
 Specs (see `rule_source`): `rule:gsm8k` (format + correctness), `rule:correct`,
-`rule:format` (`#### N`), `rule:format:boxed` (`\\boxed{N}`), `rule:target:<text>`.
+`rule:format` (`#### N`), `rule:format:boxed` (`\\boxed{N}`), `rule:target:<text>`,
+`rule:countdown` (the expression reaches the target with the given numbers).
 Rules read the response (query minus prompt) and compare with the label; they never
 raise on odd model output — an answer that cannot be read scores 0.
 """
@@ -22,6 +23,7 @@ from alignflow.tasks.rewards.answers import (
     target_fraction,
 )
 from alignflow.tasks.rewards.base import RewardOutput, check_batch, responses_of
+from alignflow.tasks.rewards.countdown import countdown_correct
 
 
 def _vec(values: list[float]) -> torch.Tensor:
@@ -100,6 +102,22 @@ class TargetRule:
         return RewardOutput(frac, {"target": frac, "present": present})
 
 
+@dataclass(frozen=True)
+class CountdownRule:
+    """1.0 when the response's last expression uses each of the label's numbers once and
+    equals its target (`alignflow:countdown` labels, `TARGET:n1,n2,...`), else 0."""
+
+    SCORES, LOGS = RULE_KEYS["countdown"]  # the keys `score` returns
+
+    def score(self, queries: list[str], prompts: list[str],
+              labels: list[str | None]) -> RewardOutput:
+        check_batch(queries, prompts, labels)
+        responses = responses_of(queries, prompts)
+        ok = _vec([float(countdown_correct(r, lab))
+                   for r, lab in zip(responses, labels, strict=True)])
+        return RewardOutput(ok, {"correct": ok})
+
+
 def _format_rule(arg: str | None) -> FormatRule:
     return FormatRule(arg or "hash")
 
@@ -109,6 +127,7 @@ RULES: dict[str, Callable[[str | None], object]] = {
     "correct": lambda arg: CorrectRule(),
     "format": _format_rule,
     "target": lambda arg: TargetRule(arg),
+    "countdown": lambda arg: CountdownRule(),
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-FORMS = ("a rule (rule:gsm8k, rule:correct, rule:format[:STYLE], rule:target:TEXT), an "
+FORMS = ("a rule (rule:gsm8k, rule:correct, rule:format[:STYLE], rule:target:TEXT, rule:countdown), an "
          "http(s):// reward server URL, a .py file defining reward_func, or a reward model "
          "folder or name; any of them as NAME=SPEC")
 _INNER_URL = re.compile(r"^(?P<prefix>[^/]+?):(?P<url>https?://.+)$")

@@ -18,8 +18,9 @@ class RLEvalConfig:
     dataset: prompt dataset spec(s) to evaluate on, read as data.* reads prompt_dataset (null: no evaluation)
     split: its split
     steps: evaluate after every N iterations (-1: never)
-    temperature: sampling temperature of the evaluation
+    temperature: sampling temperature of the evaluation (0: greedy, with n_samples_per_prompt 1)
     n_samples_per_prompt: responses per eval prompt (pass@n: a prompt's best reward)
+    at_start: evaluate once before the first iteration too (iteration -1; OpenRLHF does not), when steps >= 1
     """
 
     dataset: str | None = None
@@ -27,6 +28,7 @@ class RLEvalConfig:
     steps: int = -1
     temperature: float = 0.6
     n_samples_per_prompt: int = 4
+    at_start: bool = False
 
     def __post_init__(self) -> None:
         require(self.steps == -1 or self.steps >= 1, "steps", "an integer >= 1, or -1",
@@ -40,6 +42,11 @@ class RLEvalConfig:
         """Whether an evaluation follows iteration `done` (1-based), as OpenRLHF's
         `global_step % eval_steps == 0`."""
         return self.dataset is not None and self.steps > 0 and done % self.steps == 0
+
+    @property
+    def at_start_due(self) -> bool:
+        """Whether the untrained policy is evaluated first (the curve's starting point)."""
+        return self.dataset is not None and self.steps > 0 and self.at_start
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,11 @@ per data source (a prompt row's `datasource` column, else `default`), under alig
 names: `eval/<source>/pass1` (mean over prompts of their mean reward),
 `eval/<source>/pass<n>` (of their best reward; n > 1), `eval/<source>/response_length_mean`,
 `eval/<source>/truncated_rate`, and over every source `eval/response_length_mean`,
-`eval/truncated_rate`, `eval/num_samples`. Neither table joins the training rollouts.
+`eval/truncated_rate`, `eval/num_samples`; when a reward source checks answers (a `correct`
+score: `rule:correct`, `rule:gsm8k`, `rule:countdown`), `eval/<source>/correct` and
+`eval/correct`, the share of exactly correct answers (format terms left out), kept per answer
+in `eval_scores.correct` (the `eval_results` view). Neither table joins the training
+rollouts. An evaluation before the first iteration (`eval.at_start`) has iteration -1.
 """
 
 from __future__ import annotations
@@ -92,26 +96,50 @@ def eval_score(host, samples: StepOutput, iteration: int, n: int) -> StepOutput:
     table = read_table(scope.store, samples.refs)
     prompts, responses = table.column("prompt").to_pylist(), table.column("response").to_pylist()
     labels = ["" if x is None else x for x in table.column("label").to_pylist()]
-    rewards = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
-                                prompts, labels).rewards.tolist()
+    out = host.reward.score([p + r for p, r in zip(prompts, responses, strict=True)],
+                            prompts, labels)
     host.idle("reward")
     truncated = [f == "length" for f in table.column("finish_reason").to_pylist()]
-    return _commit_scores(scope, table, rewards, iteration, n, truncated)
+    return _commit_scores(scope, table, out.rewards.tolist(), iteration, n, truncated,
+                          correctness(out.scores))
+
+
+def correctness(scores: dict) -> list[float] | None:
+    """Each answer's exact correctness: the `correct` score of the reward sources (a
+    source named `correct`, else the first `<name>/correct` component); None when no
+    source checks answers. Format terms of the reward never count here."""
+    keys = ["correct"] if "correct" in scores else \
+        sorted(k for k in scores if k.endswith("/correct"))
+    return [float(v) for v in scores[keys[0]].tolist()] if keys else None
 
 
 def _commit_scores(scope, samples: pa.Table, rewards: list[float], iteration: int, n: int,
-                   truncated: list[bool]) -> StepOutput:
+                   truncated: list[bool], correct: list[float] | None = None) -> StepOutput:
     """`eval_scores` of `samples`, and their metrics written at `iteration`."""
     ref = scope.write(EVAL_SCORES, pa.table({
         **{k: samples.column(k) for k in ("run_id", "iteration")},
         "task_key": [scope.task_key] * samples.num_rows,
         **{k: samples.column(k) for k in ("prompt_id", "sample_idx")},
-        "reward": pa.array(rewards, pa.float32())}, schema=EVAL_SCORES.arrow_schema),
-        partition={"iter": iteration})
-    metrics = eval_metrics(samples.column("datasource").to_pylist(), rewards,
-                           samples.column("response_len").to_pylist(), truncated, n)
+        "reward": pa.array(rewards, pa.float32()),
+        "correct": pa.array(correct or [None] * samples.num_rows, pa.float32())},
+        schema=EVAL_SCORES.arrow_schema), partition={"iter": iteration})
+    sources = samples.column("datasource").to_pylist()
+    metrics = eval_metrics(sources, rewards, samples.column("response_len").to_pylist(),
+                           truncated, n)
+    if correct is not None:
+        metrics |= correct_metrics(sources, correct)
     write_metrics(scope, [(iteration, metrics)], partition={"iter": iteration})
     return StepOutput((ref,), samples.num_rows, metrics)
+
+
+def correct_metrics(sources: list[str], correct: list[float]) -> dict[str, float]:
+    """`eval/<source>/correct`: the share of exactly correct answers per data source (with
+    a greedy evaluation, the held-out accuracy), and `eval/correct` over all of them."""
+    per: dict[str, list[float]] = {}
+    for source, ok in zip(sources, correct, strict=True):
+        per.setdefault(source, []).append(ok)
+    out = {f"eval/{s}/correct": sum(v) / len(v) for s, v in per.items()}
+    return out | {"eval/correct": sum(correct) / max(len(correct), 1)}
 
 
 def eval_metrics(sources: list[str], rewards: list[float], lengths: list[int],

@@ -96,6 +96,7 @@ EVAL_SAMPLES = schemas.register(TableSchema("eval_samples", "1.0", pa.schema([
     pa.field("response_len", pa.int32()), pa.field("finish_reason", pa.string()),
     pa.field("label", pa.string()), pa.field("datasource", pa.string()),
 ])))
-EVAL_SCORES = schemas.register(TableSchema("eval_scores", "1.0", pa.schema([
-    *_KEY, pa.field("reward", pa.float32()),
+# 1.1: correct, the answer's exact correctness (a reward source's `correct` score; null: none)
+EVAL_SCORES = schemas.register(TableSchema("eval_scores", "1.1", pa.schema([
+    *_KEY, pa.field("reward", pa.float32()), pa.field("correct", pa.float32()),
 ])))
