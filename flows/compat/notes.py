@@ -32,7 +32,9 @@ def notes(cfg: Any, plan: Plan | None = None) -> list[str]:
 
 
 def _rl_notes(cfg: Any) -> list[str]:
-    out = []
+    evaluation, data = value_at(cfg, "eval"), value_at(cfg, "data")
+    out = evaluation.notes(data.prompt_dataset, data.prompt_split) \
+        if hasattr(evaluation, "notes") and hasattr(data, "prompt_dataset") else []
     reward = value_at(cfg, "reward")
     if value_at(cfg, "algo.dynamic_filtering_enable") and getattr(cfg, "uses_generator", False):
         out.append("algo.dynamic_filtering_enable: with a generator worker, groups outside the "

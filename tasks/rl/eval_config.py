@@ -38,6 +38,15 @@ class RLEvalConfig:
         require(self.n_samples_per_prompt >= 1, "n_samples_per_prompt", "an integer >= 1",
                 self.n_samples_per_prompt)
 
+    def notes(self, train_dataset: str, train_split: str | None) -> list[str]:
+        """A `note:` where the evaluation reads the very prompts the run trains on: the same
+        data set and split (`eval.split` defaults to train, as OpenRLHF's `--eval_split`)."""
+        if self.dataset is None or self.dataset != train_dataset or self.split != train_split:
+            return []
+        return [f"eval.split={self.split}: evaluation reads the prompts training reads "
+                f"({self.dataset}); a held-out split is e.g. --eval_split test (the "
+                "alignflow:arith and alignflow:countdown sets hold one)"]
+
     def due(self, done: int) -> bool:
         """Whether an evaluation follows iteration `done` (1-based), as OpenRLHF's
         `global_step % eval_steps == 0`."""
