@@ -3,7 +3,6 @@ per prompt, asynchronous by default, with 0.11.2's binary-KL trust region on the
 log-probs) running 2 iterations on the tiny model, and resuming bitwise after kill -9."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from alignflow.flows.config import load_config
 from alignflow.flows.control import api
 from alignflow.flows.control.loader import load_flow
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
+from tests.rl.test_rl_resume import _kill_during_learn
 
 
 def test_batch_mean_baseline_on_every_token_unwhitened():
@@ -86,14 +86,7 @@ def test_kill_in_learn_resumes_bitwise(rl_sets, tmp_path):
     """SIGKILL while iteration 2 learns (batch 3 already generated ahead): the resumed run
     ends with the weights of a run never killed, each batch consumed once."""
     sets, store = _sets(rl_sets, 4), tmp_path / "store"
-    proc = _driver(store, "killed", sets)
-    started, deadline = store / "runs" / "killed" / "rollout_advantages" / "iter=2", time.time() + 300
-    while not (started.exists() and any(started.iterdir())):
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        assert time.time() < deadline, "learn of iteration 2 never started"
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _kill_during_learn(_driver(store, "killed", sets), store, "killed")
     time.sleep(2.5)  # the dead driver's lease expires (ALIGNFLOW_LEASE_TTL=2)
     api.resume("killed", store=str(store), executor="inline", force=True)
     straight = _driver(store, "straight", sets)
