@@ -50,10 +50,8 @@ def _surrogate(logp, exp: Experience, idx, adv, mask, settings: LearnSettings, n
     name = actor.policy_loss_type
     name = "dual_clip" if name == "ppo" and actor.dual_clip else name
     common = dict(name=name, eps_low=eps_low, eps_high=eps_high,
-                  dual_clip=actor.dual_clip or 3.0, agg=algo.loss_agg, norm=norm,
+                  dual_clip=actor.dual_clip, agg=algo.loss_agg, norm=norm,
                   knobs=actor.policy_loss)
-    if name == "gspo":
-        common["dual_clip"] = actor.dual_clip
     old, mu = exp.old_logp[idx, :width], behaviour(exp)[idx, :width]
     corr = algo.advantage
     if not corr.is_correction_enable:

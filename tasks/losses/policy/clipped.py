@@ -16,10 +16,18 @@ def importance_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
     return torch.exp((logp - old_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
 
 
+def clip_mask(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Tensor:
+    """True where the clipped term is the smaller one: the tokens PPO's clip holds (no
+    gradient through ρ there). The one place the clip is decided: the loss, its
+    `clip_frac` metric and Clip-Cov's candidates all read it."""
+    return ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * adv < ratio * adv
+
+
 def clipped_surrogate(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float,
                       dual_clip: float | None = None) -> Tensor:
     """ℓ = −min(ρ A, clip(ρ, 1−ε_low, 1+ε_high) A); with c and A < 0, ℓ = min(ℓ, −c·A)."""
-    loss = -torch.minimum(ratio * adv, ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * adv)
+    clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    loss = -torch.where(clip_mask(ratio, adv, eps_low, eps_high), clipped, ratio) * adv
     if dual_clip is None:
         return loss
     return torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from alignflow.tasks.losses.aggregate import masked_mean
-from alignflow.tasks.losses.policy.clipped import clipped_surrogate, importance_ratio
+from alignflow.tasks.losses.policy.clipped import clip_mask, clipped_surrogate, importance_ratio
 from alignflow.tasks.losses.policy.knobs import Surrogate
 
 SEED = 0  # Clip-Cov's draw among its candidates: fixed, so a replayed step is the same
@@ -33,7 +33,7 @@ def clip_cov(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
     k, valid = s.knobs, mask.bool()
     ratio = importance_ratio(logp, old_logp)
     loss = clipped_surrogate(ratio, adv, s.eps_low, s.eps_high)
-    clipped = (-adv * ratio.clamp(1 - s.eps_low, 1 + s.eps_high) > -adv * ratio) & valid
+    clipped = clip_mask(ratio, adv, s.eps_low, s.eps_high) & valid
     cov = covariance(logp, adv, mask)
     band = (cov > k.clip_cov_lb) & (cov < k.clip_cov_ub) & valid & ~clipped
     where = band.nonzero()

@@ -18,7 +18,7 @@ from alignflow.tasks.losses.aggregate import Aggregation, Normaliser, aggregate,
 from alignflow.tasks.losses.kl import KLEstimator, approx_kl
 from alignflow.tasks.losses.names import PolicyLossName
 from alignflow.tasks.losses.policy import covariance, variants
-from alignflow.tasks.losses.policy.clipped import importance_ratio, sequence_ratio
+from alignflow.tasks.losses.policy.clipped import clip_mask, importance_ratio, sequence_ratio
 from alignflow.tasks.losses.policy.knobs import PolicyLossKnobs, Surrogate
 
 Variant = Callable[[Tensor, Tensor, Tensor, Tensor, Surrogate], Tensor]
@@ -48,7 +48,7 @@ def policy_metrics(
         ratio = (sequence_ratio(logp, old_logp, mask) if sequence
                  else importance_ratio(logp, old_logp))
         high = eps_low if eps_high is None else eps_high
-        clipped = ratio.clamp(1.0 - eps_low, 1.0 + high) * adv < ratio * adv
+        clipped = clip_mask(ratio, adv, eps_low, high)
         return {
             "clip_frac": masked_mean(clipped.float(), mask),
             "approx_kl": masked_mean((old_logp - logp).float(), mask),
