@@ -3,7 +3,8 @@
 A simulated run is placed and synced as on GPUs: a vLLM engine inside the host's process
 or in its engine actors (`vllm_actor.EngineHost`), weights sent in packed buckets, each
 loaded as it comes, then committed, by Ray's object store or over the weight-sync group
-(`vllm_broadcast`).
+(`vllm_broadcast`); an engine in a trainer rank gets each bucket by handle (`vllm_ipc`), as
+`VLLMEngine` sends it to its worker process, pickled here as that worker would receive it.
 Without vLLM (the main test environment) this class takes `VLLMEngine`'s place behind the
 same calls, so everything around the engine runs as it would, and the HF engine samples:
 its micro-batches are `vllm.max_num_seqs` rows (what vLLM decodes together), its samples
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import pickle
 from collections.abc import Iterable
 
 import torch
@@ -27,8 +29,10 @@ from alignflow.tasks.engines.base import (
     WakeTag,
 )
 from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.engines.vllm import ipc
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
-from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
+from alignflow.tasks.engines.vllm.process import in_trainer_group
+from alignflow.tasks.engines.vllm.weights import WeightBucket, empty, pack_buckets, unpack
 from alignflow.tasks.modeling.device import host_device
 from alignflow.tasks.modeling.loading import load_causal_lm, load_tokenizer
 from alignflow.tasks.simulate import node
@@ -75,6 +79,10 @@ class HFStandIn:
         self._before: int | None = None  # the version served before the sync now loading
         self._sleeping: set[str] = set()  # what `sleep` freed and no wake restored yet
         self._group = None  # the weight-sync group, once joined
+        # as `VLLMEngine`: a worker process of its own in a trainer rank (by handle), else
+        # its worker in this process (by reference)
+        self.sync_mode: ipc.SyncMode = "ipc" if in_trainer_group() else "ref"
+        self.last_message_bytes = 0  # what the last bucket's message took across (pickled)
 
     @property
     def policy_version(self) -> int:
@@ -96,9 +104,10 @@ class HFStandIn:
                        version: int | None = None) -> None:
         """In packed buckets, each loaded as it comes, as `VLLMEngine` does in its process."""
         self.drop_staged()
-        for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
+        alloc = ipc.shareable if self.sync_mode == "ipc" else empty
+        for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes, alloc=alloc):
             self.stage_bucket(bucket)
-            del bucket  # before the next is packed: one bucket at a time
+            del bucket  # once loaded: one bucket at a time
         self.commit_weights(version=version)
 
     def drop_staged(self) -> None:
@@ -110,7 +119,24 @@ class HFStandIn:
             self.wake(("weights",))
             self._before = self.hf.policy_version
             self.hf.policy_version = UNKNOWN_VERSION
-        self.hf.load_tensors(bucket.unpack())
+        self._worker(*ipc.message(bucket, self.sync_mode))
+
+    def _worker(self, method: str, args: tuple) -> None:
+        """vLLM's worker side of one bucket: the message pickled across unless the worker
+        is in this process ("ref"); a handle mapped, loaded, let go."""
+        if self.sync_mode != "ref":
+            wire = pickle.dumps((method, args), protocol=pickle.HIGHEST_PROTOCOL)
+            self.last_message_bytes = len(wire)
+            method, args = pickle.loads(wire)
+        if method != ipc.STAGE_SHARED:
+            self.hf.load_tensors(unpack(*args))
+            return
+        *meta, handles = args
+        buffer = ipc.opened(handles, None)  # the stand-in's buckets are packed on the CPU
+        try:
+            self.hf.load_tensors(unpack(*meta, buffer))
+        finally:
+            ipc.done_with(buffer)
 
     def commit_weights(self, *, version: int | None = None) -> None:
         before = self.hf.policy_version if self._before is None else self._before

@@ -50,6 +50,14 @@ CHECKS: tuple[Check, ...] = (
           "Llama-2-7B's shape on the GPU, loaded bucket by bucket into a fake vLLM model "
           "(tests/fast/test_sync_staging.py); extra peak above the weights and time",
           "extra peak <= one bucket + the largest tensor (issue 41)"),
+    Check("hybrid_sync_ipc", "hybrid_sync", 180, False,
+          "tasks/engines/vllm/ipc.py + engine_sync.py + worker.py: a hybrid engine's sync on "
+          "one GPU, the engine's worker in a second process (sleep, weights woken for the "
+          "sync, KV cache after), Llama-2-7B widths with 8 layers: by CUDA IPC handle vs "
+          "pickled bytes; seconds, message size, extra peak of each process (no CUDA: the "
+          "same at 1/32 width on the CPU, shared-memory handles)",
+          "weights equal in both modes; a handle message < 4 KiB; IPC extra peak <= one "
+          "bucket + the largest tensor (issue 41 item 6)"),
     Check("memory_plan", "memory_plan", 240, True,
           "tasks/plan/memory/ against torch's per-phase peaks of a random 1.1B Llama (bf16, "
           "AdamW): torch trainer, ZeRO-2, ZeRO-3, ZeRO-3 + a ZeRO-3 reference",

@@ -12,7 +12,8 @@ What alignflow needs beyond plain `LLM.generate`:
   vLLM's sampler is wrapped in the worker (`vllm_worker.UntruncatedLogprobs`);
 - EOS as alignflow defines it: only `params.eos_token_ids` (or the tokenizer's EOS) stop,
   not the generation config's extra ids; stop strings keep the token that completed them;
-- weight sync in packed buckets through `collective_rpc`, each loaded as it comes
+- weight sync in packed buckets through `collective_rpc` (by reference to a worker in this
+  process, by handle to one in another process on this GPU: `vllm_ipc`), each loaded as it comes
   (`vllm_engine_sync`: no staged copy of the model; a sync that stops halfway leaves the
   engine serving no version until a whole sync), then the prefix cache is dropped (its KV
   came from the old weights);
@@ -41,6 +42,7 @@ from alignflow.tasks.engines.base import (
     WakeTag,
 )
 from alignflow.tasks.engines.sampling import row_seed
+from alignflow.tasks.engines.vllm import ipc
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
 from alignflow.tasks.engines.vllm.engine_sync import WeightSync, checkpoint_shapes
 from alignflow.tasks.engines.vllm.process import (
@@ -75,7 +77,7 @@ class VLLMEngine(WeightSync):
             os.environ.setdefault(key, value)
         on_gpu, isolated = torch.cuda.is_available(), in_trainer_group()
         kwargs = self.config.llm_kwargs(self.model_path, on_gpu=on_gpu, isolated=isolated)
-        self.pack_device = pack_device(on_gpu, kwargs["distributed_executor_backend"])
+        self._sync_by(on_gpu, kwargs["distributed_executor_backend"])
         with own_world() if isolated else contextlib.nullcontext():
             self.llm = LLM(**kwargs)
         self.llm.collective_rpc("alignflow_untruncated_logprobs")
@@ -87,6 +89,16 @@ class VLLMEngine(WeightSync):
         self._sleeping: set[str] = set()  # what `sleep` freed and no wake restored yet
         self._before: int | None = None  # the version served before the sync now loading
         self._finished = Finished()
+
+    def _sync_by(self, on_gpu: bool, executor: str) -> None:
+        """How a sync reaches the workers (`ipc.mode_for`) and where it packs: on this GPU
+        for a worker in this process or mapping it by handle, else on the CPU."""
+        self.sync_mode, why = ipc.mode_for(executor, self.config.tensor_parallel_size)
+        log.info("vLLM engine weight sync: %s (%s)", self.sync_mode, why)
+        if self.sync_mode == "ipc" and on_gpu:
+            self.pack_device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self.pack_device = pack_device(on_gpu, executor)
 
     @property
     def generate_timeout_s(self) -> float:

@@ -15,6 +15,10 @@ caller serves, so the caller syncs it again before it samples (the host's check 
 each generate, `EngineFleet` for engines in actors). Re-syncing costs one more sync after a
 failure, which is rare; staging cost the model's size on every sync.
 
+How a bucket reaches the workers follows where they run (`sync_mode`, `vllm_ipc`): by
+reference to a worker in this process, by handle (CUDA IPC, shared memory on the CPU) to
+one in another process on this device (a hybrid engine in a trainer rank), else pickled.
+
 The sync wakes the weights alone (`wake(("weights",))`): the KV cache stays freed until
 generate wakes it, so the sync's peak is the weights and a bucket, not also the KV cache.
 """
@@ -31,23 +35,28 @@ import torch
 
 from alignflow.errors import ConfigError, SchemaError
 from alignflow.tasks.engines.base import UNKNOWN_VERSION
-from alignflow.tasks.engines.vllm.weights import WeightBucket, pack_buckets
+from alignflow.tasks.engines.vllm import ipc
+from alignflow.tasks.engines.vllm.weights import WeightBucket, empty, pack_buckets
 
 
 class WeightSync:
     """Mixed into `VLLMEngine` (its `llm`, `config`, `pack_device`, `model_path`,
     `_shapes`, `_tied`, `policy_version`, `_before` and `wake`)."""
 
+    sync_mode: ipc.SyncMode = "ref"  # how buckets reach the workers (`VLLMEngine` sets it)
+
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
                        version: int | None = None) -> None:
         """Sends the tensors (HF `state_dict` names) in packed buckets, each loaded as it
         comes, then commits. One that fails halfway leaves `UNKNOWN_VERSION`."""
         self.drop_staged()
+        alloc = ipc.shareable if self.sync_mode == "ipc" else empty
         try:
             for bucket in pack_buckets(self._checked(named_tensors), self.config.sync_bucket_bytes,
-                                       device=self.pack_device):
+                                       device=self.pack_device, alloc=alloc):
                 self.stage_bucket(bucket)
-                del bucket  # before the next is packed: one bucket at a time
+                del bucket  # once every worker answered: one bucket at a time
+                ipc.collect(self.sync_mode, self.pack_device)
         except BaseException:
             self.drop_staged()
             raise
@@ -60,9 +69,11 @@ class WeightSync:
         self._before = None
 
     def stage_bucket(self, bucket: WeightBucket) -> None:
-        """Hands one bucket to every worker, which loads it now."""
+        """Hands one bucket to every worker, which loads it now (by reference, handle or
+        bytes: `sync_mode`); returns once all of them have, so the caller may free it."""
         self._begin_sync()
-        self.llm.collective_rpc("alignflow_stage_bucket", args=bucket.as_args())
+        method, args = ipc.message(bucket, self.sync_mode)
+        self.llm.collective_rpc(method, args=args)
 
     def _begin_sync(self) -> None:
         """The sync's first bucket: the weights woken (the KV cache stays asleep), and the

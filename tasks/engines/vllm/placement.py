@@ -150,10 +150,9 @@ def hybrid_slots(num_engines: int, tensor_parallel_size: int) -> list[tuple]:
     calling rank's placement group. (group, bundle index, CUDA_VISIBLE_DEVICES) each.
     The ranks hold whole GPUs in one bundle per node, and Ray cannot aim a fractional
     share at one GPU of a multi-GPU bundle, so an engine reserves nothing and is pinned to
-    the GPUs its ranks published (`detached.publish_rank_gpus`)."""
+    the GPUs of its ranks (`rank_gpus`)."""
     from ray.util.placement_group import get_current_placement_group
 
-    from alignflow import detached
     from alignflow.tasks.distributed.group import rank_and_size
 
     group, world = get_current_placement_group(), rank_and_size()[1]
@@ -163,13 +162,21 @@ def hybrid_slots(num_engines: int, tensor_parallel_size: int) -> list[tuple]:
                           f"group; this host has {world}. Expected vllm.num_engines × "
                           "vllm.tensor_parallel_size ≤ the actor's GPUs")
     per_bundle = max(1, world // len(group.bundle_specs))
-    gpus = detached.rank_gpus(group.id.hex(), range(world))
+    gpus = rank_gpus(world)
     slots = []
     for i in range(num_engines):
         first = i * tensor_parallel_size
         ids = [g for g in gpus[first:first + tensor_parallel_size] if g]
         slots.append((group, first // per_bundle, ",".join(ids)))
     return slots
+
+
+def rank_gpus(world: int) -> list[str]:
+    """Each rank's GPU ids (comma-separated; "" for none), as the worker group told this
+    rank at join (`$ALIGNFLOW_RANK_GPUS`, set by `flows/ray/groups.py`)."""
+    told = os.environ.get("ALIGNFLOW_RANK_GPUS", "")
+    gpus = told.split(";") if told else []
+    return [*gpus, *[""] * (world - len(gpus))][:world]
 
 
 def slot_options(slot: tuple) -> dict:

@@ -10,7 +10,7 @@ Pure torch: importable without vLLM or Ray.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -57,11 +57,20 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+Alloc = Callable[[int, torch.device | str], torch.Tensor]
+
+
+def empty(nbytes: int, device: torch.device | str) -> torch.Tensor:
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
 def pack_buckets(named_tensors: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int, *,
-                 device: torch.device | str = "cpu") -> Iterator[WeightBucket]:
+                 device: torch.device | str = "cpu", alloc: Alloc = empty
+                 ) -> Iterator[WeightBucket]:
     """Groups tensors in order into buckets of at most `bucket_bytes` (a tensor larger than
     that gets a bucket of its own). Each tensor is copied once, into its bucket's buffer
-    on `device` (the GPU for an NCCL broadcast)."""
+    on `device` (the GPU for an NCCL broadcast), made by `alloc` (`vllm_ipc.shareable`: one
+    another process maps)."""
     if bucket_bytes < 1:
         raise ConfigError(f"sync bucket_bytes={bucket_bytes}: expected an integer >= 1")
     pending: list[tuple[str, torch.Tensor]] = []
@@ -69,17 +78,17 @@ def pack_buckets(named_tensors: Iterable[tuple[str, torch.Tensor]], bucket_bytes
     for name, tensor in named_tensors:
         nbytes = _aligned(tensor.numel() * tensor.element_size())
         if pending and size + nbytes > bucket_bytes:
-            yield _fill(pending, size, device)
+            yield _fill(pending, size, device, alloc)
             pending, size = [], 0
         pending.append((name, tensor))
         size += nbytes
     if pending:
-        yield _fill(pending, size, device)
+        yield _fill(pending, size, device, alloc)
 
 
-def _fill(pending: list[tuple[str, torch.Tensor]], size: int,
-          device: torch.device | str) -> WeightBucket:
-    buffer = torch.empty(size, dtype=torch.uint8, device=device)
+def _fill(pending: list[tuple[str, torch.Tensor]], size: int, device: torch.device | str,
+          alloc: Alloc) -> WeightBucket:
+    buffer = alloc(size, device)
     names, dtypes, shapes, offsets = [], [], [], []
     offset = 0
     for name, tensor in pending:

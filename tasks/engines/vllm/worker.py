@@ -21,6 +21,9 @@ Called by name through `LLM.collective_rpc("alignflow_...")`, on every tensor-pa
   A sync that stops halfway leaves layers of both versions; `alignflow_drop_staged` closes
   the reload (the model runs again) and the engine serves no version until a whole sync
   (`VLLMEngine`: `UNKNOWN_VERSION`, the caller syncs again).
+- `alignflow_stage_shared`: the same bucket given by handle (`vllm_ipc`: an engine that
+  shares the trainer's GPU from another process); mapped on this worker's device, loaded,
+  and the copies finished before it answers, since the sender frees the bucket then.
 
 Runs inside vLLM's worker processes (the engine reads `Sampled` in its own); vLLM's
 modules are imported when called, never at import.
@@ -32,6 +35,7 @@ from collections.abc import Iterator
 
 import torch
 
+from alignflow.tasks.engines.vllm import ipc
 from alignflow.tasks.engines.vllm.weights import unpack
 
 
@@ -90,6 +94,17 @@ class AlignflowWorkerExtension:
                 handed_over(unpack(names, dtypes, shapes, offsets, buffer)))
         self._alignflow_loaded += len(names)
         return self._alignflow_loaded
+
+    def alignflow_stage_shared(self, names: list[str], dtypes: list[str],
+                               shapes: list[list[int]], offsets: list[int],
+                               handles: dict[str, tuple]) -> int:
+        """Loads one bucket the trainer shares by handle (`ipc.share`, keyed by device: the
+        one made on this worker's GPU, opened at this process's index of it)."""
+        buffer = ipc.opened(handles, getattr(self, "device", None))
+        try:
+            return self.alignflow_stage_bucket(names, dtypes, shapes, offsets, buffer)
+        finally:
+            ipc.done_with(buffer)
 
     def _alignflow_begin(self) -> None:
         """Opens the sync's layerwise reload (each layer reloads once all its tensors came)."""
