@@ -164,34 +164,3 @@ def sweep(run_id: str) -> None:
     for pg_id, info in placement_group_table().items():
         if (info.get("name") or "").startswith(prefix) and info.get("state") != "REMOVED":
             remove_placement_group(_group(pg_id))
-
-
-# -- the GPUs of a group's ranks --------------------------------------------------------
-# Published by each rank at join (`flows/ray/groups.py`) in Ray's key-value store under the
-# group's placement group, so that what is placed on a rank's GPUs after the group formed
-# (hybrid vLLM engines beside the trainer ranks, `tasks/engines/vllm/placement.py`) reads
-# them without a collective.
-RANK_GPUS = "alignflow:rank-gpus"
-
-
-def publish_rank_gpus(rank: int) -> None:
-    """This rank's `CUDA_VISIBLE_DEVICES` (as Ray set it), when it runs in a placement group."""
-    import os
-
-    from ray.experimental import internal_kv
-    from ray.util.placement_group import get_current_placement_group
-
-    group = get_current_placement_group()
-    if group is None:
-        return
-    internal_kv._internal_kv_put(f"{RANK_GPUS}:{group.id.hex()}:{rank}",
-                                 os.environ.get("CUDA_VISIBLE_DEVICES", ""), overwrite=True)
-
-
-def rank_gpus(group_id: str, ranks: range) -> list[str]:
-    """The published GPUs of `ranks` (comma-separated ids each; "" for one that holds none
-    or never published)."""
-    from ray.experimental import internal_kv
-
-    values = (internal_kv._internal_kv_get(f"{RANK_GPUS}:{group_id}:{rank}") for rank in ranks)
-    return [v.decode() if v else "" for v in values]

@@ -26,6 +26,8 @@ from alignflow.flows.ray import adopt, spares
 from alignflow.flows.ray.worker_host import WorkerHost
 from alignflow.timeline import mark
 
+RANK_GPUS = "ALIGNFLOW_RANK_GPUS"  # every rank's GPUs, set at join (`vllm/placement.py`)
+
 
 def group_size(options: dict) -> int:
     """Workers of a group: nodes × workers per node (1 for a plain worker)."""
@@ -65,25 +67,27 @@ class GroupWorker(WorkerHost):
         """The call numbered `seq`, when it is the last one this rank was given."""
         return self.last_call if self.seq == seq else None
 
-    def rendezvous(self) -> tuple[str, int]:
-        """This node's address and a port nobody listens on (asked of rank 0)."""
+    def rendezvous(self) -> tuple[str, int, str]:
+        """This node's address, a port nobody listens on (rank 0's are the group's), and
+        the GPUs Ray gave this rank (comma-separated, as `CUDA_VISIBLE_DEVICES` names them)."""
         import ray
 
         addr = ray.util.get_node_ip_address()
+        gpus = ",".join(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((addr, 0))
-            return addr, sock.getsockname()[1]
+            return addr, sock.getsockname()[1], gpus
 
-    def join(self, rank: int, world_size: int, addr: str, port: int) -> None:
+    def join(self, rank: int, world_size: int, addr: str, port: int, gpus: str = "") -> None:
         """Join the group, then load what the object preloads (a DeepSpeed trainer needs
-        the group to exist when it is built)."""
+        the group to exist when it is built); every rank's GPUs in `$RANK_GPUS` first."""
         join = getattr(self.obj, "join_group", None)
         if join is None:
             raise FlowError(f"{type(self.obj).__name__} has no join_group(rank, world_size, "
                             "master_addr, master_port); a worker group of several workers "
                             "needs one")
+        os.environ[RANK_GPUS] = gpus
         join(rank, world_size, addr, port)
-        detached.publish_rank_gpus(rank)  # hybrid engines go on these GPUs (`vllm/placement.py`)
         mark(f"rank {rank} joined")
         getattr(self.obj, "preload", lambda: None)()
         mark("rank loaded")
@@ -124,8 +128,9 @@ class RayWorkerGroup:
             for attempt in range(3):
                 self.actors = self._actors()
                 try:
-                    addr, port = ray.get(self.actors[0].rendezvous.remote())
-                    ray.get([a.join.remote(r, self.size, addr, port)
+                    found = ray.get([a.rendezvous.remote() for a in self.actors])
+                    (addr, port, _), gpus = found[0], ";".join(f[2] for f in found)
+                    ray.get([a.join.remote(r, self.size, addr, port, gpus)
                              for r, a in enumerate(self.actors)])
                     mark(f"group {self.name} joined")
                     break
@@ -155,11 +160,10 @@ class RayWorkerGroup:
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         deadline = time.time() + 30
-        for rank in range(self.size):
+        for name in self.names():
             while time.time() < deadline:
                 try:
-                    ray.get_actor(f"alignflow:{self.run_id}:{self.name}:{rank}",
-                                  namespace=detached.NAMESPACE if adopt.supervised() else None)
+                    ray.get_actor(name, namespace=detached.NAMESPACE if adopt.supervised() else None)
                 except ValueError:
                     break
                 time.sleep(0.1)
@@ -185,14 +189,12 @@ class RayWorkerGroup:
             for rank in range(self.size)]
 
     def _per_worker(self) -> dict:
-        out = {"num_cpus": self.options.get("num_cpus", 1),
-               "num_gpus": self.options.get("num_gpus", 0)}
-        if self.options.get("memory"):
-            out["memory"] = self.options["memory"]
-        return out
+        memory = {"memory": self.options["memory"]} if self.options.get("memory") else {}
+        return {"num_cpus": self.options.get("num_cpus", 1),
+                "num_gpus": self.options.get("num_gpus", 0), **memory}
 
     def _placement_group(self) -> Any:
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import placement_group, remove_placement_group
 
         nodes = int(self.options.get("num_nodes", 1))
         per_node = int(self.options.get("workers_per_node", 1))
@@ -206,8 +208,6 @@ class RayWorkerGroup:
                              strategy="STRICT_SPREAD" if nodes > 1 else "PACK", **named)
         timeout = float(os.environ.get("ALIGNFLOW_PLACEMENT_TIMEOUT", "300"))
         if not pg.wait(timeout_seconds=timeout):
-            from ray.util.placement_group import remove_placement_group
-
             remove_placement_group(pg)
             err = FlowError(f"worker group {self.name!r}: the cluster did not grant {nodes} "
                             f"node(s) with {bundle} each within {timeout:.0f}s "

@@ -101,7 +101,8 @@ def _host(ask_host: HostAsk, ask: RunAsk, cluster: Cluster) -> HostPlan:
     return HostPlan(name=ask_host.name, roles=ask_host.roles, nodes=workers.num_nodes,
                     workers_per_node=workers.num_gpus_per_node, gpus_per_worker=gpus,
                     cpus_per_worker=ask.placement.num_cpus, holds_model=ask_host.holds_model,
-                    trainers=trainers, engine=engine, note=ask_host.note)
+                    trainers=trainers, engine=engine, note=ask_host.note,
+                    beside=getattr(workers, "beside", ()) if gpus > 0 else ())
 
 
 def _trainer(role: str, config: TrainerConfig, ds: DSConfig, world_size: int) -> TrainerPlan:

@@ -110,6 +110,9 @@ class HostPlan:
     trainers: tuple[TrainerPlan, ...] = ()
     engine: EnginePlan | None = None
     note: str = ""  # said on the progress line after the roles
+    # roles that asked for another layout than the host's, each on every worker of it
+    # (role, num_nodes, num_gpus_per_node: `placement.host_workers`)
+    beside: tuple[tuple[str, int, int], ...] = ()
     first_gpu: int = 0  # its GPU when every host runs in one process (inline)
 
     @property

@@ -94,13 +94,28 @@ class Workers:
         return self.num_nodes * self.num_gpus_per_node
 
 
-def host_workers(roles: tuple[Role, ...], sections: Mapping[str, Workers]) -> Workers:
+@dataclass(frozen=True, kw_only=True)
+class HostWorkers(Workers):
+    """A host's layout, and the roles on it that asked for another (`beside`: role, its
+    num_nodes, its num_gpus_per_node): every worker of a host holds all its roles."""
+
+    beside: tuple[tuple[str, int, int], ...] = ()
+
+
+def host_workers(roles: tuple[Role, ...], sections: Mapping[str, Workers]) -> HostWorkers:
     """The layout of a host holding `roles`: its trained role's (actor, else critic), else the
-    largest of its roles'; colocated frozen roles run on every worker of the host."""
-    for trained in ("actor", "critic"):
-        if trained in roles:
-            return sections[trained]
-    return max((sections[r] for r in roles), key=lambda w: w.workers)
+    largest of its roles'; colocated frozen roles run on every worker of the host. A role
+    that asked for another layout (and holds a model) is named in `beside`: the plan says
+    what OpenRLHF does with it instead (`table.size_notes`)."""
+    trained = next((r for r in ("actor", "critic") if r in roles), None)
+    chosen = sections[trained] if trained else max((sections[r] for r in roles),
+                                                   key=lambda w: w.workers)
+    beside = tuple((r, sections[r].num_nodes, sections[r].num_gpus_per_node) for r in roles
+                   if getattr(sections[r], "holds_model", True) and
+                   (sections[r].num_nodes, sections[r].num_gpus_per_node) !=
+                   (chosen.num_nodes, chosen.num_gpus_per_node))
+    return HostWorkers(num_nodes=chosen.num_nodes, num_gpus_per_node=chosen.num_gpus_per_node,
+                       beside=beside)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,28 @@ def plan_table(plan: RunPlan, executor: str) -> list[str]:
                      f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven from "
                      f"{e.host}; weights sent by {e.transport}")
     where = sites_line(plan)
-    return lines + ([where] if where else [])
+    return lines + ([where] if where else []) + [f"note: {n}" for n in size_notes(plan)]
+
+
+def size_notes(plan: RunPlan) -> list[str]:
+    """A role colocated on a host of another layout than it asked for runs on every worker
+    of the host (each worker holds all the host's roles). OpenRLHF's launcher
+    (`cli/train_ppo_ray.py`) asserts a colocated reference the actor's size and a critic's
+    reward the critic's, and gives a critic or reward model on the actor's placement group
+    (colocate_all) the first bundles of it, one per worker it asked for."""
+    out = []
+    for host in plan.hosts:
+        for role, nodes, per_node in host.beside:
+            asked = nodes * per_node
+            refused = role == "ref" or (role == "reward" and "critic" in host.roles
+                                        and "actor" not in host.roles)
+            theirs = ("OpenRLHF refuses a colocated " + role + " of another size (it asserts "
+                      "the same num_nodes and num_gpus_per_node)") if refused else (
+                f"OpenRLHF runs its {asked} worker(s) on the first {asked} of the shared GPUs")
+            out.append(f"{role}.num_nodes × {role}.num_gpus_per_node = {nodes}×{per_node}: "
+                       f"the {role} runs on all {host.nodes}×{host.workers_per_node} workers of "
+                       f"host {host.name} (each holds all the host's roles); {theirs}")
+    return out
 
 
 def _row(host: HostPlan, executor: str) -> tuple[str, ...]:

@@ -32,6 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from alignflow.tasks.plan.records import RunPlan
+from alignflow.tasks.plan.sites import engine_sites
+
 RM = "tests/fixtures"  # any path that is not a rule, URL or .py file: a reward model
 REMOTE = "http://rm.example:5000/get_reward"
 KL = "algo.kl.init_coef=0.01"
@@ -148,3 +151,25 @@ CASES = (
            *_per("ref", 1, 1), *_engines(2, 1)],
           {"actor": 2, "critic": 2, "ref": 1, "reward": 0}, (), _own(2, 1)),
 )
+
+
+def case(name: str) -> Case:
+    return next(c for c in CASES if c.name == name)
+
+
+def layout(plan: RunPlan, reward_model: bool) -> tuple[dict, frozenset, tuple]:
+    """alignflow's plan in the shape of a `Case`: GPUs per role, roles (and "vllm") that
+    share GPUs, and each engine's site (`tasks/plan/sites.py`)."""
+    def modelled(role: str) -> bool:
+        return role != "reward" or reward_model
+    gpus = {r: plan.host(plan.host_of(r)).gpus if modelled(r) else 0 for r in plan.roles}
+    sites = engine_sites(plan)
+    shared = set()
+    for host in plan.hosts:
+        members = {r for r in host.roles if modelled(r)}
+        members |= {"vllm"} if any(s.host == host.name for s in sites) else set()
+        if host.gpus and len(members) > 1:
+            shared.add(frozenset(members))
+    where = tuple(("own", int(s.gpus)) if s.host is None else
+                  ("actor", s.ranks, s.node) for s in sites)
+    return gpus, frozenset(shared), where

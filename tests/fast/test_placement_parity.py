@@ -11,9 +11,7 @@ from alignflow.flows.config import load_config
 from alignflow.flows.control.loader import load_flow
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
-from alignflow.tasks.plan.records import RunPlan
-from alignflow.tasks.plan.sites import engine_sites
-from tests.fast.openrlhf_layouts import CASES, Case
+from tests.fast.openrlhf_layouts import CASES, Case, layout
 
 BASE = ["rollout.max_new_tokens=64", "train.batch_size=128", "rollout.batch_size=64"]
 
@@ -27,24 +25,6 @@ def no_vllm_here(monkeypatch):
 def _planned(case: Case):
     cfg = load_config(load_flow(case.flow)[1], sets=[*BASE, *case.sets])
     return cfg, cfg.run_plan(Cluster.parse(case.cluster))
-
-
-def layout(plan: RunPlan, reward_model: bool) -> tuple[dict, frozenset, tuple]:
-    """The plan in the shape of `openrlhf_layouts`: GPUs per role, roles (and "vllm") that
-    share GPUs, and each engine's site."""
-    def modelled(role: str) -> bool:
-        return role != "reward" or reward_model
-    gpus = {r: plan.host(plan.host_of(r)).gpus if modelled(r) else 0 for r in plan.roles}
-    sites = engine_sites(plan)
-    shared = set()
-    for host in plan.hosts:
-        members = {r for r in host.roles if modelled(r)}
-        members |= {"vllm"} if any(s.host == host.name for s in sites) else set()
-        if host.gpus and len(members) > 1:
-            shared.add(frozenset(members))
-    where = tuple(("own", int(s.gpus)) if s.host is None else
-                  ("actor", s.ranks, s.node) for s in sites)
-    return gpus, frozenset(shared), where
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

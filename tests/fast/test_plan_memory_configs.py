@@ -155,7 +155,7 @@ SFT_7B_FP32 = _flags("--model.model_name_or_path Qwen/Qwen2.5-7B --placement.num
                      "--train.micro_batch_size 8 --train.batch_size 64 --data.max_len 4096")
 BAD = {
     "7B PPO, every model on 2 GPUs, no offload": (
-        SEVEN_B_ON_TWO, "1x2", "ppo", "GPU memory: models rank 0 (1 GPU(s)) peaks at"),
+        SEVEN_B_ON_TWO, "1x2", "ppo", "GPU memory: models with a vLLM engine (2 GPU(s)) peaks at"),
     "paper 70B without Adam offload": (
         NO_ADAM_OFFLOAD_70B, "4x8", "ppo", "GPU memory: actor (4 GPU(s)) peaks at"),
     "hybrid 8B at 0.9 of the GPU, nothing asleep": (
@@ -201,10 +201,11 @@ def test_the_dry_run_prints_the_peaks_and_refuses_an_oversized_gpu(capsys, tmp_p
                  *flags]) == 2
     captured = capsys.readouterr()
     assert "memory: peak per GPU by phase" in captured.out
-    assert any(line.startswith("  models rank 0 ×1") for line in captured.out.splitlines())
+    assert any(line.startswith("  models with a vLLM engine ×2")
+               for line in captured.out.splitlines())
     errors = captured.err.strip().splitlines()
     assert len(errors) == 1 and errors[0].startswith(
-        "error: GPU memory: models rank 0 (1 GPU(s)) peaks at"), captured.err
+        "error: GPU memory: models with a vLLM engine (2 GPU(s)) peaks at"), captured.err
 
 
 def test_the_offered_fix_makes_the_dry_run_fit(capsys, tmp_path, monkeypatch):

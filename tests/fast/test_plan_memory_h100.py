@@ -1,4 +1,4 @@
-"""The memory model against the GPU peaks measured on an H100 (bench/RESULTS.md): each
+"""The memory model against the GPU peaks measured on an H100 (bench/history/gpu.md): each
 figure, with its section and date, reproduced within 15% from the model's formulas alone.
 
 Every figure is torch's allocator (`memory_allocated` / `max_memory_allocated`), which
@@ -26,9 +26,9 @@ SLEEP_MODEL = dict(vocab_size=49152, hidden_size=768, intermediate_size=2048,
 SHAPE = shape_of_config(SLEEP_MODEL, "random Llama 164M", "trainer_sleep.MODEL")
 HIDDEN2 = 768 ** 2  # the ZeRO buckets before 70db7bc (stage 1-2) and 01fd11e (stage 3)
 
-ONE_GPU_CHECK = "bench/RESULTS.md, 'The one-GPU check on a real GPU (issue 22)', 2026-11-26"
-THROUGHPUT = "bench/RESULTS.md, 'GPU throughput beside a plain PyTorch loop', 2026-11-27 01:12"
-PROBE = "bench/RESULTS.md, 'Why ZeRO-2 stepped at 2x the plain loop', 2026-11-27 04:33-04:50"
+ONE_GPU_CHECK = "bench/history/gpu.md, 'The one-GPU check on a real GPU (issue 22)', 2026-11-26"
+THROUGHPUT = "bench/history/gpu.md, 'GPU throughput beside a plain PyTorch loop', 2026-11-27 01:12"
+PROBE = "bench/history/gpu.md, 'Why ZeRO-2 stepped at 2x the plain loop', 2026-11-27 04:33-04:50"
 
 
 def _plan(backend: str, stage: int | None = None, dtype: str = "fp32", micro: int = 1):

@@ -1,5 +1,6 @@
 """Which GPUs of a plan hold what: one `GpuSet` per distinct set of models and engines on a
-GPU (a host's rank 0 with its in-process engine apart from its other ranks, hybrid engine
+GPU (a host's rank 0 with its in-process engine apart from its other ranks, every rank
+alike when each drives an engine of its own (`EnginePlan.per_rank`), hybrid engine
 ranks apart from the host GPUs without one, the vLLM engines' own GPUs, hosts at fractions
 of a GPU packed together as Ray packs them)."""
 
@@ -68,6 +69,9 @@ def _host_sets(plan: RunPlan, host: HostPlan) -> list[GpuSet]:
                              tensor_parallel=e.tensor_parallel)
         rest = [GpuSet(host.name, workers - ranks, (host,))] if workers > ranks else []
         return [with_engine, *rest]
+    if _in_process(host) and host.engine.per_rank:  # an engine in every rank's process
+        return [GpuSet(f"{host.name} with a vLLM engine", workers, (host,),
+                       engine=host.engine.kind, vllm=host.engine.vllm)]
     if _in_process(host):
         first = GpuSet(f"{host.name} rank 0" if workers > 1 else host.name, 1, (host,),
                        engine=host.engine.kind, vllm=host.engine.vllm)
