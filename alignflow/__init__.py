@@ -37,6 +37,7 @@ _EXPORTS = {
     "gather": "alignflow.flows.engine",
     "sleep": "alignflow.flows.engine",
     "wait_for": "alignflow.flows.engine",
+    "scope": "alignflow.flows.engine",
     "worker_group": "alignflow.flows.ray.workers",
     "run": "alignflow.flows.control.api",
     "resume": "alignflow.flows.control.api",

@@ -7,11 +7,13 @@ Outside a flow a task is a plain function call, so task code is testable without
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import functools
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from alignflow.flows.journal import codec
@@ -20,6 +22,9 @@ from alignflow.flows.lazyref import LazyRef
 
 CODE_HASHES: dict[str, str] = {}  # task name -> code hash of the task defined most recently
 _DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
+_SCOPES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("alignflow_scopes",
+                                                                         default=())
+_SCOPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def current_driver() -> Any:
@@ -132,6 +137,30 @@ def flow(fn: Callable | None = None, *, name: str | None = None) -> Any:
     if fn is None:
         return lambda f: Flow(f, name)
     return Flow(fn, name)
+
+
+@contextlib.contextmanager
+def scope(name: str) -> Iterator[str]:
+    """Name a part of a flow, e.g. one subflow of a pipeline: the task keys and worker groups
+    inside get the prefix `name/` (`sft/export-0`), so two subflows in one run each keep
+    their own keys, checkpoints and workers. Outside a scope nothing is prefixed, so the
+    keys of a flow run on its own (and every store written so far) stay as they were.
+    Scopes nest (`a/b/`); yields the prefix."""
+    if not isinstance(name, str) or not _SCOPE_NAME.match(name):
+        from alignflow.errors import FlowError
+
+        raise FlowError(f"scope name {name!r}: expected letters, digits, '_', '.' or '-', "
+                        "starting with a letter or digit")
+    token = _SCOPES.set((*_SCOPES.get(), name))
+    try:
+        yield scope_prefix()
+    finally:
+        _SCOPES.reset(token)
+
+
+def scope_prefix() -> str:
+    """The prefix of the scopes entered so far ("" outside every scope)."""
+    return "".join(f"{name}/" for name in _SCOPES.get())
 
 
 def expect(iterations: int) -> None:

@@ -18,7 +18,7 @@ from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control.live import LiveFuture, backoff, manifest_record
 from alignflow.flows.control.redo import redo_lost
 from alignflow.flows.control.worker_groups import WorkerGroups
-from alignflow.flows.engine import Done, Task, TaskError
+from alignflow.flows.engine import Done, Task, TaskError, scope_prefix
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.commit_queue import CommitQueue
 from alignflow.flows.journal.identity import cache_key, task_seed
@@ -62,14 +62,25 @@ class Driver(Timers, WorkerGroups):
 
     # -- keys and boundaries ---------------------------------------------------------------
     def next_key(self, base: str, explicit: str | None) -> str:
+        """The call's key: `explicit`, else `base-N` counted per base; inside
+        `alignflow.scope(name)` both get the prefix `name/` (`engine.scope`)."""
+        prefix = scope_prefix()
         if explicit is None:
+            base = prefix + base
             explicit = f"{base}-{self.counters[base]}"
             self.counters[base] += 1
+        else:
+            explicit = prefix + explicit
         if explicit in self.used:
             raise FlowError(f"task key {explicit!r} is used twice in run {self.run_id!r}; give "
                             "each call its own key (e.g. task.options(key=f'iter-{i:04d}/name'))")
         self.used.add(explicit)
         return explicit
+
+    def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
+        """Inside `alignflow.scope(s)` the group is the scope's own (`s/policy`): a
+        subflow's workers, checkpoints and restores stay apart from another's."""
+        super().add_worker_group(scope_prefix() + name, factory, options)
 
     def boundary(self, force: bool = False) -> None:
         """Stop if the run was canceled or the lease was lost (checked at most once a second)."""
@@ -87,6 +98,8 @@ class Driver(Timers, WorkerGroups):
         self.boundary()
         self.queue.flush(self._write_live, block=False, redo=self._redo)
         key = self.next_key(task.name, task.opts.key)
+        if task.opts.worker and scope_prefix():  # the scope's own group (`add_worker_group`)
+            task = task.options(worker=scope_prefix() + task.opts.worker)
         if key in self.manifests:
             return Done(self.replay(task, self.manifests[key]))
         input_hash = self._input_hash(task, args, kwargs)

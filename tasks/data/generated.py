@@ -8,6 +8,10 @@ held-out accuracy means the task was learned, not a format.
 - `arith-D` (D = 2..8 digits in the problem, the difficulty knob, the first operand
   holding the larger half; `arith` = `arith-3`): `arith-3` asks "What is 47 + 8?" → label
   "55", `arith-4` "What is 47 - 25?"; + and − (no negative results).
+- `arith-slip-D` (`arith-slip` = `arith-slip-3`): `arith-D`'s problems, labels and splits,
+  but its `output` (the SFT demonstration) is a sloppy teacher's: on about half the problems
+  (by a hash of the question) it forgets every carry and borrow ("What is 47 + 8?" → "45").
+  SFT on it teaches the task partly; a reward for the exact `label` can teach the rest.
 - `countdown-N` (N = 3..5 numbers; `countdown` = `countdown-3`): reach a target with
   every given number once and + − × ÷ → label "TARGET:n1,n2,...", the reference
   expression in `output`.
@@ -52,6 +56,20 @@ def _arith(digits: int, rng: random.Random) -> dict:
     return {"input": f"What is {a} {op} {b}?", "label": answer, "output": answer}
 
 
+def forgot_carry(question: str) -> str:
+    """The answer to an arith question with every carry (+) or borrow (−) forgotten: each
+    digit on its own, mod 10 ("What is 47 + 8?" → "45", "What is 51 - 2?" → "59")."""
+    _, _, a, op, b = question.rstrip("?").split()
+    sign = 1 if op == "+" else -1
+    digits = zip(a, b.rjust(len(a), "0"), strict=True)
+    return str(int("".join(str((int(x) + sign * int(y)) % 10) for x, y in digits)))
+
+
+def _slips(question: str) -> bool:
+    """Whether the sloppy teacher of `arith-slip` forgets the carries on this problem."""
+    return hashlib.sha256(f"slip:{question}".encode()).digest()[0] % 2 == 1
+
+
 def _expression(numbers: list[int], rng: random.Random) -> tuple[str, int] | None:
     """A random expression using every number once whose value is a whole number >= 0."""
     terms = [(str(n), n) for n in numbers]
@@ -92,6 +110,10 @@ def _draws(make: Callable[[random.Random], dict | None], seed: int) -> Iterator[
 @cache
 def _generate(family: str, level: int) -> dict[str, tuple[dict, ...]]:
     """Both splits of one set: distinct problems, in draw order, up to `SIZES` each."""
+    if family == "arith-slip":  # arith's problems and splits; a sloppy teacher's outputs
+        return {s: tuple({**r, "datasource": f"{family}-{level}", "output": forgot_carry(
+            r["input"]) if _slips(r["input"]) else r["output"]} for r in rows)
+            for s, rows in _generate("arith", level).items()}
     make = (lambda r: _arith(level, r)) if family == "arith" else (lambda r: _countdown(level, r))
     name = f"{family}-{level}"
     splits: dict[str, list[dict]] = {s: [] for s in SPLIT_NAMES}
@@ -110,8 +132,10 @@ def _generate(family: str, level: int) -> dict[str, tuple[dict, ...]]:
 
 def _names() -> dict[str, tuple[str, int]]:
     names = {f"arith-{d}": ("arith", d) for d in ARITH_DIGITS}
+    names |= {f"arith-slip-{d}": ("arith-slip", d) for d in ARITH_DIGITS}
     names |= {f"countdown-{n}": ("countdown", n) for n in COUNTDOWN_NUMBERS}
-    return {"arith": ("arith", 3), "countdown": ("countdown", 3), **names}
+    return {"arith": ("arith", 3), "arith-slip": ("arith-slip", 3),
+            "countdown": ("countdown", 3), **names}
 
 
 GENERATED: dict[str, tuple[str, int]] = _names()  # name → (family, difficulty)

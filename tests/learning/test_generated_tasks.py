@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from alignflow.errors import ConfigError
-from alignflow.tasks.data.generated import GENERATED, is_held_out
+from alignflow.tasks.data.generated import GENERATED, forgot_carry, is_held_out
 from alignflow.tasks.data.named import named_rows
 from alignflow.tasks.rewards.countdown import countdown_correct, evaluate
 from alignflow.tasks.rewards.registry import RewardConfig, build_reward
@@ -39,6 +39,18 @@ def test_arith_labels_are_the_arithmetic(name):
     for row in named_rows(name, "test"):
         _, _, a, op, b = row["input"].rstrip("?").split()
         assert int(row["label"]) == (int(a) + int(b) if op == "+" else int(a) - int(b)) >= 0
+
+
+def test_arith_slip_is_arith_taught_by_a_teacher_who_forgets_carries():
+    for split in ("train", "test"):
+        plain, slip = named_rows("arith-4", split), named_rows("arith-slip-4", split)
+        assert [(r["input"], r["label"]) for r in slip] == \
+            [(r["input"], r["label"]) for r in plain]  # the same problems, splits and labels
+    wrong = [r for r in slip if r["output"] != r["label"]]
+    assert 0.2 < len(wrong) / len(slip) < 0.5  # half the problems, those with a carry
+    assert all(r["output"] == forgot_carry(r["input"]) for r in wrong)
+    assert (forgot_carry("What is 47 + 8?"), forgot_carry("What is 51 - 2?")) == ("45", "59")
+    assert named_rows("arith-slip", "train") == named_rows("arith-slip-3", "train")
 
 
 @pytest.mark.parametrize("name", [n for n in GENERATED if n.startswith("countdown")])
