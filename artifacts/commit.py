@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alignflow.artifacts.parquet_io import ArtifactRef
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, SchemaError
+
+if TYPE_CHECKING:  # parquet_io imports pyarrow: readers of manifests (the catalog) need none
+    from alignflow.artifacts.parquet_io import ArtifactRef
 
 FORMAT = 1
 STATUSES = ("SUCCESSFUL", "FAILED_CAUGHT")
 FIELDS = ("format", "run_id", "task_key", "task", "version", "code_hash", "input_hash", "seed",
           "status", "output", "artifacts", "checkpoint", "attempts", "started", "ended",
           "worker")
-ARTIFACT_FIELDS = tuple(ArtifactRef.__dataclass_fields__)
+# ArtifactRef's fields (a test checks they agree)
+ARTIFACT_FIELDS = ("table", "path", "rows", "schema", "schema_version", "bytes")
 # Written first by `alignflow delete` on stores without an atomic folder rename: a run
 # with `runs/<run_id>/deleting.json` is gone for every reader (flows/control/removal.py).
 TOMBSTONE = "deleting.json"
@@ -56,7 +59,7 @@ def _defaults(run_id: str, task_key: str) -> dict[str, Any]:
 
 
 def _artifact_json(a: ArtifactRef | dict) -> dict[str, Any]:
-    return a.to_json() if isinstance(a, ArtifactRef) else dict(a)
+    return dict(a) if isinstance(a, dict) else a.to_json()
 
 
 def validate(manifest: Any, where: str) -> dict[str, Any]:
@@ -166,5 +169,7 @@ def damaged_files(store: Store, rel: str, manifest: dict[str, Any],
 
 def committed_files(store: Store, run_id: str | None = None) -> list[ArtifactRef]:
     """Data files listed by committed manifests (the only ones readers may see)."""
+    from alignflow.artifacts.parquet_io import ArtifactRef
+
     return [ArtifactRef.from_json(a) for _, m in manifests(store, run_id)
             for a in m["artifacts"]]

@@ -19,10 +19,9 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
@@ -36,6 +35,9 @@ from alignflow.catalog.manifests import Problem, Snapshot, run_of, scan
 from alignflow.catalog.results import Rows, short
 from alignflow.catalog.spill import private_temp_dir, remove_temp_dir
 from alignflow.errors import ConfigError, QueryLimit, SchemaError, SqlRefused
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _FILE_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException,
                 duckdb.ConversionException)  # only when the message names a committed file
@@ -147,14 +149,15 @@ class Catalog:
         raise self._too_many()
 
     @contextmanager
-    def stream(self, query: str, params: Params = None, *,
-               until: float | None = None) -> Iterator[Rows]:
+    def stream(self, query: str, params: Params = None, *, until: float | None = None,
+               materialize: bool = False) -> Iterator[Rows]:
         """The result of read-only `query` batch by batch (`Rows`: its `schema`, then its
         Arrow batches), under the same guard and limits as `sql()`, the deadline covering
         the whole iteration: `timeout_s` from now, or `until` (a `time.monotonic()` time,
         for a caller whose time limit began earlier). A file found unreadable before the
         first batch is left out and the query run again; found later, the error names it
-        (later queries leave it out)."""
+        (later queries leave it out). `materialize`: the result is held by DuckDB instead
+        (`Rows.relation`, for rendering as a table; no Arrow, no batches)."""
         statements = check_read_only(query, self.limits.max_query_bytes)
         until = time.monotonic() + self.limits.timeout_s if until is None else until
         for _ in range(_MAX_LEFT_OUT_PER_QUERY):
@@ -162,7 +165,7 @@ class Catalog:
             with deadline(cur, until - time.monotonic()) as fired:
                 rows = Rows(self.limits, self._translate, fired)
                 try:
-                    rows.start(cur, statements, params)
+                    rows.start(cur, statements, params, materialize)
                 except _Unreadable as bad:
                     self._leave_out(bad.rel, bad.problem)
                     continue

@@ -118,7 +118,8 @@ def _sql(catalog, args: argparse.Namespace, query: str | None, until: float) -> 
     if args.out:
         check_out_path(args.out, catalog.store, args.force)  # before the query runs
     try:
-        with catalog.stream(query, until=until) as rows:  # written out batch by batch
+        with catalog.stream(query, until=until,  # written out batch by batch, or rendered
+                            materialize=args.format == "table") as rows:
             write_rows(rows.schema, rows, args.format, args.out, store=catalog.store,
                        force=args.force)
     finally:

@@ -10,6 +10,12 @@ A view reads only files that match their manifests (`verify.py`) and are not abs
 configuration is locked: user SQL cannot read elsewhere, load extensions or undo the lock.
 (DuckDB's `allowed_paths` would let a `COPY` write onto a committed file; the parser guard,
 `guard.py`, is what refuses every writing statement.)
+
+`allowed_paths` is bound as a parameter, not a literal list in SQL text (at 10,000 files,
+1 MB of SQL to parse, ~0.1 CPU s). The generated rollouts are read without Hive
+partitioning: their `iter=N` folder only repeats `iteration`, and parsing it per file cost
+~0.3 CPU s per binding at 10,000 files. Nothing here imports pyarrow unless a view is empty
+(issue 46: an `alignflow sql` costs little more than a bare DuckDB process).
 """
 
 from __future__ import annotations
@@ -17,11 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
-from alignflow.artifacts import lineage, schemas
 from alignflow.artifacts.store import Store
 from alignflow.catalog.deadline import steps
 from alignflow.catalog.index import Index
@@ -42,8 +47,13 @@ from alignflow.catalog.shape import Columns, narrow
 from alignflow.catalog.verify import verified
 from alignflow.errors import QueryLimit
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# lineage.INPUTS and lineage.ROUNDS by name (importing lineage imports pyarrow; a test
+# checks the names agree)
 DATA_TABLES = ("rollouts", "preferences", "sft_samples", "metrics", "checkpoints",
-               lineage.INPUTS.name, lineage.ROUNDS.name)
+               "campaign_inputs", "campaign_rounds")
 _CAMPAIGN_VIEWS = {"rounds", "campaigns"}  # campaigns.sql, over `runs` and campaign rounds
 _OWN_VIEWS = {"runs", "tasks", "eval_results", "memory_peaks", *_CAMPAIGN_VIEWS}  # not over one table's files
 
@@ -110,8 +120,8 @@ def plan(snap: Snapshot, names: set[str] | None) -> tuple[list[str], bool, bool]
     if not names or not names <= {*data, *_OWN_VIEWS} or names & {"runs", *_CAMPAIGN_VIEWS}:
         return every
     tables = set(names) - _OWN_VIEWS
-    if "rollouts" in names:
-        tables |= {*STEP_COLUMNS, *STEP_ONLY_COLUMNS}
+    if "rollouts" in names:  # the step tables it joins, where committed (else not joined)
+        tables |= {t for t in (*STEP_COLUMNS, *STEP_ONLY_COLUMNS) if snap.files.get(t)}
     if "eval_results" in names:
         tables |= {"eval_samples", "eval_scores"}
     if "memory_peaks" in names:
@@ -126,28 +136,47 @@ def _views(store: Store, snap: Snapshot, built: Built, left_out: dict[str, Probl
     con = built.con
     allowed: list[str] = []
     served: set[str] = set()  # tables with at least one readable file
-    hive_keys: set[str] = set()  # of the generated rollouts' files
+    joins = {*STEP_COLUMNS, *STEP_ONLY_COLUMNS} & set(tables)  # else rollouts is the files
     for name in tables:
         step(f"building the view {name!r}")
-        view = {"rollouts": GENERATED, "metrics": METRICS_RAW}.get(name, name)
+        view = {"rollouts": GENERATED if joins else name, "metrics": METRICS_RAW}.get(name, name)
         rels = [r for r in snap.files.get(name, []) if r not in left_out]
-        rels = verified(store, con, snap, rels, built.problems, unreadable, index)
-        rels, columns = narrow(store, con, name, rels, built.problems, index)
-        if _one_shape(snap, rels, columns):
-            built.same_columns.add(name)
+        rels = _checked(store, snap, built, name, rels, index)
         rels = _data_view(store, built, name, rels, view)
         allowed += [duckdb_path(store, rel) for rel in rels]
         served |= {name} if rels else set()
-        hive_keys = hive_keys if name != "rollouts" else _partition_keys(rels)
     step("building the view 'rollouts'")
     if "metrics" in tables:
         con.execute(METRICS_VIEW)  # old runs' metric names in the one namespace
         con.execute(sql_text("memory_peaks"))  # planned beside measured, per task
-    if "rollouts" in tables:
-        con.execute(rollouts_view_sql(served, hive="iter" in hive_keys))
+    if "rollouts" in tables and joins:  # a view over a view binds its files twice
+        con.execute(rollouts_view_sql(served))
     if {"eval_samples", "eval_scores"} <= set(tables):
         _eval_results(con)
     return allowed
+
+
+def _checked(store: Store, snap: Snapshot, built: Built, name: str, rels: list[str],
+             index: Index | None) -> list[str]:
+    """The files of table `name` that pass `verified` and `narrow` (and in
+    `built.same_columns` whether they agree on columns). Where every file passed at an
+    earlier opening with the same files, listed and recorded alike, that is reused from the
+    index's summary instead of checking each file again."""
+    digest = index.digest(rels, snap.refs) if index is not None and rels else None
+    same = index.summary(f"table/{name}", digest) if index is not None else None
+    if same is not None:
+        index.carry(rels)
+    else:
+        before = len(built.problems)
+        kept = verified(store, built.con, snap, rels, built.problems, unreadable, index)
+        kept, columns = narrow(store, built.con, name, kept, built.problems, index)
+        same = _one_shape(snap, kept, columns)
+        if index is not None and kept == rels and len(built.problems) == before:
+            index.put_summary(f"table/{name}", digest, same)
+        rels = kept
+    if same:
+        built.same_columns.add(name)
+    return rels
 
 
 def _eval_results(con: duckdb.DuckDBPyConnection) -> None:
@@ -184,6 +213,8 @@ def _empty_table(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema) -
     """Table `name` with `schema`'s columns and no rows, in the database (every cursor of it
     sees it). Through an empty batch reader: an Arrow table made here (`empty_table`,
     `pa.table`, `pa.array`) makes pyarrow import pandas, 0.3 CPU s of an `alignflow sql`."""
+    import pyarrow as pa
+
     reader = pa.RecordBatchReader.from_batches(schema, [])
     con.execute(f"DROP TABLE IF EXISTS {name}")
     con.from_arrow(reader).create(name)
@@ -198,11 +229,11 @@ def _data_view(store: Store, built: Built, name: str, rels: list[str],
     rels = list(rels)
     while rels:
         files = "[" + ", ".join(literal(duckdb_path(store, r)) for r in rels) + "]"
-        hive = "true" if _partition_keys(rels) else "false"
+        hive = "true" if name != "rollouts" and _partition_keys(rels) else "false"
         union = "false" if name in built.same_columns else "true"
         try:
-            built.con.execute(sql_text("data").format(name=_ident(view), files=files, hive=hive,
-                                                      union=union))
+            built.con.execute(sql_text("data").format(name=_ident(view), hive=hive, union=union,
+                                                      files=files))
             return rels
         except duckdb.InterruptException:
             raise
@@ -235,6 +266,10 @@ def first_line(exc: BaseException) -> str:
 
 def _empty(name: str) -> pa.Schema:
     """The registered schema's columns (dictionaries decoded to their values)."""
+    import pyarrow as pa
+
+    from alignflow.artifacts import lineage, schemas  # noqa: F401 (lineage registers its tables)
+
     schema = schemas.SCHEMAS.get(name)
     if schema is None:  # a table only its writer knows: at least the key column
         return pa.schema([pa.field("run_id", pa.string())])
@@ -250,7 +285,7 @@ def _partition_keys(rels: list[str]) -> set[str]:
 
 
 def _lock(con: duckdb.DuckDBPyConnection, allowed: list[str]) -> None:
-    con.execute(f"SET allowed_paths = [{', '.join(literal(p) for p in allowed)}]")
+    con.execute("SET allowed_paths = ?", [allowed])
     for statement in con.extract_statements(sql_text("lockdown")):
         con.execute(statement.query)
 

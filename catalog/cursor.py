@@ -9,9 +9,10 @@ and the time and memory limits apply, and results come back as rows or Arrow.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Params = Sequence[Any] | dict[str, Any] | None
 

@@ -22,7 +22,7 @@ from alignflow.artifacts.commit import tombstoned, validate
 from alignflow.artifacts.layout import require_store
 from alignflow.artifacts.store import Store
 from alignflow.catalog.index import Index
-from alignflow.catalog.rows import blank_run, run_row, task_row
+from alignflow.catalog.rows import blank_run, check_task, run_row, task_row
 from alignflow.errors import ConfigError, SchemaError, StoreFileRefused
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -45,11 +45,16 @@ class Snapshot:
     files (catalog/verify.py): the listing (path -> type, size) and each file's manifest entry."""
 
     runs: list[dict[str, Any]]
-    tasks: list[dict[str, Any]]  # rows of `tasks` (TASKS_SCHEMA)
+    manifests: list[tuple[str, dict[str, Any]]]  # (path, validated manifest) of each task
     files: dict[str, list[str]] = field(default_factory=dict)  # table -> store-relative paths
     problems: list[Problem] = field(default_factory=list)
     listing: dict[str, dict[str, Any]] = field(default_factory=dict)
     refs: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> artifact entry
+
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        """The rows of `tasks` (made when asked for: `rows.check_task` vetted them)."""
+        return [task_row(rel, manifest) for rel, manifest in self.manifests]
 
     def runs_table(self, extra: list[Problem] = ()) -> list[dict[str, Any]]:
         """The `runs` rows, each with the problems of its files (`problem` column)."""
@@ -79,6 +84,7 @@ def scan(store: Store, index: Index | None = None) -> Snapshot:
     run_rels = [r for r in rels if _is_run_json(r)]
     manifest_rels = [r for r in rels if _is_manifest(r)]
     blobs = _blobs(store, index, run_rels + manifest_rels)
+    read = [rel for rel, blob in blobs.items() if not isinstance(blob, dict)]  # not indexed
     for rel in run_rels:
         row = _use(store, rel, blobs, snap.problems, lambda obj, rel=rel: run_row(rel, obj))
         snap.runs.append(row or blank_run(run_of(rel), []))
@@ -86,9 +92,9 @@ def scan(store: Store, index: Index | None = None) -> Snapshot:
         entry = _use(store, rel, blobs, snap.problems,
                      lambda obj, rel=rel: _manifest_entry(store, rel, obj))
         if entry:
-            snap.tasks.append(entry[0])
-            _add_files(store, rel, entry[1], snap)
-    for rel in run_rels + manifest_rels:
+            snap.manifests.append((rel, entry))
+            _add_files(store, rel, entry, snap)
+    for rel in read:
         if isinstance(blobs.get(rel), dict):
             index.put(rel, "json", blobs[rel])
     snap.files = {t: sorted(set(p)) for t, p in snap.files.items()}
@@ -123,10 +129,11 @@ def _use(store: Store, rel: str, blobs: dict[str, Any], problems: list[Problem],
         return None
 
 
-def _manifest_entry(store: Store, rel: str, obj: dict[str, Any]) -> tuple[dict, dict]:
-    """(its `tasks` row, the validated manifest)."""
+def _manifest_entry(store: Store, rel: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The validated manifest (its `tasks` row can be made)."""
     manifest = validate(obj, f"{store.url}/{rel}")
-    return task_row(rel, manifest), manifest
+    check_task(manifest)
+    return manifest
 
 
 def _add_files(store: Store, rel: str, manifest: dict[str, Any], snap: Snapshot) -> None:

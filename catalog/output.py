@@ -19,16 +19,16 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Literal, get_args
-
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
+from typing import IO, TYPE_CHECKING, Literal, get_args
 
 from alignflow.artifacts.layout import enclosing_store
 from alignflow.artifacts.store import Store
 from alignflow.catalog import guard
 from alignflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
 
 Format = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -44,15 +44,31 @@ def render_table(table: pa.Table) -> str:
     `WHOLE_ROWS` rows, else with the middle rows elided."""
     con = guard.scratch()  # not a database of its own (~0.04 CPU s each)
     try:
-        rel = con.from_arrow(table)
-        if table.num_rows > WHOLE_ROWS:
-            return str(rel)
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            rel.show(max_rows=WHOLE_ROWS)
-        return buf.getvalue().removesuffix("\n")
+        return render_relation(con.from_arrow(table), table.num_rows)
     finally:
         con.close()
+
+
+def render_relation(rel: duckdb.DuckDBPyRelation, rows: int) -> str:
+    """DuckDB's box of a result of `rows` rows (materialized, or Arrow), as `render_table`;
+    no Arrow is made (`alignflow sql` imports no pyarrow for its default format)."""
+    if rows > WHOLE_ROWS:
+        return str(rel)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rel.show(max_rows=WHOLE_ROWS)
+    return buf.getvalue().removesuffix("\n")
+
+
+def _table_text(schema: pa.Schema | None, batches: Iterable[pa.RecordBatch]) -> str:
+    """The box of a result: of its materialized relation (`Rows` of a `stream(...,
+    materialize=True)`), else of its Arrow batches."""
+    relation = getattr(batches, "relation", None)
+    if relation is not None:
+        return render_relation(relation, batches.rows)
+    import pyarrow as pa
+
+    return render_table(pa.Table.from_batches(list(batches), schema))
 
 
 def to_text(table: pa.Table, fmt: Format) -> str:
@@ -72,10 +88,14 @@ def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: For
     """Write `batches` to the binary `sink` as csv, json (one array of objects) or parquet,
     one batch at a time."""
     if fmt == "csv":
+        import pyarrow.csv as pacsv
+
         with pacsv.CSVWriter(sink, schema) as writer:
             for batch in batches:
                 writer.write_batch(batch)
     elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
         with pq.ParquetWriter(sink, schema) as writer:
             for group in _row_groups(batches):
                 writer.write_table(group)  # one row group
@@ -92,6 +112,8 @@ def write_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: For
 def _row_groups(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     """Small batches joined into row groups of `_GROUP_ROWS` rows or `_GROUP_BYTES` (a
     Parquet row group per small batch would make a slow file with a huge footer)."""
+    import pyarrow as pa
+
     held: list[pa.RecordBatch] = []
     rows = size = 0
     for batch in batches:
@@ -176,14 +198,14 @@ def write_rows(schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: Format
     if out:
         path = check_out_path(out, store, force)
         if fmt == "table":
-            text = render_table(pa.Table.from_batches(list(batches), schema)).encode()
+            text = _table_text(schema, batches).encode()
             write_file(path, lambda f: f.write(text), force)
         else:
             write_file(path, lambda f: write_batches(schema, batches, fmt, f), force)
         return
     stream = stream or sys.stdout
     if fmt == "table":
-        stream.write(render_table(pa.Table.from_batches(list(batches), schema)))
+        stream.write(_table_text(schema, batches))
         return
     stream.flush()
     sink = getattr(stream, "buffer", None)

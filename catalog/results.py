@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from alignflow.catalog.deadline import stopping
 from alignflow.catalog.limits import SqlLimits, human_bytes
 from alignflow.errors import QueryLimit
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BATCH_ROWS = 65_536  # rows of a batch whose columns are all fixed-width, at most
 TEXT_BATCH_ROWS = 512  # of a batch with a string, blob, list, map or struct column
@@ -72,20 +75,30 @@ class Rows:
         self.rows = self.bytes = 0
         self.started = False  # has a batch been handed out?
         self.schema: pa.Schema | None = None
+        self.relation: duckdb.DuckDBPyRelation | None = None  # a materialized result
         self._text, self._reader, self._first = "", None, None
 
     def start(self, cur: duckdb.DuckDBPyConnection, statements: Sequence[str],
-              params: object) -> None:
+              params: object, materialize: bool = False) -> None:
         """Run the statements before the last for their errors, open the last one's result
-        and read its first batch (so errors found early can still be retried)."""
+        and read its first batch (so errors found early can still be retried); with
+        `materialize`, hold the whole result in DuckDB instead (`relation`: at most
+        `max_rows` rows, the process's memory cap bounding its bytes; no Arrow)."""
         for i, text in enumerate(statements):
             self._text = text
             with self._errors():
                 if i < len(statements) - 1:
                     cur.execute(text).fetchall()  # run for its errors; rows unused
+                elif materialize:
+                    rel = cur.sql(text, params=params)
+                    self.relation = rel.limit(self.limits.max_rows + 1).materialize()
+                    self.rows = self.relation.shape[0]
                 else:
                     rel = cur.sql(text, params=params)
                     self._reader = rel.to_arrow_reader(batch_rows([t.id for t in rel.types]))
+        if materialize:
+            self._check_caps()
+            return
         self.schema = self._reader.schema
         self._first = self._next()
 
@@ -97,6 +110,8 @@ class Rows:
             batch = self._next()
 
     def read_all(self) -> pa.Table:
+        import pyarrow as pa
+
         return pa.Table.from_batches(list(self), schema=self.schema)
 
     def _next(self) -> pa.RecordBatch | None:

@@ -28,10 +28,10 @@ STEP_ONLY_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def rollouts_view_sql(tables: set[str], hive: bool = False) -> str:
+def rollouts_view_sql(tables: set[str]) -> str:
     """CREATE VIEW rollouts over the generated rows and whichever step tables exist. The
-    Hive partition key of the files (`iter`, when the generated rows have it) is left out:
-    `iteration` is the one iteration column."""
+    generated rows are read without Hive partitioning (connection.py): their `iter=N`
+    folder is not a column, `iteration` is the one iteration column."""
     joins, replaced, added = [], [], []
     for i, table in enumerate([*STEP_COLUMNS, *STEP_ONLY_COLUMNS]):
         if table not in tables:
@@ -42,8 +42,7 @@ def rollouts_view_sql(tables: set[str], hive: bool = False) -> str:
         replaced += [f'coalesce({alias}."{c}", g."{c}") AS "{c}"'
                      for c in STEP_COLUMNS.get(table, ())]
         added += [f'{alias}."{c}"' for c in STEP_ONLY_COLUMNS.get(table, ())]
-    replace = (" EXCLUDE (iter)" if hive else "") + \
-        (f" REPLACE ({', '.join(replaced)})" if replaced else "")
+    replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
     extra = "".join(f", {c}" for c in added)
     return (f"CREATE OR REPLACE VIEW rollouts AS SELECT g.*{replace}{extra} FROM {GENERATED} g "
             + " ".join(joins))

@@ -77,6 +77,21 @@ def _code_version(code: Any) -> str | None:
     return f"sha256:{code['flow_sha256']}" if code.get("flow_sha256") else None
 
 
+_TASK_INTS, _TASK_TIMES = ("version", "attempts", "seed"), ("started", "ended", "queued", "settled")
+
+
+def check_task(m: dict[str, Any]) -> None:
+    """Raise what `task_row` raises on manifest `m` (a number it cannot take), without
+    making the row: rows are made only where the `tasks` view is built (10,000 rows cost
+    ~0.1 CPU s of an `alignflow sql` that reads only `rollouts`)."""
+    for key in _TASK_INTS:
+        _int(m.get(key))
+    for key in _TASK_TIMES:
+        _epoch(m.get(key))
+    for art in m.get("artifacts") or []:
+        int(art.get("rows") or 0)
+
+
 def task_row(rel: str, m: dict[str, Any]) -> dict[str, Any]:
     parts = rel.split("/")
     artifacts = m.get("artifacts") or []
@@ -117,7 +132,11 @@ def _epoch(v: Any) -> float | None:
     if v is None:
         return None
     if isinstance(v, int | float):
-        return float(v) if math.isfinite(v) else None
+        try:
+            v = float(v)
+        except OverflowError:  # an integer past a double's range
+            return None
+        return v if math.isfinite(v) else None
     try:
         return datetime.fromisoformat(str(v)).timestamp()
     except ValueError:

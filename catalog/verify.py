@@ -16,7 +16,6 @@ from typing import Any
 
 import duckdb
 
-from alignflow.artifacts.schemas import META_NAME, META_VERSION
 from alignflow.artifacts.store import Store
 from alignflow.catalog.index import Index
 from alignflow.catalog.manifests import Problem, Snapshot, run_of
@@ -86,6 +85,10 @@ def _footers(store: Store, con: duckdb.DuckDBPyConnection, rels: list[str],
              problems: list[Problem], say: Any) -> dict[str, tuple]:
     """rel -> (rows, schema name, schema version) from the footers; a file whose footer
     cannot be read is a problem (and the pass is run again without it)."""
+    if not rels:
+        return {}
+    from alignflow.artifacts.schemas import META_NAME, META_VERSION  # pyarrow: only here
+
     left = list(rels)
     while left:
         paths = {duckdb_path(store, rel): rel for rel in left}

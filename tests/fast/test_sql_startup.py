@@ -3,11 +3,14 @@ at 100 tasks, the gap imports and databases). A query over every view (`SELECT 4
 them all, empty ones included) imports neither torch, Ray, pandas, psutil nor any of the
 engine or steps (the CLI's GPU probe imported `alignflow.tasks` and the store, an empty
 view's Arrow table pandas: 0.3 CPU s), and opens two DuckDB databases: the catalog's and
-the read-only guard's, which also renders the result (each is ~0.03-0.05 CPU s)."""
+the read-only guard's, which also renders the result (each is ~0.03-0.05 CPU s). Nor,
+for the default table format, pyarrow or numpy (~0.08 CPU s, a bare DuckDB process's
+whole query at 100 tasks): DuckDB holds and renders the result itself."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +45,45 @@ def test_sql_loads_no_engine_torch_ray_or_pandas_and_two_databases(tmp_path):
     assert "42" in proc.stdout
     seen = json.loads(lines[-1])
     assert seen == {"code": 0, "databases": 2, "loaded": []}, seen
+
+
+# The package's own __init__ re-exports its Parquet names eagerly (pyarrow); run as it will
+# once it imports them on use (the change proposed with issue 46), so this checks what the
+# catalog and the modules it reads manifests through import.
+LAZY_PACKAGE = """
+import sys, types
+import alignflow
+lazy = types.ModuleType("alignflow.artifacts")
+lazy.__path__ = [sys.argv[2]]
+sys.modules["alignflow.artifacts"] = alignflow.artifacts = lazy
+"""
+NO_ARROW = """
+from alignflow.cli import main
+code = main(["sql", sys.argv[3], "--store", sys.argv[1]])
+print(json.dumps({"code": code, "loaded": sorted(m for m in ("pyarrow", "numpy", "pandas")
+                                                  if m in sys.modules)}))
+"""
+
+
+def test_a_table_answer_loads_no_pyarrow_or_numpy(tmp_path):
+    from alignflow.artifacts.commit import commit
+    from alignflow.artifacts.parquet_io import write_table
+    from alignflow.artifacts.store import Store
+    from tests.fast.test_catalog_data import _rollouts
+
+    store = Store.open(str(tmp_path / "store"))
+    store.write_json("runs/r1/run.json", {"run_id": "r1", "flow": "grpo", "seed": 0})
+    ref = write_table(store, "rollouts", _rollouts("r1", 0), run_id="r1", task="generate",
+                      partition={"iter": 0})
+    commit(store, "r1", "iter-0000/generate", {"artifacts": [ref]})
+    # twice each: the first opening checks the footers (schema names from schemas.py, which
+    # is Arrow); the second, as every later one, finds them in the local index
+    seen = []
+    for query in ["SELECT count(*) AS n FROM rollouts", "SELECT count(*) AS n FROM tasks"] * 2:
+        proc = subprocess.run([sys.executable, "-c", "import json\n" + LAZY_PACKAGE + NO_ARROW,
+                               store.url, str(ROOT / "artifacts"), query],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "ALIGNFLOW_CATALOG_CACHE": str(tmp_path / "c")})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        seen.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert seen[2:] == [{"code": 0, "loaded": []}] * 2, seen
