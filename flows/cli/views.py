@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from alignflow.artifacts.layout import require_store
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError, StoreFileRefused
 from alignflow.flows.cli.clusters import simulated
 from alignflow.flows.cli.follow import running_now
@@ -35,7 +36,7 @@ def _table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
-def print_runs(store: Any) -> int:
+def print_runs(store: Store) -> int:
     """`alignflow ls`: one line per run; unreadable files are named on stderr."""
     require_store(store)  # a typo or a missing bucket is an error, not "no runs"
     problems: list[runs.Problem] = []
@@ -69,7 +70,7 @@ def _readable(value: Any) -> Any:
     if "__dict__" in value and len(value) == 1:
         return _readable(value["__dict__"])
     if "__type__" in value:
-        name = value["__type__"].rsplit(":", 1)[-1]
+        name = value["__type__"].rsplit(":", 1)[-1].removeprefix("alignflow.")
         fields = value.get("fields", {})
         if name == "ArtifactRef":
             return f"<{fields.get('table')}: {fields.get('rows')} rows>"
@@ -87,7 +88,7 @@ def summarize(output: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def task_rows(store: Any, run_id: str, problems: list[runs.Problem] | None = None,
+def task_rows(store: Store, run_id: str, problems: list[runs.Problem] | None = None,
               manifests: dict[str, dict] | None = None) -> list[dict]:
     """One dict per committed task (commit order), plus the failing task if the run FAILED;
     with `problems`, an unreadable manifest is noted there and left out."""
@@ -116,9 +117,9 @@ def _current_code(meta: dict) -> dict[str, str]:
     """Task name -> code hash of the code on disk now, read as text: a flow file's, or a
     built-in flow's modules'. Nothing is imported (`status` never runs code a store names,
     and stays fast)."""
-    from alignflow.flows.control.registry import BUILTIN
     from alignflow.flows.journal.identity import file_task_hashes
     from alignflow.flows.journal.static_hashes import flow_task_hashes
+    from alignflow.flows.registry import BUILTIN
 
     ref = meta.get("flow_ref") or ""
     path, sep, _ = ref.rpartition(":")
@@ -132,7 +133,7 @@ def _current_code(meta: dict) -> dict[str, str]:
     return {}
 
 
-def print_status(store: Any, run_id: str | None) -> int:
+def print_status(store: Store, run_id: str | None) -> int:
     """`alignflow status [RUN_ID]`: the run's header and its task table; each manifest that
     cannot be read and each committed file that no longer matches its manifest is named on
     stderr (`flows/journal/integrity.py`)."""
@@ -156,14 +157,14 @@ def print_status(store: Any, run_id: str | None) -> int:
     return 0
 
 
-def _latest(store: Any) -> str:
+def _latest(store: Store) -> str:
     ids = runs.list_run_ids(store, [])
     if not ids:
         raise FlowError(f"no runs in store {store.url}")
     return ids[-1]
 
 
-def _print_header(store: Any, run_id: str, meta: dict) -> None:
+def _print_header(store: Store, run_id: str, meta: dict) -> None:
     print(f"{run_id}  flow={meta.get('flow')}  status={_state(meta)}  seed={meta.get('seed')}")
     if meta.get("error") and meta["status"] == runs.RESUMABLE:  # not a failure
         print(f"stopped, not failed ({meta['error']}); continue with `alignflow resume {run_id}`")
@@ -178,7 +179,7 @@ def _print_header(store: Any, run_id: str, meta: dict) -> None:
             print(f"now: {line}")
 
 
-def print_logs(store: Any, run_id: str, task_key: str | None) -> int:
+def print_logs(store: Store, run_id: str, task_key: str | None) -> int:
     """`alignflow logs RUN_ID [TASK_KEY]`: captured stdout/stderr of tasks."""
     runs.read_run(store, run_id)
     prefix = f"runs/{run_id}/logs"
@@ -197,7 +198,7 @@ def print_logs(store: Any, run_id: str, task_key: str | None) -> int:
     return 0
 
 
-def warn_unreadable(store: Any) -> None:
+def warn_unreadable(store: Store) -> None:
     """Name the runs `tick` and `resume --all` passed over because a file of theirs cannot
     be used (the others were served)."""
     problems: list[runs.Problem] = []

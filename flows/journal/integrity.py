@@ -16,14 +16,13 @@ Neither compares contents; `alignflow sql` checks Parquet footers too (catalog/v
 
 from __future__ import annotations
 
-from typing import Any
-
 from alignflow.artifacts.ckpt_index import damaged_checkpoints
 from alignflow.artifacts.commit import damaged_files
+from alignflow.artifacts.store import Store
 from alignflow.flows.journal import runs
 
 
-def listed(store: Any, run_id: str, status: str, found: dict[str, dict]) -> list[str]:
+def listed(store: Store, run_id: str, status: str, found: dict[str, dict]) -> list[str]:
     """`ls`'s check of one run against `found` (a listing of runs/): one line per manifest
     that cannot be read and per damaged file."""
     unreadable: list[runs.Problem] = []
@@ -32,7 +31,7 @@ def listed(store: Any, run_id: str, status: str, found: dict[str, dict]) -> list
     return [p.message for p in unreadable] + _files(store, run_id, manifests, found)
 
 
-def deep(store: Any, run_id: str, manifests: dict[str, dict]) -> list[str]:
+def deep(store: Store, run_id: str, manifests: dict[str, dict]) -> list[str]:
     """`status`'s check of one run: its data files and its whole checkpoints."""
     found = store.find(runs.run_dir(run_id))
     out = _files(store, run_id, manifests, found)
@@ -43,7 +42,7 @@ def deep(store: Any, run_id: str, manifests: dict[str, dict]) -> list[str]:
     return out
 
 
-def _files(store: Any, run_id: str, manifests: dict[str, dict], found: dict[str, dict]
+def _files(store: Store, run_id: str, manifests: dict[str, dict], found: dict[str, dict]
            ) -> list[str]:
     return [line for key, m in manifests.items()
             for line in damaged_files(store, runs.manifest_path(run_id, key), m, found,

@@ -30,8 +30,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import CommitConflict, LeaseHeld
 from alignflow.flows.journal import procinfo
 
@@ -56,7 +56,7 @@ def ttl_seconds() -> float:
     return float(os.environ.get("ALIGNFLOW_LEASE_TTL", DEFAULT_TTL))
 
 
-def generations(store: Any, run_id: str) -> list[int]:
+def generations(store: Store, run_id: str) -> list[int]:
     """Lease generations present in the store, oldest first (one LIST)."""
     found = []
     for rel in store.list(lease_dir(run_id), "*.json"):
@@ -66,7 +66,7 @@ def generations(store: Any, run_id: str) -> list[int]:
     return sorted(found)
 
 
-def read_lease(store: Any, run_id: str) -> tuple[int, dict | None]:
+def read_lease(store: Store, run_id: str) -> tuple[int, dict | None]:
     """(newest generation, its record); (0, None) when the run never had a lease. A record
     that is gone (a newer one replaced it) or unreadable is None: nobody holds it."""
     gens = generations(store, run_id)
@@ -85,7 +85,7 @@ def is_live(record: dict | None, now: float | None = None) -> bool:
     return float(record.get("expires", 0)) > (time.time() if now is None else now)
 
 
-def lease_expired(store: Any, run_id: str, now: float | None = None) -> bool:
+def lease_expired(store: Store, run_id: str, now: float | None = None) -> bool:
     """Nobody holds the lease: none, expired, released, or its driver provably died."""
     _gen, record = read_lease(store, run_id)
     return not is_live(record, now) or owner_gone(record.get("owner", {}))
@@ -112,7 +112,7 @@ def owner_gone(owner: dict) -> bool:
 class Lease:
     """A held lease with its heartbeat thread; `lost` turns True if another driver took it."""
 
-    def __init__(self, store: Any, run_id: str, ttl: float | None = None) -> None:
+    def __init__(self, store: Store, run_id: str, ttl: float | None = None) -> None:
         self.store, self.run_id = store, run_id
         self.ttl = ttl or ttl_seconds()
         self.owner = {"host": socket.gethostname(), "boot": procinfo.boot_id(),

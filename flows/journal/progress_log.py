@@ -14,7 +14,8 @@ import contextlib
 import re
 import threading
 import time
-from typing import Any
+
+from alignflow.artifacts.store import Store
 
 SEGMENT_BYTES = 256 << 10
 SEGMENTS = 8
@@ -26,7 +27,7 @@ def folder(run_id: str) -> str:
     return f"runs/{run_id}/progress"
 
 
-def segments(store: Any, run_id: str) -> list[str]:
+def segments(store: Store, run_id: str) -> list[str]:
     """The run's progress segments, oldest first."""
     return sorted(p for p in store.list(folder(run_id)) if _SEGMENT.search(p))
 
@@ -34,7 +35,7 @@ def segments(store: Any, run_id: str) -> list[str]:
 class ProgressLog:
     """Progress lines of one driver, written to the store (never failing the run)."""
 
-    def __init__(self, store: Any, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.lock = threading.Lock()
         self.text, self.dirty, self.flushed = "", False, 0.0
@@ -72,7 +73,7 @@ class ProgressLog:
                                   {"at": time.time(), "running": running})
 
 
-def read_now(store: Any, run_id: str) -> dict:
+def read_now(store: Store, run_id: str) -> dict:
     """`now.json` of the run ({} when none, or unreadable)."""
     with contextlib.suppress(Exception):
         return store.read_json(f"{folder(run_id)}/now.json")

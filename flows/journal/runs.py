@@ -14,6 +14,7 @@ from typing import Any
 
 from alignflow.artifacts.bounds import parse_json
 from alignflow.artifacts.commit import TOMBSTONE, tombstoned
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError, RunNotFound, SchemaError, StoreError, StoreFileRefused
 from alignflow.flows.journal.run_record import check_record
 
@@ -36,7 +37,7 @@ def manifest_path(run_id: str, task_key: str) -> str:
     return f"runs/{run_id}/tasks/{task_key}.json"
 
 
-def read_run(store: Any, run_id: str) -> dict:
+def read_run(store: Store, run_id: str) -> dict:
     """run.json of `run_id`; `RunNotFound` naming the store when there is none, `SchemaError`
     naming the file and key when it holds what no driver writes (`run_record.py`)."""
     if not store.exists(run_json(run_id)):
@@ -48,7 +49,7 @@ def read_run(store: Any, run_id: str) -> dict:
     return check_record(meta, run_id, STATUSES, where)
 
 
-def update_run(store: Any, run_id: str, **fields: Any) -> dict:
+def update_run(store: Store, run_id: str, **fields: Any) -> dict:
     """Read-modify-write run.json (only the driver holding the lease, or `cancel`, writes it)."""
     meta = read_run(store, run_id)
     meta.update(fields)
@@ -56,7 +57,7 @@ def update_run(store: Any, run_id: str, **fields: Any) -> dict:
     return meta
 
 
-def effective_status(store: Any, meta: dict, now: float | None = None) -> str:
+def effective_status(store: Store, meta: dict, now: float | None = None) -> str:
     """Status as users see it: a RUNNING run whose lease expired is RESUMABLE."""
     status = meta.get("status")
     if status != RUNNING:
@@ -81,7 +82,7 @@ def tombstone_path(run_id: str) -> str:
     return f"runs/{run_id}/{TOMBSTONE}"
 
 
-def run_listing(store: Any, odd: list[Problem] | None = None,
+def run_listing(store: Store, odd: list[Problem] | None = None,
                 found: dict[str, dict] | None = None) -> tuple[list[str], list[str]]:
     """(run ids with a run.json, run ids being deleted), from one recursive listing (`found`,
     `store.find("runs")`, when the caller made it). What a store must not hold (a link, a
@@ -102,12 +103,13 @@ def run_listing(store: Any, odd: list[Problem] | None = None,
     return sorted(ids), sorted(deleting)
 
 
-def list_run_ids(store: Any, problems: list[Problem] | None = None,
+def list_run_ids(store: Store, problems: list[Problem] | None = None,
                  found: dict[str, dict] | None = None) -> list[str]:
     """Every run id with a run.json, oldest first by creation time. A run.json that cannot
     be read, or a link, FIFO or device in a run, is a `Problem` in `problems` (its run
     sorted first) or, without that list, an error."""
-    metas, odd = [], []
+    metas: list[tuple[float, str]] = []
+    odd: list[Problem] = []
     ids = run_listing(store, odd, found)[0]
     if odd and problems is None:
         raise SchemaError(odd[0].message)
@@ -119,7 +121,7 @@ def list_run_ids(store: Any, problems: list[Problem] | None = None,
     return [i for _, i in sorted(metas)]
 
 
-def _created(store: Any, run_id: str, problems: list[Problem], strict: bool) -> float:
+def _created(store: Store, run_id: str, problems: list[Problem], strict: bool) -> float:
     """When the run was created (0.0, and a `Problem`, when its run.json cannot be read)."""
     try:
         return float(read_run(store, run_id).get("created") or 0.0)
@@ -136,7 +138,7 @@ def journal_path(run_id: str) -> str:
     return f"runs/{run_id}/journal.json"
 
 
-def task_files(store: Any, run_id: str, found: dict[str, dict] | None = None) -> dict[str, str]:
+def task_files(store: Store, run_id: str, found: dict[str, dict] | None = None) -> dict[str, str]:
     """task manifest path -> a stamp of the object (ETag or mtime, and size): one LIST, or
     taken from `found` (a listing of runs/). A link, FIFO or device there (the tasks folder
     itself, too) is listed, so that reading it names it."""
@@ -148,7 +150,7 @@ def task_files(store: Any, run_id: str, found: dict[str, dict] | None = None) ->
             if i["type"] != "file" or p.endswith(".json") and "/." not in f"/{p}"}
 
 
-def read_manifests(store: Any, run_id: str, problems: list[Problem] | None = None, *,
+def read_manifests(store: Store, run_id: str, problems: list[Problem] | None = None, *,
                    found: dict[str, dict] | None = None,
                    snapshot_only: bool = False) -> dict[str, dict]:
     """All committed manifests of a run: task_key -> manifest, in commit order.
@@ -177,7 +179,7 @@ def _number(value: Any) -> float:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _parse_manifest(store: Any, rel: str, blob: Any,
+def _parse_manifest(store: Store, rel: str, blob: Any,
                     problems: list[Problem] | None) -> dict | None:
     where = f"{store.url.rstrip('/')}/{rel}"
     try:
@@ -205,7 +207,7 @@ def one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _read_snapshot(store: Any, run_id: str) -> dict[str, tuple[str, dict]]:
+def _read_snapshot(store: Store, run_id: str) -> dict[str, tuple[str, dict]]:
     """The journal snapshot; an unreadable one is ignored (manifests are re-read instead)."""
     try:
         data = store.read_json(journal_path(run_id))
@@ -215,7 +217,7 @@ def _read_snapshot(store: Any, run_id: str) -> dict[str, tuple[str, dict]]:
         return {}
 
 
-def write_snapshot(store: Any, run_id: str, manifests: dict[str, dict]) -> None:
+def write_snapshot(store: Store, run_id: str, manifests: dict[str, dict]) -> None:
     """Snapshot the committed manifests (called when a driver attempt ends)."""
     listing = task_files(store, run_id)
     entries = {manifest_path(run_id, k): {"stamp": listing[manifest_path(run_id, k)],
@@ -232,7 +234,7 @@ def now() -> float:
 class RunState:
     """One run as a drive holds it: its store, id, run.json and committed manifests."""
 
-    store: Any
+    store: Store
     run_id: str
     meta: dict
     manifests: dict[str, dict]
@@ -240,7 +242,7 @@ class RunState:
     finished: bool = False  # SUCCESSFUL when read (`read_state(finished_ok=True)`)
 
 
-def read_state(store: Any, run_id: str, *, rerun: bool = False,
+def read_state(store: Store, run_id: str, *, rerun: bool = False,
                finished_ok: bool = False) -> RunState:
     """The run `resume` may continue, read once under its lease; `FlowError` saying why
     not (being deleted, finished unless `rerun` or `finished_ok`, canceled)."""
@@ -257,6 +259,6 @@ def read_state(store: Any, run_id: str, *, rerun: bool = False,
     return RunState(store, run_id, meta, read_manifests(store, run_id), status == SUCCESSFUL)
 
 
-def new_state(store: Any, meta: dict) -> RunState:
+def new_state(store: Store, meta: dict) -> RunState:
     """The state of a run whose run.json was just created: nothing committed yet."""
     return RunState(store, meta["run_id"], meta, {})

@@ -9,9 +9,9 @@ not wait: it suspends the run (SLEEPING) and a later tick resumes it when due.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alignflow.artifacts.store import open_store
+from alignflow.artifacts.store import Store, open_store
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import read_run
 
@@ -30,7 +30,7 @@ def event_path(run_id: str, name: str) -> str:
     return f"runs/{run_id}/events/{name}.json"
 
 
-def send_event(run_id: str, name: str, payload: Any = None, *, store: Any = None) -> None:
+def send_event(run_id: str, name: str, payload: Any = None, *, store: Store | str | None = None) -> None:
     """Deliver event `name` to run `run_id` (a flow waiting in `wait_for(name)` wakes up)."""
     store = open_store(store)
     read_run(store, run_id)
@@ -40,6 +40,19 @@ def send_event(run_id: str, name: str, payload: Any = None, *, store: Any = None
 
 class Timers:
     """Mixin for `Driver`: `durable_sleep` and `wait_for`."""
+
+    if TYPE_CHECKING:  # what it uses of the `Driver` it is mixed into
+        store: Store
+        run_id: str
+        manifests: dict[str, dict]
+        replayed: int
+        block: bool
+
+        def boundary(self, force: bool = False) -> None: ...
+
+        def next_key(self, base: str, explicit: str | None) -> str: ...
+
+        def commit(self, task: Any, key: str, input_hash: str | None, fields: dict) -> dict: ...
 
     def durable_sleep(self, seconds: float, key: str | None) -> None:
         self.boundary()
