@@ -1,6 +1,6 @@
 """The `alignflow` commands the documentation shows, as argv lists, so tests can run them.
 
-Sources: README.md, docs/*.md, everything under infra/ (YAML, crontab, scripts), and the
+Sources: README.md, docs/**/*.md, everything under infra/ (YAML, crontab, scripts), and the
 examples' comments and docstrings. A command is `alignflow <COMMAND> ...` where COMMAND is
 one of the CLI's (`alignflow.cli.COMMANDS`), found in a Markdown code span, a line of a
 code block, a comment, a quoted string, a YAML `command:` list or a folded `entrypoint:`;
@@ -41,7 +41,7 @@ class DocCommand:
 
 def sources() -> list[Path]:
     """Every file whose commands are checked."""
-    found = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     found += sorted(p for p in (ROOT / "infra").rglob("*") if p.is_file())
     found += sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".py", ".yaml"))
     return found

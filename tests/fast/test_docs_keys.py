@@ -14,7 +14,7 @@ from alignflow.flows.control.loader import load_flow
 from alignflow.flows.control.registry import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SECTIONS = ("actor", "critic", "ref", "reward", "rollout", "train", "algo", "data", "eval",
             "ckpt", "ds", "adam", "model", "teacher", "placement", "async", "agent")
 KEY = re.compile(r"`((?:" + "|".join(SECTIONS) + r")\.[a-z_][a-z0-9_.]*)")
