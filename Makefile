@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 export MALLOC_MMAP_THRESHOLD_ ?= 33554432
 export MALLOC_TRIM_THRESHOLD_ ?= 1073741824
 
-.PHONY: demo test test-fast test-vllm lint install bench clean
+.PHONY: demo test typecheck test-fast test-vllm lint install bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,17 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(MAKE) --no-print-directory typecheck
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# mypy sees the package as installed (alignflow.flows = flows/, ...): a tree of links.
+TYPED := alignflow.flows alignflow.artifacts alignflow.catalog alignflow.tasks.plan
+typecheck: $(VENV)/.installed
+	rm -rf build/typecheck/alignflow && mkdir -p build/typecheck/alignflow
+	ln -s $(CURDIR)/alignflow/*.py build/typecheck/alignflow/
+	for d in flows tasks artifacts catalog; do ln -s $(CURDIR)/$$d build/typecheck/alignflow/$$d; done
+	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml \
+		$(addprefix -p ,$(TYPED)) $(addprefix -m alignflow.,$(filter-out __init__,$(basename $(notdir $(wildcard alignflow/*.py))))) -m alignflow
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider tests/fast

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from typing import Any
 
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.campaign.gate import beats, prompt_config
@@ -42,7 +43,9 @@ def campaign(cfg: CampaignConfig) -> dict:
     incumbent = evaluate_policy.options(key="gate/eval-initial")(Policy(0, start), prompts, 0,
                                                                  cfg.gate)
     policy = Policy(0, start, score=incumbent.of(cfg.gate.metric))
-    consumed, history, due = [], [], None
+    consumed: list[Any] = []
+    history: list[dict[str, Any]] = []
+    due = None
     for r in range(cfg.max_rounds or sys.maxsize):
         k = f"round-{r:04d}"
         when = plan_round.options(key=f"{k}/schedule")(cfg.schedule, r, due)

@@ -7,13 +7,13 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.flows.campaign.inputs import cache_dir
 from alignflow.flows.campaign.records import Policy
 
 
-def policy_folder(store: Any, policy: Policy) -> str:
+def policy_folder(store: Store, policy: Policy) -> str:
     """A local folder (or model name) to load `policy` from: the initial policy as the
     config names it; a round's export from the store (copied once when remote)."""
     if policy.round is None:
@@ -21,7 +21,7 @@ def policy_folder(store: Any, policy: Policy) -> str:
     return store.path(policy.path) if store.is_local else local_copy(store, policy.path)
 
 
-def local_copy(store: Any, rel: str) -> str:
+def local_copy(store: Store, rel: str) -> str:
     """The folder `rel` of `store`, downloaded once (a complete copy or none)."""
     key = hashlib.sha256(f"{store.url}|{rel}".encode()).hexdigest()[:16]
     target = cache_dir().parent / "campaign-models" / key

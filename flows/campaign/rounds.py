@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.campaign.config import CampaignConfig, lookup
 from alignflow.flows.campaign.inputs import local_paths
@@ -21,8 +22,8 @@ from alignflow.flows.campaign.records import Inputs, RoundRun
 from alignflow.flows.config import from_dict
 from alignflow.flows.config.sources import Keys, flatten
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import canonical_ref, load_flow
 from alignflow.flows.journal import runs
+from alignflow.flows.loader import canonical_ref, load_flow
 
 # Set by the CLI: makes the progress display of a round run (None: no display).
 PROGRESS: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(
@@ -58,7 +59,7 @@ def _nested(data: dict) -> dict:
     return out
 
 
-def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Any, seed: int,
+def run_round(cfg: CampaignConfig, run_id: str, config: Any, *, store: Store, seed: int,
               parent: str, address: str | None) -> RoundRun:
     """Start round run `run_id`, or resume it where a killed driver left it."""
     make_progress = PROGRESS.get()
@@ -116,6 +117,6 @@ def _names_data(cfg: CampaignConfig) -> bool:
     _flow, cls = load_flow(canonical_ref(cfg.flow))
     if cls is None:
         return lookup(cfg.config, cfg.inputs.key) is not None
-    keys, over = Keys.of(cls), {}
+    keys, over = Keys.of(cls), dict[str, tuple[Any, str]]()  # `sources.Overrides`
     flatten(keys, cfg.config, "campaign config", over)
     return any(k in over for k in keys.canonical(cfg.inputs.key))

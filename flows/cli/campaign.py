@@ -15,8 +15,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, FlowError, LeaseHeld
 from alignflow.flows.campaign import control
 from alignflow.flows.campaign.config import CampaignConfig, campaign_run_id
@@ -25,8 +25,8 @@ from alignflow.flows.campaign.rounds import PROGRESS, check_round_flow, initial_
 from alignflow.flows.config import load_config
 from alignflow.flows.config.refs import references
 from alignflow.flows.control import api, reconfigure
-from alignflow.flows.control.loader import canonical_ref, load_flow
 from alignflow.flows.journal import runs
+from alignflow.flows.loader import canonical_ref, load_flow
 from alignflow.flows.trust.config import decode_config
 
 ACTIONS = ("start", "tick", "status", "pause", "resume", "stop")
@@ -119,7 +119,7 @@ def _dry_run(cfg: CampaignConfig) -> int:
     return 0
 
 
-def _check_changes(store: Any, meta: dict, cfg: CampaignConfig) -> None:
+def _check_changes(store: Store, meta: dict, cfg: CampaignConfig) -> None:
     """An idle tick checks CONFIG against the campaign's now (a change it cannot follow is
     refused at once); the next driver records what it follows."""
     committed = set(runs.read_manifests(store, cfg.run_id))
@@ -129,7 +129,7 @@ def _check_changes(store: Any, meta: dict, cfg: CampaignConfig) -> None:
               f"{', '.join(diff)}", file=sys.stderr)
 
 
-def _idle_reason(store: Any, meta: dict, block: bool) -> str | None:
+def _idle_reason(store: Store, meta: dict, block: bool) -> str | None:
     """Why this driver has nothing to do now (None: go on)."""
     status = runs.effective_status(store, meta)
     if status == runs.CANCELED:
@@ -147,7 +147,7 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "-"
 
 
-def print_status(store: Any, run_id: str) -> None:
+def print_status(store: Store, run_id: str) -> None:
     """Current policy, last round with its gate result, next round's wake time."""
     meta = api.get_metadata(run_id, store=store)
     done = control.records(store, run_id)
@@ -183,7 +183,7 @@ def _name(target: str | None, sets: list[str]) -> str:
     return target if target.startswith("campaign-") else campaign_run_id(target)
 
 
-def _list(store: Any) -> int:
+def _list(store: Store) -> int:
     found = [m for m in api.list_runs(store) if m.get("flow") == "campaign"]
     for m in found:
         print_status(store, m["run_id"])

@@ -16,14 +16,22 @@ import argparse
 import dataclasses
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
 from alignflow.flows.cli.outputs import run_id_for
 from alignflow.flows.control import api
 from alignflow.flows.journal import identity, runs
 from alignflow.tasks.plan.cluster import Cluster, parse_size
 from alignflow.tasks.simulate.cluster import SimulatedCluster, default_cpus
+
+if TYPE_CHECKING:
+    from alignflow.flows.cli.request import RunRequest
+    from alignflow.flows.cli.run_config import CheckedRun
+
+T = TypeVar("T")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +47,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                              "model math on the CPU)")
 
 
-def target(known: argparse.Namespace) -> Cluster | None:
+def target(known: RunRequest) -> Cluster | None:
     """The cluster the run is planned for (`_target`), with `--gpu-memory` per GPU."""
-    size = getattr(known, "gpu_memory", None)
+    size = known.gpu_memory
     cluster = _target(known)
     if size is None:
         return cluster
@@ -51,7 +59,7 @@ def target(known: argparse.Namespace) -> Cluster | None:
     return dataclasses.replace(cluster or Cluster.local(), gpu_memory=parse_size(size))
 
 
-def _target(known: argparse.Namespace) -> Cluster | None:
+def _target(known: RunRequest) -> Cluster | None:
     """The cluster the run is planned for: `--cluster`, `--simulate-cluster`, a dry run's
     `--address` (joined to read its resources), or None (this machine)."""
     if known.cluster and known.simulate_cluster:
@@ -78,25 +86,29 @@ def _target(known: argparse.Namespace) -> Cluster | None:
     return None
 
 
-def run_simulated(known: argparse.Namespace, checked: Any, start: Any) -> Any:
-    """`start()` (the run) on a simulated cluster started for it and stopped after it;
-    what each process saw is recorded in run.json, also when the run fails."""
-    cluster = known.planned_cluster
-    flow = os.path.basename(known.flow).split(":")[-1].removesuffix(".py")
-    known.run_id = run_id_for(flow, checked, known.run_id) or identity.new_run_id(flow)
+def run_simulated(request: RunRequest, checked: CheckedRun,
+                  start: Callable[[RunRequest], T]) -> T:
+    """`start(request)` (the run) on a simulated cluster started for it and stopped after
+    it, with the cluster's address and the run's id settled in the request; what each
+    process saw is recorded in run.json, also when the run fails."""
+    cluster = request.planned_cluster
+    assert cluster is not None  # `target` plans a simulated run for its cluster
+    flow = os.path.basename(request.flow).split(":")[-1].removesuffix(".py")
+    run_id = run_id_for(flow, checked, request.run_id) or identity.new_run_id(flow)
     sim = SimulatedCluster(cluster.nodes, cluster.gpus_per_node, cluster.cpus_per_node)
     print(f"alignflow: starting a simulated cluster: {cluster.describe()}", file=sys.stderr,
           flush=True)
     with sim:
         sim.connect()
-        known.address, known.executor = sim.address, "ray"
+        there = dataclasses.replace(request, run_id=run_id, address=sim.address,
+                                    executor="ray")
         try:
-            return start()
+            return start(there)
         finally:
-            record(api.open_store(known.store), known.run_id, sim.sightings(clear=True))
+            record(api.open_store(request.store), run_id, sim.sightings(clear=True))
 
 
-def record(store: Any, run_id: str, seen: list[dict]) -> None:
+def record(store: Store, run_id: str, seen: list[dict]) -> None:
     """`seen` (sightings) into run.json's `simulated` record, once the run exists."""
     if not store.exists(runs.run_json(run_id)):
         return

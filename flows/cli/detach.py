@@ -11,12 +11,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError
-from alignflow.flows.control.loader import builtin_name, canonical_ref
 from alignflow.flows.journal import runs
 from alignflow.flows.journal.identity import new_run_id
+from alignflow.flows.loader import builtin_name, canonical_ref
+from alignflow.flows.seams import FlowConfig
+
+if TYPE_CHECKING:
+    from alignflow.flows.cli.request import RunRequest
 
 START_TIMEOUT_S = 600.0
 
@@ -28,7 +33,7 @@ def log_dir() -> Path:
     return Path(user_cache_dir("alignflow")) / "logs"
 
 
-def child_command(args: Any, flags: list[str], run_id: str) -> list[str]:
+def child_command(args: RunRequest, flags: list[str], run_id: str) -> list[str]:
     """The foreground `alignflow run` command the background process runs."""
     cmd = [sys.executable, "-m", "alignflow.cli", "run", args.flow, "--run-id", run_id,
            "--executor", args.executor]
@@ -47,7 +52,7 @@ def run_name(ref: str, config: Any) -> str:
     return builtin_name(canonical_ref(ref), config) or ref.rpartition(":")[2] or ref
 
 
-def detach(args: Any, flags: list[str], config: Any, store: Any) -> str:
+def detach(args: RunRequest, flags: list[str], config: FlowConfig, store: Store) -> str:
     """Start the run in the background; returns its id once its run.json exists."""
     run_id = args.run_id or new_run_id(run_name(args.flow, config))
     log = log_dir() / f"{run_id}.log"

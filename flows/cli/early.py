@@ -63,9 +63,9 @@ def _sigterm_as_interrupt() -> None:
 
 def start_ray_early(ref: str) -> None:
     """Ray on a background thread, then the warm pool importing flow `ref`'s module."""
-    from alignflow.flows.control.registry import BUILTIN
     from alignflow.flows.ray import local as ray_local
     from alignflow.flows.ray import pool as ray_pool
+    from alignflow.flows.registry import BUILTIN
 
     target = BUILTIN.get(ref, (ref if ".py:" not in ref else "",))[0]
     module = target.partition(":")[0]

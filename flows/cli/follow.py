@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.flows.cli.progress import beat_note, format_duration
 from alignflow.flows.journal import runs
 from alignflow.flows.journal.progress_log import read_now, segments
@@ -15,7 +16,7 @@ from alignflow.flows.journal.progress_log import read_now, segments
 POLL_S = 1.0
 
 
-def follow(store: Any, run_id: str, *, poll_s: float = POLL_S, out: Any = None) -> int:
+def follow(store: Store, run_id: str, *, poll_s: float = POLL_S, out: Any = None) -> int:
     """Print the run's progress so far, then each new line, until the run stops running."""
     out = out or sys.stdout
     runs.read_run(store, run_id)  # RunNotFound, one line
@@ -28,7 +29,7 @@ def follow(store: Any, run_id: str, *, poll_s: float = POLL_S, out: Any = None) 
         time.sleep(poll_s)
 
 
-def _print_new(store: Any, run_id: str, shown: dict[str, int], out: Any) -> None:
+def _print_new(store: Store, run_id: str, shown: dict[str, int], out: Any) -> None:
     for seg in segments(store, run_id):
         try:
             text = store.read_bytes(seg).decode(errors="replace")
@@ -41,7 +42,7 @@ def _print_new(store: Any, run_id: str, shown: dict[str, int], out: Any) -> None
             shown[seg] = len(done)
 
 
-def running_now(store: Any, run_id: str) -> list[str]:
+def running_now(store: Store, run_id: str) -> list[str]:
     """`iter-0003/learn running 42s: 2/4 optimizer steps`, one per task running now."""
     now = read_now(store, run_id)
     lines = []

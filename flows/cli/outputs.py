@@ -8,15 +8,21 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
+from alignflow.artifacts.store import Store
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.config.refs import references
 from alignflow.flows.control import api
 from alignflow.flows.journal import runs
+from alignflow.flows.seams import FlowOutput, ProgressSink
+
+if TYPE_CHECKING:
+    from alignflow.flows.cli.request import RunRequest
+    from alignflow.flows.cli.run_config import CheckedRun
 
 
-def run_id_for(flow: str, checked: Any, given: str | None) -> str | None:
+def run_id_for(flow: str, checked: CheckedRun, given: str | None) -> str | None:
     """`--run-id`, else (with ckpt.load_enable) one derived from ckpt.path, else None."""
     ckpt = value_at(checked.config, "ckpt")
     if given or ckpt is None or not ckpt.load_enable:
@@ -26,7 +32,8 @@ def run_id_for(flow: str, checked: Any, given: str | None) -> str | None:
     return f"{flow}-{stem[:40]}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
 
 
-def start_or_resume(known: Any, checked: Any, progress: Any) -> Any:
+def start_or_resume(known: RunRequest, checked: CheckedRun,
+                    progress: ProgressSink | None) -> FlowOutput:
     """Resume the run when ckpt.load_enable finds it in the store, else start it."""
     run_id = run_id_for(os.path.basename(known.flow).split(":")[-1], checked, known.run_id)
     ckpt = value_at(checked.config, "ckpt")
@@ -50,7 +57,8 @@ def given_keys(origins: dict[str, str]) -> dict[str, str]:
     return {k: o for k, o in origins.items() if o.startswith(("-", "config file"))}
 
 
-def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) -> Any:
+def _continue(store: Store, run_id: str, known: RunRequest, checked: CheckedRun,
+              progress: ProgressSink | None) -> FlowOutput:
     """The run resumed; a finished one gives its output (OpenRLHF loads the last checkpoint,
     finds nothing left to train and ends). What this command names is the user's own."""
     named = [r.value for r in references(checked.config)]
@@ -60,11 +68,11 @@ def _continue(store: Any, run_id: str, known: Any, checked: Any, progress: Any) 
                       finished_output=True)
 
 
-def _exists(store: Any, run_id: str) -> bool:
+def _exists(store: Store, run_id: str) -> bool:
     return store.exists(runs.run_json(run_id))
 
 
-def copy_out(store: Any, rel: str, folder: str) -> None:
+def copy_out(store: Store, rel: str, folder: str) -> None:
     """The store folder `rel` (an HF export) copied into the local `folder`."""
     os.makedirs(folder, exist_ok=True)
     for path in store.list(rel):

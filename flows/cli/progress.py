@@ -90,7 +90,8 @@ class Progress:
         self.stream = stream if stream is not None else sys.stdout
         self.live = self.stream.isatty() if live is None else live
         self.clock, self.resume = clock, resume
-        self.run_id, self.flow, self.total = "", "", None
+        self.run_id, self.flow = "", ""
+        self.total: int | None = None
         self.started = 0.0
         self.first_seen: dict[int, float] = {}  # iteration -> when its first live task began
         self.turns: dict[int, float] = {}  # iteration -> when it became the current one (live)

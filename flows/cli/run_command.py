@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 from alignflow.flows.cli import clusters, supervise
@@ -15,10 +16,12 @@ from alignflow.flows.cli.arguments import run_parser
 from alignflow.flows.cli.dry_run import format_dry_run
 from alignflow.flows.cli.early import start_ray_early
 from alignflow.flows.cli.outputs import start_or_resume
-from alignflow.flows.cli.run_config import check_run
+from alignflow.flows.cli.request import RunRequest
+from alignflow.flows.cli.run_config import CheckedRun, check_run
 from alignflow.flows.cli.run_help import print_config_help, print_run_help
 from alignflow.flows.control import api, planning
 from alignflow.flows.control.planning import resolve
+from alignflow.tasks.plan.records import RunPlan
 from alignflow.timeline import mark
 
 
@@ -31,56 +34,62 @@ def cmd_run(args: argparse.Namespace) -> int:
         return print_run_help(known.flow, parser)
     if known.help_config:
         return print_config_help(known.flow)
-    if getattr(args, "from_shell", False) and _plausible(known.flow):
-        print(f"alignflow: starting flow {known.flow}", file=sys.stderr, flush=True)
-    known.planned_cluster = clusters.target(known)
-    if known.executor == "ray":
-        _maybe_start_ray_early(known)  # Ray and a warm worker start while the config loads
-    checked = check_run(known.flow, known.config, known.sets, flags, seed=known.seed,
-                        ignore_hardware=known.ignore_hardware,
-                        on_config=lambda config, plan: _choose_executor(known, config, plan),
-                        cluster=known.planned_cluster)
+    asked = RunRequest.of(known, flags)
+    if asked.from_shell and _plausible(asked.flow):
+        print(f"alignflow: starting flow {asked.flow}", file=sys.stderr, flush=True)
+    asked = replace(asked, planned_cluster=clusters.target(asked))
+    if asked.executor == "ray":
+        _maybe_start_ray_early(asked)  # Ray and a warm worker start while the config loads
+    settled = [asked]  # the request once `auto` is settled from the run's plan
+
+    def on_config(config: Any, plan: RunPlan | None) -> None:
+        settled[0] = _choose_executor(asked, config, plan)
+
+    checked = check_run(asked.flow, asked.config, list(asked.sets), list(asked.flags),
+                        seed=asked.seed, ignore_hardware=asked.ignore_hardware,
+                        on_config=on_config, cluster=asked.planned_cluster)
+    request = settled[0]
     mark("config checked")
-    planning.check_store(checked.plan, api.open_store(known.store))  # nodes share it?
-    if known.dry_run:
-        return _dry_run(known, checked)
+    planning.check_store(checked.plan, api.open_store(request.store))  # nodes share it?
+    if request.dry_run:
+        return _dry_run(request, checked)
     for note in checked.notes:
         print(f"note: {note}", file=sys.stderr)
     os.environ.update(checked.env)
-    return _start(known, flags, checked)
+    return _start(request, checked)
 
 
-def _start(known: argparse.Namespace, flags: list[str], checked: Any) -> int:
+def _start(request: RunRequest, checked: CheckedRun) -> int:
     """Supervised, detached, on a simulated cluster or here."""
-    if known.supervise and not known.detach:
-        return _supervised(known, flags, checked)
-    if known.detach:
+    if request.supervise and not request.detach:
+        return _supervised(request, checked)
+    if request.detach:
         from alignflow.flows.cli.detach import detach
 
-        detach(known, flags, checked.config, api.open_store(known.store))
+        detach(request, list(request.flags), checked.config, api.open_store(request.store))
         return 0
-    if known.simulate_cluster:
-        output = clusters.run_simulated(known, checked,
-                                        lambda: start_or_resume(known, checked, progress()))
+    if request.simulate_cluster:
+        output = clusters.run_simulated(
+            request, checked, lambda there: start_or_resume(there, checked, progress()))
     else:
-        output = start_or_resume(known, checked, progress())
+        output = start_or_resume(request, checked, progress())
     print_output(output)
     return 0
 
 
-def _supervised(known: argparse.Namespace, flags: list[str], checked: Any) -> int:
+def _supervised(request: RunRequest, checked: CheckedRun) -> int:
     """`--supervise`: drivers come and go; a simulated cluster stays for all of them."""
-    def drivers() -> int:
-        return supervise.supervise_run(known, flags, checked)
-    return clusters.run_simulated(known, checked, drivers) if known.simulate_cluster \
-        else drivers()
+    def drivers(there: RunRequest) -> int:
+        return supervise.supervise_run(there, list(there.flags), checked)
+    return clusters.run_simulated(request, checked, drivers) if request.simulate_cluster \
+        else drivers(request)
 
 
-def _dry_run(known: argparse.Namespace, checked: Any) -> int:
+def _dry_run(request: RunRequest, checked: CheckedRun) -> int:
     """The report, then a plan the cluster cannot hold refused in one line (exit 2)."""
-    print(format_dry_run(known.flow, checked, known.executor))
-    why = getattr(known, "executor_why", "")
-    print(f"executor: {known.executor}" + (f" ({why})" if why else ""))
+    print(format_dry_run(request.flow, checked, request.executor))
+    why = request.executor_why
+    print(f"executor: {request.executor}" + (f" ({why})" if why else ""))
     if checked.plan is not None:
         checked.plan.check_fits()
     return 0
@@ -89,29 +98,31 @@ def _dry_run(known: argparse.Namespace, checked: Any) -> int:
 def _plausible(ref: str) -> bool:
     """A built-in name, an existing flow file or a module reference (checked cheaply: the
     first line comes before any heavy import; errors stay one line)."""
-    from alignflow.flows.control.registry import BUILTIN
+    from alignflow.flows.registry import BUILTIN
 
     path, sep, _ = ref.rpartition(":")
     return ref in BUILTIN or bool(sep and (not path.endswith(".py") or os.path.isfile(path)))
 
 
-def _choose_executor(known: argparse.Namespace, config: Any, plan: Any) -> None:
+def _choose_executor(asked: RunRequest, config: Any, plan: RunPlan | None) -> RunRequest:
     """Settle `--executor auto` from the run's plan once the config is known (before its
     data and models are checked, so that Ray, when chosen, starts meanwhile)."""
-    if known.executor != "auto":
-        return
-    known.executor, why = resolve("auto", known.address, config, plan)
-    known.executor_why = why
-    if known.executor == "ray":
-        _maybe_start_ray_early(known)
-    elif not known.dry_run:
+    if asked.executor != "auto":
+        return asked
+    executor, why = resolve("auto", asked.address, config, plan)
+    settled = replace(asked, executor=executor, executor_why=why)
+    if executor == "ray":
+        _maybe_start_ray_early(settled)
+    elif not asked.dry_run:
         print(f"alignflow: running in this process: {why}", file=sys.stderr, flush=True)
+    return settled
 
 
-def _maybe_start_ray_early(known: argparse.Namespace) -> None:
-    local = not (known.address or known.simulate_cluster or known.dry_run or known.supervise)
-    if local and getattr(known, "from_shell", False):
-        start_ray_early(known.flow)
+def _maybe_start_ray_early(request: RunRequest) -> None:
+    local = not (request.address or request.simulate_cluster or request.dry_run
+                 or request.supervise)
+    if local and request.from_shell:
+        start_ray_early(request.flow)
 
 
 def progress() -> Any:

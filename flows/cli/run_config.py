@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.errors import ConfigError, ConfigProblems
+from alignflow.flows import registry
 from alignflow.flows.cli.data_notes import prompt_column_notes
 from alignflow.flows.cli.eval_source import eval_from_training
 from alignflow.flows.cli.no_reward import no_reward_problems
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.config import load_plain, resolve_config
-from alignflow.flows.control import planning, registry
-from alignflow.flows.control.loader import canonical_ref, load_flow
+from alignflow.flows.control import planning
+from alignflow.flows.control.api import DEFAULT_SEED
+from alignflow.flows.loader import canonical_ref, load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
-
-DEFAULT_SEED = 42  # OpenRLHF's --seed / --train.seed
 
 
 @dataclass

@@ -24,7 +24,7 @@ def print_run_help(ref: str, parser: argparse.ArgumentParser) -> int:
 def print_config_help(ref: str) -> int:
     """`--help-config`: the flow's config keys with type, default and OpenRLHF flag."""
     from alignflow.flows.config import format_config_help
-    from alignflow.flows.control.loader import canonical_ref, load_flow
+    from alignflow.flows.loader import canonical_ref, load_flow
 
     _flow, cls = load_flow(canonical_ref(ref), named=True)
     if cls is None:

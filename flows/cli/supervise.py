@@ -19,11 +19,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from alignflow.artifacts.store import Store
 from alignflow.flows.control import recovery
 from alignflow.flows.control.live import backoff
 from alignflow.flows.journal import runs
+
+if TYPE_CHECKING:
+    from alignflow.flows.cli.request import RunRequest
+    from alignflow.flows.cli.run_config import CheckedRun
 
 
 def resume_command(run_id: str, *, store: str | None, address: str | None,
@@ -53,7 +58,7 @@ class Supervisor:
 
     pause = staticmethod(time.sleep)  # the crash-loop backoff's wait
 
-    def __init__(self, store: Any, run_id: str, first: list[str], again: list[str]) -> None:
+    def __init__(self, store: Store, run_id: str, first: list[str], again: list[str]) -> None:
         self.store, self.run_id, self.first, self.again = store, run_id, first, again
         self.child: subprocess.Popen | None = None
         self.stopping = False
@@ -173,7 +178,7 @@ def set_budget(args: Any) -> None:
         os.environ[recovery.ENV] = str(args.max_restarts)
 
 
-def supervise_run(known: Any, flags: list[str], checked: Any) -> int:
+def supervise_run(known: RunRequest, flags: list[str], checked: CheckedRun) -> int:
     """`alignflow run … --supervise`: the run's command in a child, restarted as a resume."""
     from alignflow.flows.cli.detach import child_command, run_name
     from alignflow.flows.cli.outputs import run_id_for

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from alignflow.flows.compat import era, reference, rules
 from alignflow.flows.config.sources import Keys
+from alignflow.flows.config.tokens import groups, joined
 from alignflow.flows.config.values import FALSE_WORDS, TRUE_WORDS
 
 SEED_FLAGS = rules.SEED
@@ -32,23 +33,6 @@ class Sorted:
     seed: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     spelled: dict[str, str] = field(default_factory=dict)  # "--key" given for "--flag"
-
-
-Group = tuple[str, list[str], bool]  # (name, value tokens, given with '=')
-
-
-def groups(tokens: list[str]) -> list[Group]:
-    """(name, value tokens, had '=') per `--flag`; stray tokens keep their own group."""
-    out: list[Group] = []
-    for token in tokens:
-        if token.startswith("--") and len(token) > 2:
-            name, eq, value = token[2:].partition("=")
-            out.append((name, [value] if eq else [], bool(eq)))
-        elif out and not out[-1][2]:
-            out[-1][1].append(token)
-        else:
-            out.append(("", [token], False))
-    return out
 
 
 def is_key(keys: Keys, name: str) -> bool:
@@ -155,15 +139,15 @@ def is_hardware(keys: Keys, name: str) -> bool:
 def strip(out: Sorted, cls: type) -> None:
     """Leave the hardware flags and `--set` items out of `out`, with a note each."""
     keys, kept = Keys.of(cls), []
-    for name, values, eq in groups(out.flags):
+    for group in groups(out.flags):
+        name, values, _eq = group
         if name and is_hardware(keys, name):
             shown = out.spelled.get(f"--{name}")  # a switch of an older release: its name
             shown = shown or f"--{name} {' '.join(values)}".rstrip()
             out.notes.append(f"{shown}: ignored (--ignore-hardware): this machine's default "
                              "is used")
         else:
-            kept += ([f"--{name}={values[0]}"] if eq else [f"--{name}", *values]) if name \
-                else values
+            kept += joined(group)
     out.flags = kept
     sets = [s for s in out.sets if not is_hardware(keys, s.partition("=")[0].strip())]
     out.notes += [f"--set {s}: ignored (--ignore-hardware)" for s in out.sets if s not in sets]

@@ -15,7 +15,7 @@ from alignflow.flows.compat import reference, rules
 from alignflow.flows.config.build import resolve_config
 from alignflow.flows.config.types import config_paths
 from alignflow.flows.config.values import coerce
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 HARDWARE = ("runs anywhere: OpenRLHF's default needs GPUs (alignflow trains with PyTorch on "
             "what the machine has; the run plan places work on GPUs when there are some)")

@@ -114,7 +114,8 @@ def _follow(cli: str, name: str, seen: frozenset[str] = frozenset()) -> Target |
     flag = reference.of_cli(cli).get(name)
     if flag is None or not flag.renamed or name in seen:
         return None
-    keys, value = [], None
+    keys: list[str] = []
+    value = None
     for item in flag.renamed.split():
         new, _, fixed = item.partition("=")
         value = value or fixed or None

@@ -182,7 +182,9 @@ def shell_words(text: str) -> tuple[list[str], list[str]]:
     marked, kept = _protect(text)
     lexer = shlex.shlex(marked, posix=True, punctuation_chars="<>&|;")
     lexer.whitespace_split, lexer.commenters = True, "#"
-    words, dropped, target = [], [], False
+    words: list[str] = []
+    dropped: list[str] = []
+    target = False
     for raw in lexer:
         word = MARK.sub(lambda m: kept[int(m.group(1))], raw)
         if target:

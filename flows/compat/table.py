@@ -16,7 +16,7 @@ from pathlib import Path
 from alignflow.flows.compat import defaults, era, reference, rules
 from alignflow.flows.config import config_fields
 from alignflow.flows.config.types import config_paths
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 FLOW_OF_CLI = {"train_ppo_ray": "grpo", "train_ppo": "grpo", "train_sft": "sft",
                "train_dpo": "dpo", "train_rm": "rm", "train_kd": "distill", "train_kto": "kto",

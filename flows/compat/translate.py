@@ -16,7 +16,8 @@ from alignflow.errors import ConfigError
 from alignflow.flows.compat import argv, notes
 from alignflow.flows.compat.script import Launch
 from alignflow.flows.config import dump_yaml, resolve_config
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.config.tokens import groups
+from alignflow.flows.loader import load_flow
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def _resolve(cls: type, found: argv.Sorted) -> tuple[Any, list[str]]:
         pass
     kept: list[str] = []
     refused = []
-    for name, values, eq in argv.groups(found.flags):
+    for name, values, eq in groups(found.flags):
         tokens = ([f"--{name}={values[0]}"] if eq else [f"--{name}", *values]) if name \
             else values
         try:
@@ -68,7 +69,7 @@ def _kept(flags: list[str], found: argv.Sorted) -> list[str]:
     """The script's flags minus the dropped ones (with their values), and minus a W&B key."""
     out, dropped = [], {line.split(" ", 1)[0].split(":", 1)[0] for line in
                         found.problems + found.notes if line.startswith("--")}
-    for name, values, eq in argv.groups(flags):
+    for name, values, eq in groups(flags):
         if name in argv.WANDB_KEY_FLAGS:
             out += [f"--{name}", "true"]
         elif name and f"--{name}" not in dropped:
@@ -80,7 +81,8 @@ def _kept(flags: list[str], found: argv.Sorted) -> list[str]:
 
 def render(tr: Translation) -> str:
     """The command (one flag per line), its lines as comments, then the YAML."""
-    parts, line = [], []
+    parts: list[str] = []
+    line: list[str] = []
     for token in tr.command:
         if token.startswith("--") and line:
             parts.append(" ".join(_quote(t) for t in line))

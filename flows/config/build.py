@@ -156,7 +156,8 @@ def with_sets(config: Any, sets: list[str] | tuple[str, ...]) -> Any:
     to a stored run's config); every problem at once, one line each, as `resolve_config`."""
     if isinstance(config, Mapping) or config is None:
         return set_plain(copy.deepcopy(dict(config or {})), sets)
-    cls, over = type(config), {}
+    cls = type(config)
+    over: Overrides = {}
     with collecting() as found:
         apply_sets(Keys.of(cls), sets, over)
         built = _build(cls, config, over, "") if not found else None

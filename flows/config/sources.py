@@ -17,6 +17,7 @@ from typing import Any, get_args, get_origin
 import yaml
 
 from alignflow.errors import ConfigError, report
+from alignflow.flows.config.tokens import Group, groups
 from alignflow.flows.config.types import (
     AliasTarget,
     aliases,
@@ -159,7 +160,7 @@ def apply_sets(keys: Keys, items: list[str] | tuple[str, ...], over: Overrides) 
 
 def flag_table(keys: Keys) -> dict[str, tuple[str, ...]]:
     """Flag spelling (dashes as underscores) -> dotted key(s), for keys and their aliases."""
-    table = {p.replace("-", "_"): (p,) for p in keys.paths}
+    table: dict[str, tuple[str, ...]] = {p.replace("-", "_"): (p,) for p in keys.paths}
     for alias, found in keys.aliases.items():
         for key in found:
             if key not in keys.paths:
@@ -196,47 +197,49 @@ def _flag_key(keys: Keys, name: str, table: dict[str, tuple[str, ...]]
     raise ConfigError(f"unknown flag '--{name}'{suggest(norm, list(table), '--')}")
 
 
-def _flag_value(tp: Any, name: str, rest: list[str]) -> Any:
-    """Consume the value tokens of `--name` from `rest`: none for bools, many for lists."""
+def _flag_value(tp: Any, name: str, values: list[str]) -> tuple[Any, list[str]]:
+    """`--name`'s value from its value tokens, and the tokens it leaves: a bool takes a
+    true/false word if one follows, a list takes them all, anything else exactly one."""
     if _is_bool(tp):
-        return rest.pop(0) if rest and rest[0].lower() in TRUE_WORDS | FALSE_WORDS else True
+        if values and values[0].lower() in TRUE_WORDS | FALSE_WORDS:
+            return values[0], values[1:]
+        return True, values
     if _is_seq(tp):
-        values: list[str] = []
-        while rest and not rest[0].startswith("--"):
-            values.extend(split_list(rest.pop(0)))
-        return values[0] if len(values) == 1 and get_origin(tp) not in (list, tuple) else values
-    if not rest or rest[0].startswith("--"):
+        items = [item for token in values for item in split_list(token)]
+        one = len(items) == 1 and get_origin(tp) not in (list, tuple)
+        return (items[0] if one else items), []
+    if not values:
         raise ConfigError(f"flag '--{name}' needs a value ({type_name(tp)})")
-    return rest.pop(0)
+    return values[0], values[1:]
 
 
 def apply_flags(keys: Keys, flags: list[str], over: Overrides) -> None:
-    """Add `--flag value`, `--flag=value`, bare bool `--flag` and `--no-flag` tokens. A bad
-    flag is reported with its value tokens skipped, so the next flag is still read."""
-    table, rest = flag_table(keys), list(flags)
-    while rest:
+    """Add `--flag value`, `--flag=value`, bare bool `--flag` and `--no-flag` tokens
+    (grouped by `tokens.groups`). A bad flag is reported with its value tokens skipped,
+    so the next flag is still read."""
+    table = flag_table(keys)
+    for group in groups(flags):
         try:
-            _apply_flag(keys, table, rest, over)
+            _apply_flag(keys, table, group, over)
         except ConfigError as err:
             report(err)
-            while rest and not rest[0].startswith("--"):
-                rest.pop(0)
 
 
-def _apply_flag(keys: Keys, table: dict[str, tuple[str, ...]], rest: list[str],
+def _apply_flag(keys: Keys, table: dict[str, tuple[str, ...]], group: Group,
                 over: Overrides) -> None:
-    """Read the next flag (and its values) off `rest`."""
-    token = rest.pop(0)
-    if not token.startswith("--") or token == "--":
-        raise ConfigError(f"unexpected argument {token!r}: expected --flag [value]")
-    name, eq, value = token[2:].partition("=")
+    """One flag with its value tokens; tokens it does not take are refused."""
+    name, values, eq = group
+    if not name:
+        raise ConfigError(f"unexpected argument {values[0]!r}: expected --flag [value]")
     found, negated = _flag_key(keys, name, table)
     if negated and eq:
         raise ConfigError(f"flag '--{name}' takes no value")
-    if not eq:
-        value = False if negated else _flag_value(keys.paths[found[0]], name, rest)
+    value, left = (values[0], []) if eq else (False, values) if negated else \
+        _flag_value(keys.paths[found[0]], name, values)
     for key in found:
         put_override(over, key, value, f"--{name}")
+    if left:
+        raise ConfigError(f"unexpected argument {left[0]!r}: expected --flag [value]")
 
 
 def load_plain(config_file: str | Path | None, sets: list[str] | tuple[str, ...]) -> dict | None:

@@ -13,37 +13,41 @@ from typing import Any
 from alignflow.artifacts import redact as redact_mod
 from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
-from alignflow.artifacts.store import open_store
+from alignflow.artifacts.store import Store, open_store
 from alignflow.errors import AlignflowError, FlowError
+from alignflow.flows import registry
 from alignflow.flows import trust as trust_mod
 from alignflow.flows.config.refs import Reference, references
-from alignflow.flows.control import life, planning, registry
-from alignflow.flows.control.loader import builtin_name, canonical_ref, load_flow, ref_of
+from alignflow.flows.control import life, planning
 from alignflow.flows.control.removal import delete_run
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal import codec, integrity, runs
 from alignflow.flows.journal.identity import check_run_id, code_version, new_run_id
 from alignflow.flows.journal.timers import send_event
+from alignflow.flows.loader import builtin_name, canonical_ref, load_flow, ref_of
 from alignflow.flows.ray.connect import connect
 from alignflow.flows.ray.executors import check_executor
+from alignflow.flows.seams import FlowConfig, FlowOutput, ProgressSink, StoreArg
 from alignflow.flows.trust import signing
 from alignflow.flows.trust.admit import Given, context
 from alignflow.flows.trust.config import identity, stored_form
 from alignflow.flows.trust.sources import pin
 
+DEFAULT_SEED = 42  # OpenRLHF's --seed; `alignflow run` without --seed uses it too
 __all__ = ["cancel", "delete", "get_metadata", "get_output", "get_status", "list_runs",
            "open_store", "resume", "resume_all", "run", "send_event", "tick"]
 
 
-def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, store: Any = None,
-        seed: int = 0, address: str | None = None, executor: str = "ray", block: bool = True,
-        parent_run: str | None = None, progress: Any = None, trust: Iterable[str] = (),
-        given: dict[str, str] | None = None) -> Any:
-    """Start a new run of `flow` and drive it to the end; returns the flow's output.
-    `given`: the config keys the user set and where (recorded for the report to mark).
-    `executor`: ray, inline, or auto (the run's plan: `flows/control/planning.py`). The flow and what its
-    config names (code, URLs, folders) are the caller's own; inside a running campaign a
-    round run is held to what the campaign's command confirmed (`flows/trust/`)."""
+def run(flow: Flow | str, config: FlowConfig = None, *, run_id: str | None = None,
+        store: StoreArg = None, seed: int = DEFAULT_SEED, address: str | None = None,
+        executor: str = "auto", block: bool = True, parent_run: str | None = None,
+        progress: ProgressSink | None = None, trust: Iterable[str] = (),
+        given: dict[str, str] | None = None) -> FlowOutput:
+    """Start a new run of `flow` and drive it to the end; returns the flow's output. Defaults
+    are `alignflow run`'s. `given`: the config keys the user set and where (for the report).
+    `executor`: ray, inline, or auto (the run's plan: `flows/control/planning.py`). The flow
+    and what its config names (code, URLs, folders) are the caller's own; inside a campaign
+    a round run is held to what the campaign's command confirmed (`flows/trust/`)."""
     outer = trust_mod.active()
     if isinstance(flow, str):
         ref = canonical_ref(flow)
@@ -76,9 +80,9 @@ def run(flow: Flow | str, config: Any = None, *, run_id: str | None = None, stor
         return life.start(store, meta, flow, config, how)
 
 
-def _new_meta(run_id: str, flow: Flow, ref: str, config: Any, refs: list[Reference], *,
+def _new_meta(run_id: str, flow: Flow, ref: str, config: FlowConfig, refs: list[Reference], *,
               seed: int, parent_run: str | None, executor: str, address: str | None,
-              store_url: str) -> dict:
+              store_url: str) -> dict[str, Any]:
     """run.json of a new run: its config with credentials masked, the code it starts with
     (hashed) and what it trains (`flows/trust/`)."""
     stored, masked = stored_form(config)
@@ -92,16 +96,16 @@ def _new_meta(run_id: str, flow: Flow, ref: str, config: Any, refs: list[Referen
             "store": store_url}
 
 
-def _references(ref: str, config: Any) -> list[Reference]:
+def _references(ref: str, config: FlowConfig) -> list[Reference]:
     """The run's flow and everything its config names (`flows/config/refs.py`)."""
     return [Reference("flow_ref", "flow", ref), *references(config)]
 
 
-def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
+def resume(run_id: str, *, store: StoreArg = None, rerun_from: str | None = None,
            force: bool = False, executor: str | None = None, address: str | None = None,
-           block: bool = True, progress: Any = None, flow: Flow | str | None = None,
-           trust: Iterable[str] = (), trust_store: bool = False, config: Any = None,
-           finished_output: bool = False, sets: Iterable[str] = ()) -> Any:
+           block: bool = True, progress: ProgressSink | None = None, flow: Flow | str | None = None,
+           trust: Iterable[str] = (), trust_store: bool = False, config: FlowConfig = None,
+           finished_output: bool = False, sets: Iterable[str] = ()) -> FlowOutput:
     """Re-run the flow with the current code, replaying committed tasks; returns its output.
 
     Nothing the store names acts without this machine's say-so (`flows/trust/`): the flow
@@ -119,14 +123,15 @@ def resume(run_id: str, *, store: Any = None, rerun_from: str | None = None,
     return life.resume(store, run_id, given, how)
 
 
-def resume_all(store: Any = None, *, executor: str | None = None,
+def resume_all(store: StoreArg = None, *, executor: str | None = None,
                address: str | None = None, trust: Iterable[str] = (), trust_store: bool = False,
-               on_result: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+               on_result: Callable[[str, FlowOutput], None] | None = None
+               ) -> dict[str, FlowOutput]:
     """Resume every RESUMABLE or SLEEPING run, one after the other; run id -> output, or
     "error: <one line>" for a run that failed (the others still run). `on_result(run_id,
     result)` is called as each run ends."""
     store = open_store(store)
-    results: dict[str, Any] = {}
+    results: dict[str, FlowOutput] = {}
     for meta in list_runs(store):
         if meta["status"] not in (runs.RESUMABLE, runs.SLEEPING):
             continue
@@ -150,7 +155,7 @@ def error_line(exc: BaseException) -> str:
     return text if isinstance(exc, AlignflowError) else f"{type(exc).__name__}: {text}"
 
 
-def tick(store: Any = None, *, executor: str | None = None, address: str | None = None,
+def tick(store: StoreArg = None, *, executor: str | None = None, address: str | None = None,
          now: float | None = None, trust: Iterable[str] = (),
          trust_store: bool = False) -> dict[str, str]:
     """Advance the SLEEPING runs that are due (wake time passed, or the awaited event sent),
@@ -178,7 +183,7 @@ def tick(store: Any = None, *, executor: str | None = None, address: str | None 
     return out
 
 
-def _due(store: Any, meta: dict, now: float) -> bool:
+def _due(store: Store, meta: dict[str, Any], now: float) -> bool:
     if meta["status"] != runs.SLEEPING:
         return False
     if meta.get("waiting_for"):
@@ -189,7 +194,8 @@ def _due(store: Any, meta: dict, now: float) -> bool:
     return meta.get("wake_at") is not None and meta["wake_at"] <= now
 
 
-def list_runs(store: Any = None, problems: list[runs.Problem] | None = None) -> list[dict]:
+def list_runs(store: StoreArg = None,
+              problems: list[runs.Problem] | None = None) -> list[dict[str, Any]]:
     """run.json of every run (status as users see it, plus `tasks` = committed count). A run
     whose run.json cannot be read is listed with status UNREADABLE and its `problem`; one
     whose committed files no longer match its manifests keeps its status and lists them in
@@ -197,9 +203,10 @@ def list_runs(store: Any = None, problems: list[runs.Problem] | None = None) -> 
     store = open_store(store)
     found: list[runs.Problem] = [] if problems is None else problems
     listing = store.find("runs")  # one LIST for the ids, the task counts and the checks
-    out = []
+    out: list[dict[str, Any]] = []
     for run_id in runs.list_run_ids(store, found, listing):
         bad = [p for p in found if p.run_id == run_id]
+        meta: dict[str, Any]
         if bad:
             meta = {"run_id": run_id, "status": runs.UNREADABLE, "problem": bad[0].message}
         else:
@@ -211,7 +218,7 @@ def list_runs(store: Any = None, problems: list[runs.Problem] | None = None) -> 
     return out
 
 
-def _damaged(store: Any, run_id: str, status: str, listing: dict[str, dict],
+def _damaged(store: Store, run_id: str, status: str, listing: dict[str, dict[str, Any]],
              problems: list[runs.Problem]) -> list[str]:
     """The run's damaged files; the first one is a problem, the count of the rest with it."""
     damaged = integrity.listed(store, run_id, status, listing)
@@ -222,19 +229,21 @@ def _damaged(store: Any, run_id: str, status: str, listing: dict[str, dict],
     return damaged
 
 
-def get_status(run_id: str, *, store: Any = None) -> str:
+def get_status(run_id: str, *, store: StoreArg = None) -> str:
+    """The run's status as users see it (a dead driver's RUNNING run reads RESUMABLE)."""
     store = open_store(store)
     return runs.effective_status(store, runs.read_run(store, run_id))
 
 
-def get_metadata(run_id: str, *, store: Any = None) -> dict:
+def get_metadata(run_id: str, *, store: StoreArg = None) -> dict[str, Any]:
+    """run.json of the run, with its status as users see it."""
     store = open_store(store)
     meta = runs.read_run(store, run_id)
     meta["status"] = runs.effective_status(store, meta)
     return meta
 
 
-def get_output(run_id: str, task_key: str | None = None, *, store: Any = None) -> Any:
+def get_output(run_id: str, task_key: str | None = None, *, store: StoreArg = None) -> FlowOutput:
     """The run's output (None until SUCCESSFUL), or one committed task's output."""
     store = open_store(store)
     if task_key is None:
@@ -246,13 +255,13 @@ def get_output(run_id: str, task_key: str | None = None, *, store: Any = None) -
     return codec.decode(store.read_json(rel)["output"], rel)
 
 
-def cancel(run_id: str, *, store: Any = None) -> None:
+def cancel(run_id: str, *, store: StoreArg = None) -> None:
     """Mark CANCELED; a live driver stops at its next task boundary."""
     store = open_store(store)
     runs.update_run(store, run_id, status=runs.CANCELED, ended=time.time())
 
 
-def delete(run_id: str, *, store: Any = None) -> None:
+def delete(run_id: str, *, store: StoreArg = None) -> None:
     """Remove the run's folder (metadata, journal, data, logs) from the store, completely or
     not at all; a live run (its lease held) is refused (`flows/control/removal.py`)."""
     delete_run(open_store(store), run_id)

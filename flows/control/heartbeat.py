@@ -11,10 +11,12 @@ import contextlib
 import os
 import threading
 import time
-from typing import Any
 
 from alignflow.artifacts.scope import beat_path
+from alignflow.artifacts.store import Store
 from alignflow.flows.journal.progress_log import ProgressLog
+from alignflow.flows.journal.runs import RunState
+from alignflow.flows.seams import ProgressSink
 
 
 def interval() -> float:
@@ -24,7 +26,7 @@ def interval() -> float:
 class Heartbeat:
     """A daemon thread beating for one driver; `stop()` flushes the store's log."""
 
-    def __init__(self, store: Any, run_id: str, progress: Any) -> None:
+    def __init__(self, store: Store, run_id: str, progress: ProgressSink) -> None:
         self.store, self.run_id, self.progress = store, run_id, progress
         self.log = ProgressLog(store, run_id)
         self._stop = threading.Event()
@@ -66,7 +68,7 @@ class Heartbeat:
             self.store.delete(f"runs/{self.run_id}/progress/beats", recursive=True)
 
 
-def watch(state: Any, name: str, progress: Any) -> Heartbeat | None:
+def watch(state: RunState, name: str, progress: ProgressSink | None) -> Heartbeat | None:
     """The progress display, told the run's registered name (`rloo`, not `grpo`), its lines
     kept in the store, and its heartbeat started (none without a display)."""
     if progress is None:

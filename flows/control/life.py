@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from alignflow.artifacts import usercode
+from alignflow.artifacts.store import Store
 from alignflow.flows import trust
 from alignflow.flows.control import planning, reconfigure, runner
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal.lease import Lease
 from alignflow.flows.journal.runs import new_state, read_state
 from alignflow.flows.ray.executors import joined
+from alignflow.flows.seams import FlowConfig, ProgressSink
 from alignflow.flows.trust.admit import Given, admit
 
 
@@ -32,11 +34,11 @@ class Attempt:
     force: bool = False
     block: bool = True
     rerun_from: str | None = None
-    progress: Any = None
+    progress: ProgressSink | None = None
     finished_output: bool = False
 
 
-def start(store: Any, meta: dict, flow: Flow, config: Any, how: Attempt) -> Any:
+def start(store: Store, meta: dict, flow: Flow, config: FlowConfig, how: Attempt) -> Any:
     """Drive a run whose run.json was just created (what it names already admitted)."""
     with Lease(store, meta["run_id"]).acquire() as lease:
         state = new_state(store, meta)
@@ -46,7 +48,7 @@ def start(store: Any, meta: dict, flow: Flow, config: Any, how: Attempt) -> Any:
             return runner.drive(state, flow, config, drive, how)
 
 
-def resume(store: Any, run_id: str, given: Given, how: Attempt) -> Any:
+def resume(store: Store, run_id: str, given: Given, how: Attempt) -> Any:
     """Continue a stored run with the current code, replaying what it committed."""
     with Lease(store, run_id).acquire(force=how.force) as lease:
         state = read_state(store, run_id, rerun=how.rerun_from is not None,

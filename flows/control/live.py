@@ -21,6 +21,7 @@ class LiveFuture:
         self.args, self.kwargs, self.input_hash = args, kwargs, input_hash
         self.attempt, self._value, self._done = 1, None, False
         self.queued = 0.0  # when the current attempt was handed to the executor
+        self.incarnation = 0  # its worker group's process it was launched on (driver.launch)
         self.handle = driver.launch(self)
 
     def result(self) -> Any:

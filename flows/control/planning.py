@@ -13,10 +13,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol, runtime_checkable
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.engine import current_driver
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
+from alignflow.flows.seams import FlowConfig
 
 CHOICES = ("auto", "ray", "inline")
 NAMED = "a Ray cluster is named (--address)"
@@ -25,13 +27,27 @@ UNPLANNED = "the flow's config does not place its workers (user flows)"
 
 @runtime_checkable
 class Plan(Protocol):
-    """What the engine reads of a plan (`tasks/plan/records.RunPlan`)."""
+    """What the engine reads of a plan (`tasks/plan/records.RunPlan`, frozen: read-only)."""
 
-    executor: str  # inline | ray: what the run needs
-    executor_reason: str
-    roles: tuple[str, ...]  # the roles its hosts hold
-    colocated: bool  # every role on one host
-    simulated: str | None  # "NxG" when the run is rehearsed on a simulated cluster
+    @property
+    def executor(self) -> str:
+        """inline | ray: what the run needs."""
+
+    @property
+    def executor_reason(self) -> str:
+        """Why it needs that executor."""
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles its hosts hold."""
+
+    @property
+    def colocated(self) -> bool:
+        """Every role on one host."""
+
+    @property
+    def simulated(self) -> str | None:
+        """"NxG" when the run is rehearsed on a simulated cluster."""
 
     def follow(self, recorded: Any) -> list[str]:
         """Changes since `recorded` a resume follows; `ConfigError` for one it cannot."""
@@ -45,12 +61,12 @@ class Planned(Protocol):
         """The plan on `cluster` (default: the Ray cluster joined, else this machine)."""
 
 
-def plan_of(config: Any) -> Plan | None:
+def plan_of(config: FlowConfig) -> Plan | None:
     """`config`'s plan on the cluster at hand, or None for a config that makes none."""
     return config.run_plan() if isinstance(config, Planned) else None
 
 
-def resolve(requested: str, address: str | None, config: Any,
+def resolve(requested: str, address: str | None, config: FlowConfig,
             plan: Plan | None = None) -> tuple[str, str]:
     """(executor, why): the one `requested` names, or the one `auto` picks: Ray for a named
     cluster and for flows without a plan, else what the plan (made now unless given) needs."""
@@ -64,7 +80,7 @@ def resolve(requested: str, address: str | None, config: Any,
     return plan.executor, plan.executor_reason
 
 
-def settle(state: RunState, config: Any) -> tuple[Plan | None, dict]:
+def settle(state: RunState, config: FlowConfig) -> tuple[Plan | None, dict[str, Any]]:
     """The plan this drive follows, made on the cluster now joined, and the run.json fields
     recording it (at a run's first drive; on a resume compared with the recorded one first:
     what changed and the checkpoints can follow is said on stderr; anything else is refused
@@ -82,7 +98,7 @@ def settle(state: RunState, config: Any) -> tuple[Plan | None, dict]:
     return plan, ({"plan": encoded, **marked} if encoded != recorded or marked else {})
 
 
-def _simulated(plan: Plan, meta: dict) -> dict:
+def _simulated(plan: Plan, meta: dict[str, Any]) -> dict[str, Any]:
     """run.json's `simulated` record for a run driven on a simulated cluster (its cluster;
     the CLI adds what each process saw): kept once written, the run was rehearsed."""
     if plan.simulated is None or (meta.get("simulated") or {}).get("cluster") == plan.simulated:
@@ -90,7 +106,7 @@ def _simulated(plan: Plan, meta: dict) -> dict:
     return {"simulated": {"cluster": plan.simulated}}
 
 
-def check_store(plan: Plan | None, store: Any) -> None:
+def check_store(plan: Plan | None, store: Store) -> None:
     """Refuse a store the plan's nodes cannot share (a local path on a multi-node run)."""
     check = getattr(plan, "check_store", None)
     if check is not None:
@@ -109,7 +125,7 @@ def _follow(plan: Plan, recorded: Any, run_id: str) -> list[str]:
         raise ConfigError(f"resume of run {run_id!r} refused: {exc}") from None
 
 
-def current(config: Any) -> Any:
+def current(config: Planned) -> Any:
     """The running flow's plan (settled by its driver), else `config`'s own (a flow called
     outside a run)."""
     driver = current_driver()

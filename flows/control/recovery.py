@@ -15,8 +15,8 @@ only when recoveries follow each other with nothing committed between them (`Bud
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import TaskFailed
 from alignflow.flows.control.live import backoff
 from alignflow.flows.journal import runs
@@ -70,7 +70,7 @@ def spent_line(role: str, count: int, budget: int, fault: str, run_id: str) -> s
 class Budget:
     """The run's recovery counts by role, kept in run.json as they change."""
 
-    def __init__(self, store: Any, run_id: str, *, keep: bool | None = None) -> None:
+    def __init__(self, store: Store, run_id: str, *, keep: bool | None = None) -> None:
         self.store, self.run_id, self.limit = store, run_id, limit()
         keep = bool(os.environ.get(KEEP_ENV)) if keep is None else keep
         meta = runs.read_run(store, run_id)

@@ -18,8 +18,8 @@ import contextlib
 import os
 import time
 import uuid
-from typing import Any
 
+from alignflow.artifacts.store import Store
 from alignflow.errors import LeaseHeld, RunNotFound
 from alignflow.flows.journal import runs
 from alignflow.flows.journal.lease import Lease, holder, read_lease
@@ -27,7 +27,7 @@ from alignflow.flows.journal.lease import Lease, holder, read_lease
 TRASH = "trash"
 
 
-def delete_run(store: Any, run_id: str) -> None:
+def delete_run(store: Store, run_id: str) -> None:
     """Delete `run_id` from `store` (see the module docstring)."""
     tombstoned = store.exists(runs.tombstone_path(run_id))
     if not tombstoned and not store.exists(runs.run_json(run_id)):
@@ -50,7 +50,7 @@ def delete_run(store: Any, run_id: str) -> None:
         lease.release()  # only if the deletion stopped before the lease file went
 
 
-def _delete_local(store: Any, run_id: str) -> None:
+def _delete_local(store: Store, run_id: str) -> None:
     """Rename the run folder into trash/ (both reached through no link: a link there would
     move, then delete, folders outside the store), then empty the trash."""
     name = f"{run_id}-{uuid.uuid4().hex[:8]}"
@@ -62,7 +62,7 @@ def _delete_local(store: Any, run_id: str) -> None:
     empty_trash(store)
 
 
-def empty_trash(store: Any) -> None:
+def empty_trash(store: Store) -> None:
     """Remove what interrupted local deletions left in `trash/` (a link there is removed
     itself; nothing is followed)."""
     try:
@@ -75,7 +75,7 @@ def empty_trash(store: Any) -> None:
             store.delete(f"{TRASH}/{name}", recursive=True)
 
 
-def _delete_remote(store: Any, run_id: str, tombstoned: bool) -> None:
+def _delete_remote(store: Store, run_id: str, tombstoned: bool) -> None:
     if not tombstoned:
         store.write_json(runs.tombstone_path(run_id), {"run_id": run_id, "since": time.time()})
     last = {runs.run_json(run_id), runs.tombstone_path(run_id)}

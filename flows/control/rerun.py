@@ -5,9 +5,8 @@ the error names the keys that can be rerun."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from alignflow.artifacts.ckpt_index import restorable
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError
 
 
@@ -22,7 +21,7 @@ def needs(journal: dict[str, dict], task_key: str) -> dict[str, tuple[str, str]]
     return found
 
 
-def check(store: Any, run_id: str, journal: dict[str, dict], task_key: str) -> None:
+def check(store: Store, run_id: str, journal: dict[str, dict], task_key: str) -> None:
     """`FlowError` when a checkpoint the rerun would restore is no longer in the store."""
     cache: dict[str, bool] = {}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alignflow.artifacts.redact import redact
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control import rerun
 from alignflow.flows.control.driver import Driver, Stopped
@@ -27,11 +28,12 @@ from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.runs import RunState
 from alignflow.flows.journal.timers import Suspended
 from alignflow.flows.ray import watch as ray_watch
+from alignflow.flows.seams import FlowConfig
 from alignflow.flows.trust import signing
 from alignflow.timeline import mark
 
 
-def call_flow(flow: Flow, config: Any) -> Any:
+def call_flow(flow: Flow, config: FlowConfig) -> Any:
     """Call the flow body with its config (flows without parameters take none)."""
     if config is None and not inspect.signature(flow.fn).parameters:
         return flow.fn()
@@ -71,7 +73,7 @@ class Drive:
     record: dict
 
 
-def drive(state: RunState, flow: Flow, config: Any, how: Drive, attempt: Any) -> Any:
+def drive(state: RunState, flow: Flow, config: FlowConfig, how: Drive, attempt: Any) -> Any:
     """Run (or resume) the run to its end, a failure, or (non-blocking) its next wait;
     `attempt` (`life.Attempt`): rerun_from, block, progress, executor and address. A fault
     that replaced a role re-forms the run in this process (`Recover`), on the same lease."""
@@ -101,7 +103,7 @@ def drive(state: RunState, flow: Flow, config: Any, how: Drive, attempt: Any) ->
             beat.stop()
 
 
-def _new_driver(state: RunState, config: Any, how: Drive, attempt: Any, budget: Budget,
+def _new_driver(state: RunState, config: FlowConfig, how: Drive, attempt: Any, budget: Budget,
                 previous: Driver | None) -> tuple[Driver, Any]:
     """A driver on the journal as it stands (after a recovery: what the last one committed),
     and its live-metrics sink."""
@@ -125,7 +127,7 @@ def _started(state: RunState, how: Drive, attempt: Any) -> None:
     runs.update_run(state.store, state.run_id, **fields)
 
 
-def _run_body(store: Any, run_id: str, flow: Flow, config: Any, driver: Driver) -> Any:
+def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver: Driver) -> Any:
     token = _DRIVER.set(driver)
     try:
         output = call_flow(flow, config)
@@ -214,7 +216,7 @@ def _replace(driver: Driver, worker: str | None) -> None:
             driver.executor.restart_worker(name, factory, options, driver.run_id)
 
 
-def _record(store: Any, driver: Driver, outcome: str | None = None, **fields: Any) -> None:
+def _record(store: Store, driver: Driver, outcome: str | None = None, **fields: Any) -> None:
     """Write the attempt's outcome to run.json (error texts redacted), never over a CANCELED
     status; `driver.outcome` is what the progress display reports. When an attempt ends in
     an error and the store cannot take the record either (a full disk, an outage), that is
@@ -232,7 +234,7 @@ def _record(store: Any, driver: Driver, outcome: str | None = None, **fields: An
               f"({driver.outcome}) in run.json: {redact(str(exc))}", file=sys.stderr)
 
 
-def _write_record(store: Any, driver: Driver, fields: dict[str, Any]) -> None:
+def _write_record(store: Store, driver: Driver, fields: dict[str, Any]) -> None:
     meta = runs.read_run(store, driver.run_id)
     if meta.get("status") == runs.CANCELED:
         fields.pop("status", None)

@@ -3,16 +3,37 @@ before first use, replaced when their process dies (a part of `driver.py`'s `Dri
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alignflow.artifacts import usercode
 from alignflow.errors import FlowError
 from alignflow.flows.ray.executors import fault_record, is_transient
 
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
+    from alignflow.flows.seams import ProgressSink
+
 
 class WorkerGroups:
     """Mixed into `Driver`: uses its executor, store, journal, progress and `_charge`."""
+
+    if TYPE_CHECKING:  # what it uses of the `Driver` it is mixed into
+        store: Store
+        run_id: str
+        executor: Any  # `flows/ray/executors.py`: InlineExecutor | RayExecutor
+        progress: ProgressSink | None
+        manifests: dict[str, dict]
+        groups: dict[str, tuple[Any, dict]]
+        announced: set[str]
+        restored: set[str]
+        latest_ckpt: dict[str, str]
+        incarnations: Counter[str]
+
+        def _charge(self, err: dict, worker: str | None, key: str) -> None: ...
+
+        def flush(self) -> None: ...
 
     def add_worker_group(self, name: str, factory: Any, options: dict) -> None:
         factory = usercode.carrying(factory)  # the group's process may run what this one may

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 from alignflow.errors import FlowError
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 
 
 def ensure_ray(address: str | None = None, *, quiet: bool = False) -> None:

@@ -16,8 +16,9 @@ from typing import Any
 
 from alignflow import detached
 from alignflow.artifacts.redact import redact
+from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 from alignflow.flows.engine import Done
 from alignflow.flows.ray import adopt as adoption
 from alignflow.flows.ray.connect import ensure_ray
@@ -54,7 +55,7 @@ class InlineExecutor:
     def restart_worker(self, name: str, factory: Any, options: dict, run_id: str) -> None:
         self.workers[name] = WorkerHost(factory, name)
 
-    def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
+    def restore_worker(self, name: str, store: Store, checkpoint: str) -> None:
         self.workers[name].restore(store, checkpoint)
 
     def submit(self, call: dict, options: dict) -> Done:
@@ -174,7 +175,7 @@ class RayExecutor:
             self.workers[name] = actor
         return actor is not None
 
-    def restore_worker(self, name: str, store: Any, checkpoint: str) -> None:
+    def restore_worker(self, name: str, store: Store, checkpoint: str) -> None:
         import ray
 
         worker = self.workers[name]
@@ -224,7 +225,7 @@ class RayExecutor:
 
 @contextlib.contextmanager
 def joined(kind: str, address: str | None, warm: tuple[str, ...],
-           store: Any) -> Iterator[InlineExecutor | RayExecutor]:
+           store: Store) -> Iterator[InlineExecutor | RayExecutor]:
     """The executor of one drive, shut down when the drive ends; `store`: the run's
     (a store in this process's memory is refused on Ray, whose workers cannot see it)."""
     check_executor(store, kind)
@@ -236,7 +237,7 @@ def joined(kind: str, address: str | None, warm: tuple[str, ...],
         mark("executor closed")
 
 
-def check_executor(store: Any, executor: str) -> None:
+def check_executor(store: Store, executor: str) -> None:
     """A `memory://` store lives in this process only: Ray workers would each see an empty
     one, so it is refused there, before anything is written."""
     if executor == "ray" and getattr(store, "protocol", None) == "memory":

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from alignflow.errors import FlowError
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 from alignflow.flows.ray import niceness, reap, watch
 
 START_TRIES = 2  # Ray's own waits are fixed: one more try, not a longer wait

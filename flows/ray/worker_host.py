@@ -12,8 +12,9 @@ import os
 from typing import Any
 
 from alignflow import detached
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 from alignflow.timeline import mark
 
 _REMOTES: dict[str, Any] = {}
@@ -93,7 +94,7 @@ class WorkerHost:
             return wrapper.execute({**call, "fn": _raiser(self.failure)}, None)
         return wrapper.execute(call, self.obj)
 
-    def restore(self, store: Any, checkpoint: str) -> None:
+    def restore(self, store: Store, checkpoint: str) -> None:
         if self.failure is None:  # a worker that failed to start says so at its first task
             self.obj.restore(store, checkpoint)
 

@@ -30,6 +30,7 @@ from alignflow.flows.rl.pipeline import start
 from alignflow.flows.rl.shared_steps import export_model
 from alignflow.flows.rl.steps import learn_actor, on
 from alignflow.tasks.modeling.model_config import TeacherConfig
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rl.learn_config import AlgoConfig, KLConfig
 
 teacher_logprobs = task(version=1)("alignflow.tasks.rl.distill_online:teacher_logprobs")
@@ -69,7 +70,8 @@ class OnPolicyDistillConfig(RLConfig):
                 kl.estimator)
 
 
-def teacher_step(cfg: OnPolicyDistillConfig, host: dict[str, str], key: str, rollouts, it: int):
+def teacher_step(cfg: OnPolicyDistillConfig, host: dict[Role, str], key: str, rollouts,
+                 it: int):
     """The teacher's log-probs of batch `rollouts`, on the reference's host (a future)."""
     budget = {"max_tokens": cfg.rollout_max_tokens} if cfg.rollout_max_tokens else {}
     return on(teacher_logprobs, host["ref"], key).submit(

@@ -20,6 +20,7 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import export_model, load_prompts
 from alignflow.flows.rl.steps import on
 from alignflow.tasks.plan.build import GENERATOR
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.rl.eval_config import best_key
 
@@ -31,7 +32,7 @@ agent_eval = task(version=1)("alignflow.tasks.rl.evaluate:agent_eval")
 class Evaluation:
     """The evaluations of one run and the best one so far."""
 
-    def __init__(self, cfg: RLConfig, hosts: dict[str, str]) -> None:
+    def __init__(self, cfg: RLConfig, hosts: dict[Role, str]) -> None:
         self.cfg, self.hosts, self.prompts = cfg, hosts, None
         self.best: dict | None = None
 

@@ -18,7 +18,9 @@ from alignflow.flows.engine import task
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.rollouts import ScheduledRollouts, key
 from alignflow.flows.rl.steps import on
+from alignflow.flows.seams import Future
 from alignflow.tasks.plan.build import GENERATOR
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rl.async_records import PolicyRef, SegmentOutput
 from alignflow.tasks.steps.records import LearnOutput, StepOutput
 
@@ -33,14 +35,14 @@ def segment_key(it: int, segment: int) -> str:
 class PartialRollouts(ScheduledRollouts):
     """Drives the generator one segment at a time, in batch order."""
 
-    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[Role, str],
                  iterations: int) -> None:
         super().__init__(cfg, prompts, hosts, iterations)
         self.tokens = cfg.async_.segment_length(cfg.rollout.max_new_tokens)
         self.segments: dict[int, list[SegmentOutput]] = {}
         self.finished: dict[int, StepOutput] = {}
         self.cursor = 0          # the oldest batch not yet finished
-        self.learning = None     # the learn step in flight
+        self.learning: Future | None = None  # the learn step in flight
         self.replay = None
         if cfg.async_.replay_schedule:
             self.replay = recorded_versions.options(key="schedule")(cfg.async_.replay_schedule)
@@ -50,7 +52,7 @@ class PartialRollouts(ScheduledRollouts):
             self._advance()
         return self._checked(it, self.finished.pop(it))
 
-    def learn(self, future, it: int) -> LearnOutput:
+    def learn(self, future: Future, it: int) -> LearnOutput:
         """Generate the batches ahead (up to the bound) while the learn step runs."""
         self.learning = future
         last = min(it + self.bound, self.iterations - 1)

@@ -5,7 +5,7 @@ partial rollouts. The flows call `take`, `score` and `learn` on it and nothing e
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from alignflow.flows.control import planning
 from alignflow.flows.engine import expect
@@ -13,15 +13,16 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.evaluation import Evaluation
 from alignflow.flows.rl.partial import PartialRollouts
 from alignflow.flows.rl.refill import RefilledRollouts
-from alignflow.flows.rl.rollouts import ScheduledRollouts, SyncRollouts
+from alignflow.flows.rl.rollouts import RolloutSource, ScheduledRollouts, SyncRollouts
 from alignflow.flows.rl.shared_steps import load_prompts
 from alignflow.flows.rl.steps import declare_generator, declare_hosts
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.steps.records import StepOutput
 
 
-def rollouts_for(cfg: RLConfig, plan: RunPlan, prompts: StepOutput, hosts: dict[str, str],
-                 iterations: int) -> SyncRollouts:
+def rollouts_for(cfg: RLConfig, plan: RunPlan, prompts: StepOutput, hosts: dict[Role, str],
+                 iterations: int) -> RolloutSource:
     """The rollout source of `cfg` (declaring the plan's generator worker when it has one)."""
     if plan.generator is None:
         cls = RefilledRollouts if cfg.refills else SyncRollouts
@@ -37,8 +38,8 @@ class RLStart(NamedTuple):
     prompts: StepOutput
     iterations: int
     plan: RunPlan
-    host: dict[str, str]
-    source: Any
+    host: dict[Role, str]
+    source: RolloutSource
     evals: Evaluation
 
 

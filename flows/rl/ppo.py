@@ -30,6 +30,8 @@ def ppo(cfg: RLConfig) -> dict:
     for it in range(iterations):
         k = f"iter-{it:04d}"
         rollouts = source.take(it)
+        if rollouts is None:  # older than the staleness bound and dropped (as in grpo.py)
+            continue
         pending = [source.score(rollouts, it),
                    reference_step(cfg, host, f"{k}/reference", rollouts, it)]
         if critic:

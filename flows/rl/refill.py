@@ -21,13 +21,15 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.rollouts import SyncRollouts, key
 from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts
 from alignflow.flows.rl.steps import on
+from alignflow.flows.seams import Future
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.steps.records import StepOutput
 
 
 class RefilledRollouts(SyncRollouts):
     """`SyncRollouts` whose batches are refilled until enough groups pass the filter."""
 
-    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[Role, str],
                  iterations: int) -> None:
         super().__init__(cfg, prompts, hosts, iterations)
         self.cursor = 0  # the next prompt to draw
@@ -57,7 +59,7 @@ class RefilledRollouts(SyncRollouts):
         self.scores[it] = _merged(scores)
         return _merged(batches)
 
-    def score(self, batch: StepOutput, it: int):
+    def score(self, batch: StepOutput, it: int) -> Future:
         return Done(self.scores.pop(it))
 
 

@@ -16,12 +16,15 @@ regenerated with the current weights or dropped (`async.on_stale`), and counted 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from alignflow.flows.engine import Done, task, wait_durable
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import generate_rollouts, score_rollouts, sync_weights
 from alignflow.flows.rl.steps import on
+from alignflow.flows.seams import Future
 from alignflow.tasks.plan.build import GENERATOR
+from alignflow.tasks.plan.placement import Role
 from alignflow.tasks.rl.async_records import PolicyRef
 from alignflow.tasks.steps.records import LearnOutput, StepOutput
 
@@ -34,10 +37,28 @@ def key(iteration: int) -> str:
     return f"iter-{iteration:04d}"
 
 
+class RolloutSource(Protocol):
+    """What an RL flow's loop reads: the batch each iteration learns from, its rewards, the
+    learn step's weights served to generation, and the newest policy (`rollouts_for`)."""
+
+    @property
+    def latest(self) -> PolicyRef | None:
+        """The newest policy of a generator worker (None: the actor host's engine has it)."""
+
+    def take(self, it: int) -> StepOutput | None:
+        """The committed batch iteration `it` learns from (None: dropped as too stale)."""
+
+    def score(self, batch: StepOutput, it: int) -> Future:
+        """A future of the batch's rewards."""
+
+    def learn(self, future: Future, it: int) -> LearnOutput:
+        """Wait for the learn step `future`, then serve its weights."""
+
+
 class SyncRollouts:
     """Generate on the actor's host; after each learn, copy the weights to its engine."""
 
-    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[Role, str],
                  iterations: int) -> None:
         self.cfg, self.prompts, self.hosts, self.iterations = cfg, prompts, hosts, iterations
 
@@ -51,11 +72,11 @@ class SyncRollouts:
         return on(generate_rollouts, self.hosts["actor"], f"{key(it)}/generate")(
             self.prompts, it, self.cfg.rollout, max_len=self.cfg.data.max_len)
 
-    def score(self, batch: StepOutput, it: int):
+    def score(self, batch: StepOutput, it: int) -> Future:
         """A future of the batch's rewards."""
         return on(score_rollouts, self.hosts["reward"], f"{key(it)}/score").submit(batch, it)
 
-    def learn(self, future, it: int) -> LearnOutput:
+    def learn(self, future: Future, it: int) -> LearnOutput:
         """Wait for the learn step `future`, then serve its weights."""
         learned = future.result()
         on(sync_weights, self.hosts["actor"], f"{key(it)}/sync")(learned.checkpoint,
@@ -66,13 +87,13 @@ class SyncRollouts:
 class ScheduledRollouts(SyncRollouts):
     """Generation on the `rollout` worker, up to `async.max_staleness` batches ahead."""
 
-    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[str, str],
+    def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[Role, str],
                  iterations: int) -> None:
         super().__init__(cfg, prompts, hosts, iterations)
         self.bound = cfg.staleness
         self.agent_enabled = cfg.train.agent_func_path is not None
         self.published = [PolicyRef(0, None)]  # the policy after k learn steps, k = 0, 1, …
-        self.pending: dict[int, object] = {}    # iteration -> future of its batch
+        self.pending: dict[int, Future] = {}    # iteration -> future of its batch
         self.ready: dict[int, StepOutput] = {}  # batches committed, not yet learned from
         self.scores: dict[int, StepOutput] = {}  # agent episodes: rewards come with the batch
 
@@ -94,14 +115,14 @@ class ScheduledRollouts(SyncRollouts):
         self._collect()  # inline, the batches ahead are generated already: commit them now
         return self._checked(it, batch)
 
-    def _generate(self, it: int, policy: PolicyRef, name: str, **extra):
+    def _generate(self, it: int, policy: PolicyRef, name: str, **extra: object) -> Future:
         if self.agent_enabled:
             return on(agent_episodes, GENERATOR, f"{key(it)}/{name}").submit(
                 self.prompts, it, self.cfg.rollout, self.cfg.agent, policy, **extra)
         return on(generate_at, GENERATOR, f"{key(it)}/{name}").submit(
             self.prompts, it, self.cfg.rollout, policy, **extra)
 
-    def _result(self, future, it: int) -> StepOutput:
+    def _result(self, future: Future, it: int) -> StepOutput:
         out = future.result()
         if self.agent_enabled:
             self.scores[it] = out.scores
@@ -121,12 +142,12 @@ class ScheduledRollouts(SyncRollouts):
                                 replaces_staleness=staleness)
         return self._result(future, it)
 
-    def score(self, batch: StepOutput, it: int):
+    def score(self, batch: StepOutput, it: int) -> Future:
         if it in self.scores:
             return Done(self.scores.pop(it))
         return super().score(batch, it)
 
-    def learn(self, future, it: int) -> LearnOutput:
+    def learn(self, future: Future, it: int) -> LearnOutput:
         self._commit_ready(future)
         learned = future.result()
         self.published.append(self.durable_policy(learned))
@@ -139,7 +160,7 @@ class ScheduledRollouts(SyncRollouts):
         wait_durable()
         return PolicyRef(learned.policy_version, learned.checkpoint)
 
-    def _commit_ready(self, learning, poll_s: float = 0.02) -> None:
+    def _commit_ready(self, learning: Future, poll_s: float = 0.02) -> None:
         """While the learn step runs, commit each batch the generator finishes, so a crash
         loses no batch that was generated (the store is the buffer)."""
         while True:

@@ -11,10 +11,10 @@ nothing themselves and a replayed task (not committed again) is never logged twi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from alignflow.artifacts.metric_names import axis, canonical
 from alignflow.artifacts.parquet_io import read_table
+from alignflow.artifacts.store import Store
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def _refs(manifest: dict, table: str) -> list[dict]:
     return [a for a in manifest.get("artifacts") or [] if a.get("table") == table]
 
 
-def points(store: Any, manifest: dict, journal: dict[str, dict], every: int,
+def points(store: Store, manifest: dict, journal: dict[str, dict], every: int,
            sample_rows: int) -> Points:
     """The scalars and sample tables of one committed manifest (steps divisible by `every`)."""
     out = Points()
@@ -59,7 +59,7 @@ def points(store: Any, manifest: dict, journal: dict[str, dict], every: int,
     return out
 
 
-def _scored(store: Any, manifest: dict, journal: dict[str, dict], ref: dict, every: int,
+def _scored(store: Store, manifest: dict, journal: dict[str, dict], ref: dict, every: int,
             sample_rows: int, out: Points) -> None:
     scores = read_table(store, [ref], columns=["iteration", "prompt_id", "sample_idx", "reward"])
     if scores.num_rows == 0:
@@ -80,7 +80,7 @@ def _scored(store: Any, manifest: dict, journal: dict[str, dict], ref: dict, eve
         f"SELECT * FROM rollouts WHERE run_id = '{run}' AND iteration = {it}"))
 
 
-def _generated(store: Any, journal: dict[str, dict], run_id: str, it: int) -> list[dict] | None:
+def _generated(store: Store, journal: dict[str, dict], run_id: str, it: int) -> list[dict] | None:
     """The iteration's generated rows (prompt, response), from the manifest that has them."""
     cols = ["iteration", "prompt_id", "sample_idx", "prompt", "response", "response_len"]
     for m in reversed(list(journal.values())):

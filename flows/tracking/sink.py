@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from alignflow.artifacts.redact import redact_tree
+from alignflow.artifacts.store import Store
 from alignflow.flows.config.lookup import value_at
 from alignflow.flows.tracking.config import LoggerConfig
 from alignflow.flows.tracking.points import points
@@ -37,7 +38,7 @@ def logger_config(config: Any) -> LoggerConfig | None:
 class LiveLog:
     """Logs each committed manifest of one run to the configured writers."""
 
-    def __init__(self, store: Any, run_id: str, cfg: LoggerConfig, config: Any) -> None:
+    def __init__(self, store: Store, run_id: str, cfg: LoggerConfig, config: Any) -> None:
         self.store, self.run_id, self.cfg = store, run_id, cfg
         rel = logger_path(run_id)
         self.state = store.read_json(rel) if store.exists(rel) else {"seq": 0}

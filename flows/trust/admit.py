@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alignflow.artifacts import redact, usercode
+from alignflow.artifacts.store import Store
 from alignflow.flows.config.build import with_sets
 from alignflow.flows.config.refs import Reference, references
 from alignflow.flows.engine import Flow
 from alignflow.flows.journal.runs import RunState
+from alignflow.flows.seams import FlowConfig
 from alignflow.flows.trust import signing
 from alignflow.flows.trust.check import Context, confirm, record_of, recorded_hashes, untrusted
 from alignflow.flows.trust.config import check_identity, decode_config, restore_masked
@@ -34,7 +36,7 @@ class Given:
     which keys the run can follow)."""
 
     flow: Flow | str | None = None
-    config: Any = None
+    config: FlowConfig = None
     trust: tuple[str, ...] = ()
     trust_store: bool = False
     address: str | None = None
@@ -47,13 +49,13 @@ class Admitted:
 
     flow: Flow
     stored: Any  # the config the run has so far
-    config: Any  # the config it is driven with (the stored one, or the one given now)
+    config: FlowConfig  # the config it is driven with (the stored one, or the one given now)
     allowed: usercode.Allowances
     sayso: Sayso
     record: dict = field(default_factory=dict)  # run.json fields to write when the drive starts
 
 
-def context(store: Any, run_id: str, recorded: dict[str, str],
+def context(store: Store, run_id: str, recorded: dict[str, str],
             unsigned: str | None = "a new run") -> Context:
     """The check's context: the run, the code hashes to take on its word, a local store's
     real root, and why its records do not verify (None: they do, `signing.py`)."""

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from alignflow.artifacts import usercode
 from alignflow.artifacts.locations import Location, link_on_the_way, local_folder, real_path
 from alignflow.errors import ConfigError, FlowError
+from alignflow.flows import registry
 from alignflow.flows.config.refs import Reference
-from alignflow.flows.control import registry
 from alignflow.flows.trust.sayso import Sayso, resolved
 
 STORE_FLAG = "--trust-store for a store you own"

@@ -23,6 +23,7 @@ from alignflow.errors import ConfigError, FlowError
 from alignflow.flows.config import from_dict, known_part, to_dict
 from alignflow.flows.config.types import init_fields, key_of, retired, section
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.seams import FlowConfig
 from alignflow.flows.tracking.config import WandbConfig, holds_key
 
 _TAG = "__type__"
@@ -114,7 +115,7 @@ def _no_records(value: Any, where: str, key: str) -> None:
             _no_records(item, where, f"{key}.{sub_key}")
 
 
-def identity(config: Any) -> dict[str, Any]:
+def identity(config: FlowConfig) -> dict[str, Any]:
     """What the run trains: every model, dataset, reward and flow key of `config`."""
     found: dict[str, Any] = {}
 
@@ -130,7 +131,7 @@ def identity(config: Any) -> dict[str, Any]:
     return found
 
 
-def check_identity(meta: dict, config: Any) -> None:
+def check_identity(meta: dict, config: FlowConfig) -> None:
     """Refuse a config that decodes to other models, data or rewards than recorded."""
     recorded = meta.get("identity")
     if not isinstance(recorded, dict):
@@ -144,7 +145,7 @@ def check_identity(meta: dict, config: Any) -> None:
                         f"another model, dataset or reward than the run started with ({shown})")
 
 
-def stored_form(config: Any) -> tuple[Any, list[list]]:
+def stored_form(config: FlowConfig) -> tuple[Any, list[list]]:
     """(the config as run.json stores it: credentials masked, the JSON paths masked)."""
     encoded = codec.encode(config)
     masked = redact_tree(encoded)

@@ -19,10 +19,10 @@ from typing import Any
 
 from alignflow.artifacts import usercode
 from alignflow.errors import FlowError
+from alignflow.flows import registry
 from alignflow.flows.config.refs import Reference
-from alignflow.flows.control import registry
-from alignflow.flows.control.loader import canonical_ref, config_class, load_flow
 from alignflow.flows.engine import Flow
+from alignflow.flows.loader import canonical_ref, config_class, load_flow
 from alignflow.flows.trust.check import Context, check, untrusted
 from alignflow.flows.trust.sayso import Sayso
 

@@ -33,6 +33,7 @@ from alignflow.artifacts.sources.kinds import normal
 from alignflow.artifacts.sources.local import identify_local, looks_local
 from alignflow.artifacts.usercode import Allowances
 from alignflow.errors import ConfigError
+from alignflow.flows.seams import FlowConfig
 from alignflow.flows.trust.check import STORE_FLAG, untrusted
 from alignflow.flows.trust.config import identity
 
@@ -77,7 +78,7 @@ def _kind(leaf: str, item: str) -> str | None:
     return None if SHORT_NAME.fullmatch(item) else "named"
 
 
-def sources_of(config: Any) -> list[tuple[str, str, str]]:
+def sources_of(config: FlowConfig) -> list[tuple[str, str, str]]:
     """(key, source, kind) of every model and data set `config` reads from elsewhere or
     from this machine's files (a local one resolved through its links); a key holding
     several gets `[i]` after it."""
@@ -101,7 +102,7 @@ def _local(item: str) -> str:
         return real_path(item)
 
 
-def source_specs(config: Any) -> list[tuple[str, str]]:
+def source_specs(config: FlowConfig) -> list[tuple[str, str]]:
     """(key, source) of every model and data set `config` fetches (a URL or a Hub id)."""
     return [(key, spec) for key, spec, kind in sources_of(config) if kind in ("url", "hub")]
 
@@ -144,7 +145,7 @@ class Pins:
     notes: tuple[str, ...] = ()
 
 
-def pin(config: Any, recorded: dict | None = None, named: Iterable[str] = (),
+def pin(config: FlowConfig, recorded: dict | None = None, named: Iterable[str] = (),
         run_id: str = "", vouched: bool = True) -> Pins:
     """Identify every source of `config`; against `recorded` (a resume), refuse those whose
     bytes changed unless `named` names them; without `vouched` records (not this
@@ -155,7 +156,7 @@ def pin(config: Any, recorded: dict | None = None, named: Iterable[str] = (),
     return pins
 
 
-def _pins(config: Any, recorded: dict | None, named: Iterable[str],
+def _pins(config: FlowConfig, recorded: dict | None, named: Iterable[str],
           vouched: bool) -> tuple[Pins, list[str]]:
     record, hashes, notes, refusals = {}, {}, [], []
     given, recorded = _named(named), (recorded if vouched else None) or {}
@@ -187,7 +188,7 @@ def _pins(config: Any, recorded: dict | None, named: Iterable[str],
     return Pins(record, allowed, tuple(notes)), refusals
 
 
-def pin_resume(meta: dict, config: Any, named: Iterable[str], given_config: bool,
+def pin_resume(meta: dict, config: FlowConfig, named: Iterable[str], given_config: bool,
                vouched: bool) -> tuple[Allowances, dict, list[str]]:
     """A resume's pins: the recorded hashes (when `vouched`: this machine's), checked now
     (`pin`); sources named on this command line — or by the run's command given again —

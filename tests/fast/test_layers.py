@@ -1,7 +1,8 @@
 """The package's layers, checked from its import graph (every import, also inside functions).
 
 Dependencies point one way: the public face (`alignflow`) → the CLI → the flow families →
-the engine; the families → the steps → the building blocks (`tasks/*`); everything →
+the engine (itself layered: run control → trust and Ray → the kernel `flows/*.py` → the
+journal and tracking); the families → the steps → the building blocks (`tasks/*`); everything →
 the store (`artifacts`) → the errors (`alignflow.errors`), lazy package names
 (`alignflow.lazy`), benchmark phase marks (`alignflow.timeline`) and actors found again by
 name (`alignflow.detached`), leaves every layer may import.
@@ -23,6 +24,8 @@ BLOCKS = {"errors", "lazy", "timeline", "detached", "artifacts"}  # what every l
 TASK_BASE = BLOCKS | {"tasks.losses", "tasks.zoo", "tasks.advantages", "tasks.data",
                       "tasks.modeling", "tasks.trainers", "tasks.engines", "tasks.rewards",
                       "tasks.distributed", "tasks.plan", "tasks.simulate"}
+ENGINE_BASE = BLOCKS | {"flows", "flows.config", "flows.journal", "flows.tracking"}
+ENGINE = {"flows", "flows.journal", "flows.tracking", "flows.trust", "flows.ray", "flows.control"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "lazy": set(),
@@ -48,16 +51,23 @@ ALLOWED: dict[str, set[str]] = {
     "tasks.offline": TASK_BASE | {"tasks.steps"},
     "tasks.loops": TASK_BASE | {"tasks.steps", "tasks.offline"},
     "flows.config": BLOCKS,
-    "flows": BLOCKS | {"flows.config"},
-    "flows.rl": {"flows", "flows.config", "flows.compat", "tasks"} | BLOCKS,
-    "flows.offline": {"flows", "flows.config", "flows.compat", "tasks"} | BLOCKS,
-    "flows.loops": {"flows", "flows.config", "flows.compat", "flows.rl", "flows.offline",
+    # the engine, bottom up: the journal and tracking, the kernel (`flows/*.py`: tasks,
+    # flows, the wrapper around a task call, finding a flow), trust and Ray, run control
+    "flows.journal": BLOCKS | {"flows.config"},
+    "flows.tracking": BLOCKS | {"flows.config"},
+    "flows": BLOCKS | {"flows.config", "flows.journal"},
+    "flows.trust": ENGINE_BASE,
+    "flows.ray": ENGINE_BASE,
+    "flows.control": ENGINE_BASE | {"flows.trust", "flows.ray"},
+    "flows.rl": {*ENGINE, "flows.config", "flows.compat", "tasks"} | BLOCKS,
+    "flows.offline": {*ENGINE, "flows.config", "flows.compat", "tasks"} | BLOCKS,
+    "flows.loops": {*ENGINE, "flows.config", "flows.compat", "flows.rl", "flows.offline",
                     "tasks"} | BLOCKS,
-    "flows.campaign": {"flows", "flows.config", "tasks"} | BLOCKS,
-    "flows.compat": {"flows", "flows.config", "tasks.zoo"} | BLOCKS,
-    "flows.cli": {"flows", "flows.config", "flows.compat", "flows.rl", "flows.offline",
+    "flows.campaign": {*ENGINE, "flows.config", "tasks"} | BLOCKS,
+    "flows.compat": {*ENGINE, "flows.config", "tasks.zoo"} | BLOCKS,
+    "flows.cli": {*ENGINE, "flows.config", "flows.compat", "flows.rl", "flows.offline",
                   "flows.loops", "flows.campaign", "catalog", "tasks"} | BLOCKS,
-    "face": {"flows", "flows.config", "flows.cli", "flows.campaign", "catalog",
+    "face": {*ENGINE, "flows.config", "flows.cli", "flows.campaign", "catalog",
              "tasks"} | BLOCKS,
 }
 
