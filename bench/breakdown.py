@@ -1,7 +1,7 @@
 """Where the seconds and MiB of one `alignflow run` go, per executor (issue 25: measure first).
 
     .venv/bin/python bench/breakdown.py [--kinds grpo,dpo,sft] [--executors inline,ray]
-        [--reps 3] [--examples 128] [--before /work/main] [--json OUT]
+        [--reps 3] [--examples 128] [--before MAIN_CHECKOUT] [--json OUT]
 
 Runs the command as a user types it, on the work of `bench/peers.py` (5.28M Llama, fp32, one
 thread, the same malloc settings), interleaved (order rotated each repetition). Three

@@ -5,7 +5,7 @@ a plain PyTorch loop (AdamW, the same micro-batches, clipping and schedule-free 
 run interleaved, medians reported, each with its peak memory (CPU: the process's peak RSS
 so far); the ratio is alignflow's
 time over the plain one's (1.00 = the floor). vLLM cannot travel to the GPU node
-(`../shared/gpu-check/FACTS.md`): its throughput is `bench/vllm_generate.py`'s, where vLLM is.
+(`bench/history/gpu.md`): its throughput is `bench/vllm_generate.py`'s, where vLLM is.
 
     python -m bench.gpu_throughput [--model tiny-llama|smollm2-135m|PATH] [--rows 64]
         [--seq 256] [--micro 16] [--new-tokens 64] [--reps 3] [--peak-tflops X] [--cpu]

@@ -35,10 +35,8 @@ from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.grpo import grpo
 
 # one stage's held-out curve: its scope's evaluations (the task keys start with `scope/`)
-CURVE = ("SELECT s.iteration, avg(r.correct) AS correct, count(*) AS n FROM eval_samples s "
-         "JOIN eval_scores r USING (run_id, iteration, prompt_id, sample_idx) "
-         "WHERE s.run_id = ? AND starts_with(s.task_key, ?) AND starts_with(r.task_key, ?) "
-         "GROUP BY s.iteration ORDER BY s.iteration")
+CURVE = ("SELECT iteration, avg(correct) AS correct, count(*) AS n FROM eval_results "
+         "WHERE run_id = ? AND scope = ? GROUP BY iteration ORDER BY iteration")
 TASK, SFT_TASK = "alignflow:arith-3", "alignflow:arith-slip-3"
 
 
@@ -101,7 +99,7 @@ def curve(store: str, run_id: str, stage: str) -> list[dict]:
     """The held-out correctness of stage `stage` by iteration (-1: before the first); ""
     for a run of the RL flow itself (no scope)."""
     prefix = f"{stage}/" if stage else ""
-    return Catalog(store).sql(CURVE, [run_id, prefix, prefix]).to_pylist()
+    return Catalog(store).sql(CURVE, [run_id, prefix]).to_pylist()
 
 
 def main() -> None:

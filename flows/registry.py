@@ -1,7 +1,7 @@
 """Built-in flows by name: name -> ("module:function", "module:ConfigClass" or None).
 
 Registering a flow is one line, e.g. in the module that defines it or here:
-`register("grpo", "alignflow.flows.rl.grpo:grpo", "alignflow.flows.rl.grpo:GRPOConfig")`.
+`register("grpo", "alignflow.flows.rl.grpo:grpo", "alignflow.flows.rl.config:RLConfig")`.
 Entries are strings so `alignflow --help` and `alignflow ls` import nothing heavy.
 """
 

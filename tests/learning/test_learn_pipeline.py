@@ -92,6 +92,7 @@ def test_rl_raises_held_out_correctness(store, stage):
     assert up > down and up - down >= 2 * math.sqrt(up + down), (start, up, down)  # a rise
     points = curve(store, "learn", stage)
     assert [p["iteration"] for p in points] == [-1, ITERATIONS - 1]
+    assert [p["n"] for p in points] == [HELD_OUT, HELD_OUT]  # its own scope's answers only
     assert points[-1]["correct"] - points[0]["correct"] == pytest.approx((up - down) / HELD_OUT)
 
 
