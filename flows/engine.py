@@ -14,20 +14,24 @@ import functools
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alignflow.flows.journal import codec
 from alignflow.flows.journal.identity import source_hash
 from alignflow.flows.lazyref import LazyRef
 
+if TYPE_CHECKING:
+    from alignflow.flows.seams import Driver
+
 CODE_HASHES: dict[str, str] = {}  # task name -> code hash of the task defined most recently
-_DRIVER: contextvars.ContextVar[Any] = contextvars.ContextVar("alignflow_driver", default=None)
+_DRIVER: contextvars.ContextVar[Driver | None] = contextvars.ContextVar("alignflow_driver",
+                                                                       default=None)
 _SCOPES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("alignflow_scopes",
                                                                          default=())
 _SCOPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def current_driver() -> Any:
+def current_driver() -> Driver | None:
     """The driver running the current flow, or None outside a flow."""
     return _DRIVER.get()
 
