@@ -132,11 +132,17 @@ class HFStandIn:
             self.hf.load_tensors(unpack(*args))
             return
         *meta, handles = args
-        buffer = ipc.opened(handles, None)  # the stand-in's buckets are packed on the CPU
+        # the stand-in's buckets are packed on the CPU; an engine of tensor parallel > 1
+        # gets one handle per rank (`ipc.merged`: "cpu#<rank>"): as each of its workers
+        # would, every rank's is opened, and tensor k is loaded from rank k % TP's
+        ranks = sum(key.startswith("cpu#") for key in handles) or 1
+        buffers = [ipc.opened(handles, None, rank=r) for r in range(ranks)]
         try:
-            self.hf.load_tensors(unpack(*meta, buffer))
+            shards = [unpack(*meta, buffer) for buffer in buffers]
+            self.hf.load_tensors([shards[k % ranks][k] for k in range(len(meta[0]))])
         finally:
-            ipc.done_with(buffer)
+            for buffer in buffers:
+                ipc.done_with(buffer)
 
     def commit_weights(self, *, version: int | None = None) -> None:
         before = self.hf.policy_version if self._before is None else self._before

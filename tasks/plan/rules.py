@@ -83,8 +83,9 @@ def vllm_in_host(vllm: VLLMSection, *, colocated: bool, on_gpu: bool,
 
 def engines_transport(vllm: VLLMSection, *, on_gpu: bool, hybrid: bool) -> Transport:
     """How weights reach engines in Ray actors: hybrid engines share their trainer ranks'
-    GPUs, where a broadcast group would put two NCCL ranks on one GPU (NCCL refuses), so
-    they take buckets through Ray's object store; the others as `vllm.transport` says."""
+    GPUs, where a broadcast group would put two NCCL ranks on one GPU (NCCL refuses); they
+    are synced by the handles every rank makes (`vllm_ipc_group`; "ray" is then unused);
+    the others as `vllm.transport` says."""
     return "ray" if hybrid and on_gpu else vllm.transport(on_gpu=on_gpu)
 
 

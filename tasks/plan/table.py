@@ -1,5 +1,6 @@
 """The plan as `alignflow run ... --dry-run` shows it: one row per worker group (host,
-roles, workers, GPUs/CPUs per worker, trainer, engine, placement), then the vLLM engines."""
+roles, workers, GPUs/CPUs per worker, trainer, engine, placement), then the vLLM engines
+and how a weight sync reaches them."""
 
 from __future__ import annotations
 
@@ -23,8 +24,31 @@ def plan_table(plan: RunPlan, executor: str) -> list[str]:
         lines.append(f"  vLLM engines: {e.count} × tensor parallel {e.tensor_parallel} "
                      f"({e.gpus_each:g} GPU each) in Ray actors, placed once, driven from "
                      f"{e.host}; weights sent by {e.transport}")
+    sync = sync_line(plan)
     where = sites_line(plan)
-    return lines + ([where] if where else []) + [f"note: {n}" for n in size_notes(plan)]
+    return lines + [x for x in (sync, where) if x] + [f"note: {n}" for n in size_notes(plan)]
+
+
+def sync_line(plan: RunPlan) -> str | None:
+    """How a weight sync reaches the engine that trains' host generates with
+    (`vllm_ipc.planned_mode`): in place in the trainer's process, by CUDA IPC handle where
+    an engine shares its trainer ranks' GPUs from another process, else by the engines'
+    transport."""
+    found = next(((h, h.engine, h.engine.vllm) for h in plan.groups if h.engine is not None
+                  and h.engine.kind == "vllm" and h.engine.vllm is not None), None)
+    if found is None:
+        trains = any(h.engine is not None and h.trainers for h in plan.groups)
+        return ("  weight sync: in place (the HF engine runs in the trainer's process and "
+                "copies each tensor into its model)") if trains else None
+    from alignflow.tasks.engines.vllm.ipc import planned_mode
+
+    host, engine, vllm = found
+    e = plan.engines
+    mode, why = planned_mode(in_host=engine.in_host, ranks=host.workers,
+                             tensor_parallel_size=vllm.tensor_parallel_size,
+                             hybrid=bool(e is not None and e.hybrid),
+                             transport=e.transport if e is not None else "ray")
+    return f"  weight sync: {mode} ({why})"
 
 
 def size_notes(plan: RunPlan) -> list[str]:

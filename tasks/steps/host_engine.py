@@ -11,7 +11,10 @@ Hybrid engines on every actor GPU (`EnginePlan.per_rank`, OpenRLHF's colocate_al
 engine per GPU): every rank builds its own in-process engine, samples its contiguous shard
 of the prompts (indices and seeds those of the whole batch, so the samples are the ones one
 engine would draw), and rank 0 gathers the shards in rank order; every rank syncs its own
-engine from the trainer (a ZeRO-3 gather every rank takes part in anyway).
+engine from the trainer (a ZeRO-3 gather every rank takes part in anyway). Hybrid engines
+of tensor parallel > 1 (Ray actors on the GPUs of ranks i*TP..(i+1)*TP-1, driven by rank
+0) are synced by every rank: each packs its buckets on its own GPU and shares them, rank 0
+passes each engine its ranks' handles (`by_handles`, `vllm_ipc_group`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from alignflow.tasks.distributed import group
 from alignflow.tasks.distributed.reduce import from_rank0, gather_lists, global_sum
 from alignflow.tasks.engines.base import GeneratedSample
 from alignflow.tasks.engines.hf import HFEngine
+from alignflow.tasks.engines.vllm import ipc_group
 from alignflow.tasks.modeling.loading import DTYPES
 from alignflow.tasks.plan.hosts import EngineKind
 from alignflow.tasks.steps.rollout_engine import build_vllm
@@ -54,6 +58,15 @@ def gathered(host: object, samples: list[GeneratedSample]) -> list[GeneratedSamp
     if per_rank(host):
         samples = gather_lists({"samples": samples})["samples"]
     return samples if group.rank_and_size()[0] == 0 else None
+
+
+def by_handles(host: object) -> bool:
+    """Whether a sync reaches `host`'s engines as handles every rank made (hybrid vLLM
+    engines in Ray actors, on the GPUs of its trainer ranks: `vllm_ipc_group`)."""
+    plan = getattr(getattr(host, "spec", None), "plan", None)
+    engine, actors = getattr(plan, "engine", None), getattr(host.spec, "engines", None)
+    return bool(engine is not None and engine.kind == "vllm" and not engine.in_host
+                and actors is not None and actors.hybrid)
 
 
 def in_dtype(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype
@@ -91,12 +104,30 @@ class EngineSide:
     def sync_engine(self) -> None:
         """Weight sync from the trainer: in place (HF, or vLLM in this process), else sent to
         the engine actors in packed buckets. Collective: the other ranks of a group take
-        part in the trainer's gathers (ZeRO-3) and send nothing."""
-        if self.drives_engine:
+        part in the trainer's gathers (ZeRO-3) and send nothing — but to hybrid engine
+        actors every rank packs and shares its buckets (`by_handles`)."""
+        if by_handles(self):
+            self._sync_by_handles()
+        elif self.drives_engine:
             named = in_dtype(self.actor.state_dict_for_sync(), DTYPES[self.spec.dtype])
             self.engine.update_weights(named, version=self.policy_version)
         else:
             self.actor.take_part_in_sync()
+
+    def _sync_by_handles(self) -> None:
+        """Every rank packs each bucket on its GPU and shares it (`vllm_ipc_group`); rank 0
+        sends each engine its ranks' handles, the others follow the rounds."""
+        planned = self.spec.plan.engine
+        named = in_dtype(self.actor.state_dict_for_sync(), DTYPES[self.spec.dtype])
+        rounds = ipc_group.Rounds(named, planned.vllm.sync_bucket_bytes,
+                                  ipc_group.pack_device(planned.on_gpu))
+        if group.rank_and_size()[0] != 0:
+            rounds.follow()
+            return
+        try:
+            self.engine.update_weights(rounds, version=self.policy_version)
+        finally:
+            rounds.close()  # the others learn how rank 0's sync ended
 
     @property
     def sampled_by(self) -> EngineKind:

@@ -206,8 +206,9 @@ def test_the_mode_follows_where_the_worker_runs():
     assert ipc.mode_for("mp", 2)[0] == "bytes"
     planned = functools.partial(ipc.planned_mode, tensor_parallel_size=1, transport="nccl")
     assert planned(in_host=True, ranks=2, hybrid=False)[0] == "cuda-ipc"  # per-rank engines
-    assert planned(in_host=True, ranks=1, hybrid=False)[0] == "ref"
-    assert planned(in_host=False, ranks=8, hybrid=True)[0] == "ray"  # 4 x TP2 in the PG
+    assert planned(in_host=True, ranks=1, hybrid=False)[0] == "in place"
+    assert planned(in_host=False, ranks=8, hybrid=True)[0] == "cuda-ipc"  # 4 x TP2 in the PG
+    assert planned(in_host=False, ranks=8, hybrid=True, tensor_parallel_size=2)[0] == "cuda-ipc"
     assert planned(in_host=False, ranks=2, hybrid=False)[0] == "nccl"
 
 

@@ -5,7 +5,7 @@ engine.sh) and 16 ranks with 8 engines × TP 2 on 2×8 (train_dapo_ray_hybrid_en
 two nodes). Each plan is held against OpenRLHF's launcher arithmetic
 (`tests/fast/openrlhf_layouts.py`: engine count, where each engine sits). TP > 1: engine
 actors pinned to their trainer ranks' fake GPUs (`engines/vllm/placement.py:hybrid_slots`),
-synced through Ray's object store; TP 1: an in-process engine in every rank
+synced by the handles of every rank (`vllm_ipc_group`); TP 1: an in-process engine in every rank
 (`EnginePlan.per_rank`). Engines sleep while the trainer learns and sample contiguous
 shards of the prompts (sizes differing by at most one: with at least as many prompts as
 engines, every engine samples). The result is held against the single-process run within

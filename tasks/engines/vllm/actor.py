@@ -23,7 +23,8 @@ weights).
 Each engine runs in its own placement group (`vllm_placement`). Weights reach the engines
 in packed buckets, either through Ray's object store (`transport="ray"`) or broadcast from
 this process over a process group made for the sync (`"nccl"` on GPUs, `"gloo"`;
-`vllm_broadcast`), which is rebuilt after an engine restarts. Each engine loads a bucket as
+`vllm_broadcast`), which is rebuilt after an engine restarts; hybrid engines, on their
+trainer ranks' GPUs, by handle (`vllm_ipc_group`; `actor_send.py` holds the senders). Each engine loads a bucket as
 it comes (`vllm_engine_sync`); a sync that fails halfway leaves the engines it reached
 serving no version (`UNKNOWN_VERSION`), so they are synced again before they sample.
 """
@@ -40,15 +41,15 @@ import torch
 from alignflow import detached
 from alignflow.errors import ConfigError, EngineError
 from alignflow.tasks.engines.base import WAKE_TAGS, GeneratedSample, SamplingParams, WakeTag
-from alignflow.tasks.engines.vllm import placement
+from alignflow.tasks.engines.vllm import ipc_group, placement
+from alignflow.tasks.engines.vllm.actor_send import Senders
 from alignflow.tasks.engines.vllm.broadcast import BroadcastSender
 from alignflow.tasks.engines.vllm.config import Transport, VLLMEngineConfig
 from alignflow.tasks.engines.vllm.engine_host import UNKNOWN_VERSION, EngineHost
 from alignflow.tasks.engines.vllm.fleet import EngineFleet
-from alignflow.tasks.engines.vllm.weights import pack_buckets
 
 
-class VLLMEngineActor(EngineFleet):
+class VLLMEngineActor(EngineFleet, Senders):
     """`num_engines` vLLM engines in Ray actors behind one `GenerationEngine`."""
 
     def __init__(self, model_path: str, config: VLLMEngineConfig | None = None, *,
@@ -190,16 +191,19 @@ class VLLMEngineActor(EngineFleet):
         raise EngineError(f"vLLM generate: engines kept dying ({len(self._actors) + 1} rounds "
                           "in one call); restarted them")
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *,
-                       version: int | None = None) -> None:
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]] | ipc_group.Rounds,
+                       *, version: int | None = None) -> None:
         """Packs once here; each bucket goes to every engine up once (object store or
-        broadcast) and is loaded as it comes, then they commit together. Engines still
+        broadcast) and is loaded as it comes, then they commit together; hybrid engines get
+        `ipc_group.Rounds` instead (every rank packed and shared its bucket). Engines still
         starting are synced once up (they count as behind)."""
         timeout, live = self.generate_timeout_s, self._live()
         target = self._target + 1 if version is None else version
         live = self._begin_sync(live, timeout)
         try:
-            if self.transport == "ray":
+            if isinstance(named_tensors, ipc_group.Rounds):  # hybrid: every rank's handles
+                self._send_by_handles(named_tensors, timeout, live)
+            elif self.transport == "ray":
                 self._send_by_ray(named_tensors, timeout, live)
             else:
                 self._send_by_broadcast(named_tensors, timeout, live)
@@ -230,30 +234,6 @@ class VLLMEngineActor(EngineFleet):
             raise EngineError(f"vLLM sync could not start ({lost}); restarted them, serving "
                               f"policy version {self.policy_version}")
         return kept
-
-    def _send_by_ray(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
-        import ray
-
-        for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes):
-            args = [ray.put(a) for a in bucket.as_args()]
-            del bucket  # before the next is packed: one bucket at a time
-            self._wait(self._call(live, "stage_bucket", *args), timeout, "sync")
-
-    def _send_by_broadcast(self, named_tensors, timeout: float, live: dict[int, object]) -> None:
-        if self._sender is not None and self._sender.members != tuple(live):
-            self._close_sync(survivors=[self._actors[i] for i in self._sender.members if i in live])
-        if self._sender is None:  # formed with the engines up now
-            sender = BroadcastSender(self.transport, timeout_s=timeout)
-            sender.connect(live, self._wait, self.config.tensor_parallel_size)
-            self._sender = sender
-        try:
-            for bucket in pack_buckets(named_tensors, self.config.sync_bucket_bytes,
-                                       device=self._sender.group.device):
-                self._sender.send(bucket, live, self._wait)
-                del bucket  # before the next is packed: one bucket on this GPU at a time
-        except BaseException:
-            self._close_sync(survivors=list(live.values()))
-            raise
 
     def load_checkpoint(self, store, rel_dir: str, *, version: int | None = None) -> None:
         """Every engine reads the checkpoint from the store itself (bucket by bucket: one

@@ -16,11 +16,13 @@ its GPU and opens it at its own index (the device argument of torch's `rebuild_c
 rewritten, as OpenRLHF's worker does). A worker with no handle for its device is refused in
 one line.
 
-Not by handle (`planned_mode` says so in the plan): hybrid engines of tensor parallel > 1
-(engine actors in the host's placement group, engine i on the GPUs of ranks i*TP..): rank 0
-alone packs a sync, so no handle exists on the other GPUs; they get their buckets from
-Ray's object store. Handles there need every rank to pack each bucket on its GPU and publish
-its handle (OpenRLHF gathers them over the trainer group); not built yet.
+Hybrid engines of tensor parallel > 1 (engine actors pinned to the GPUs of trainer ranks
+i*TP..(i+1)*TP-1) are synced by handle too (`vllm_ipc_group`): every rank packs each bucket
+on its own GPU and shares it, the handles are gathered to rank 0 (which drives the engines),
+and engine i is sent the handles of its ranks (`merged`); each of its workers opens the one
+of its own GPU. On the CPU (the simulated cluster's stand-in) the handles of an engine's
+ranks are all "cpu": `merged` keys them "cpu#<tensor-parallel rank>" and a worker opens its
+rank's.
 
 Modes (`SyncMode`): "ref" — the worker is in this process (`uni`): the bucket is handed over
 by reference; "ipc" — another process on this device: a handle; "bytes" — elsewhere: the
@@ -55,9 +57,9 @@ def mode_for(executor: str, tensor_parallel_size: int) -> tuple[SyncMode, str]:
 
 
 HYBRID_ACTORS_WHY = (
-    "hybrid engines of tensor parallel > 1 sit on the GPUs of ranks i*TP..(i+1)*TP-1, and "
-    "only rank 0 packs a sync: no handle is made on the other GPUs (each rank would have to "
-    "pack and publish its own), so buckets go by Ray's object store")
+    "hybrid engines in Ray actors on the GPUs of trainer ranks i*TP..(i+1)*TP-1: every rank "
+    "packs each bucket on its GPU, rank 0 gathers the handles and sends each engine its "
+    "ranks'; each tensor-parallel worker opens the one of its GPU")
 
 
 def planned_mode(*, in_host: bool, ranks: int, tensor_parallel_size: int, hybrid: bool,
@@ -68,10 +70,11 @@ def planned_mode(*, in_host: bool, ranks: int, tensor_parallel_size: int, hybrid
     if in_host:
         executor = "uni" if tensor_parallel_size == 1 and ranks == 1 else "mp"
         mode, why = mode_for(executor, tensor_parallel_size)
-        return ("cuda-ipc" if mode == "ipc" else mode), why
+        return {"ipc": "cuda-ipc", "ref": "in place"}.get(mode, mode), why
     if hybrid:
-        return "ray", HYBRID_ACTORS_WHY
-    return transport, "engines on GPUs of their own"
+        return "cuda-ipc", HYBRID_ACTORS_WHY
+    return transport, "engines on GPUs of their own: buckets " + (
+        "through Ray's object store" if transport == "ray" else f"broadcast over {transport}")
 
 
 def device_key(device: torch.device) -> str:
@@ -113,13 +116,28 @@ def _device_arg() -> int:
     return list(inspect.signature(rebuild_cuda_tensor).parameters).index("storage_device")
 
 
-def opened(handles: dict[str, tuple], device: torch.device | None) -> torch.Tensor:
+def merged(per_rank: list[dict[str, tuple]]) -> dict[str, tuple]:
+    """One engine's handles from those its tensor-parallel ranks made (in rank order): GPU
+    handles keep their device key (each GPU's own); CPU ones, all "cpu", become
+    "cpu#<tensor-parallel rank>"."""
+    out: dict[str, tuple] = {}
+    for rank, handles in enumerate(per_rank):
+        for key, handle in handles.items():
+            out[f"{key}#{rank}" if key == "cpu" else key] = handle
+    return out
+
+
+def opened(handles: dict[str, tuple], device: torch.device | None, rank: int = 0
+           ) -> torch.Tensor:
     """The buffer a handle of `share` names, mapped on `device` (this process's index of the
-    GPU; None: the CPU). Refused when no handle was made on this device."""
+    GPU; None: the CPU), or the one `merged` keyed for tensor-parallel `rank` there. Refused
+    when no handle was made on this device."""
     device = torch.device("cpu") if device is None else torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     key = device_key(device)
+    if key not in handles:
+        key = f"{key}#{rank}"
     if key not in handles:
         raise RuntimeError(f"weight sync by handle: no handle for this worker's device {key} "
                            f"(handles for {sorted(handles)}); its sender is on another device")
@@ -152,7 +170,11 @@ def collect(mode: SyncMode, device: torch.device | str) -> None:
 
 def message(bucket: WeightBucket, mode: SyncMode) -> tuple[str, tuple]:
     """(the worker's method, its arguments) for one bucket: in "ipc" mode the buffer goes as
-    `share`'s handles, else as itself (by reference in this process, pickled across)."""
+    `share`'s handles, else as itself (by reference in this process, pickled across). A
+    bucket whose buffer is handles already (a hybrid engine's ranks': `merged`) goes as
+    them, whatever the mode."""
+    if isinstance(bucket.buffer, dict):
+        return STAGE_SHARED, (*bucket.as_args()[:-1], dict(bucket.buffer))
     if mode == "ipc":
         meta = bucket.as_args()[:-1]
         return STAGE_SHARED, (*meta, share(bucket.buffer))

@@ -22,8 +22,10 @@ Called by name through `LLM.collective_rpc("alignflow_...")`, on every tensor-pa
   the reload (the model runs again) and the engine serves no version until a whole sync
   (`VLLMEngine`: `UNKNOWN_VERSION`, the caller syncs again).
 - `alignflow_stage_shared`: the same bucket given by handle (`vllm_ipc`: an engine that
-  shares the trainer's GPU from another process); mapped on this worker's device, loaded,
-  and the copies finished before it answers, since the sender frees the bucket then.
+  shares the trainer's GPU from another process; a hybrid engine of tensor parallel > 1
+  gets the handles of all its trainer ranks, `vllm_ipc_group`, and each worker opens the
+  one of its GPU); mapped on this worker's device, loaded, and the copies finished before
+  it answers, since the sender frees the bucket then.
 
 Runs inside vLLM's worker processes (the engine reads `Sampled` in its own); vLLM's
 modules are imported when called, never at import.
@@ -99,8 +101,10 @@ class AlignflowWorkerExtension:
                                shapes: list[list[int]], offsets: list[int],
                                handles: dict[str, tuple]) -> int:
         """Loads one bucket the trainer shares by handle (`ipc.share`, keyed by device: the
-        one made on this worker's GPU, opened at this process's index of it)."""
-        buffer = ipc.opened(handles, getattr(self, "device", None))
+        one made on this worker's GPU, opened at this process's index of it; on the CPU the
+        one of this worker's tensor-parallel rank: `ipc.merged`)."""
+        buffer = ipc.opened(handles, getattr(self, "device", None),
+                            rank=int(getattr(self, "rank", 0)))
         try:
             return self.alignflow_stage_bucket(names, dtypes, shapes, offsets, buffer)
         finally:
