@@ -117,7 +117,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         watch = sys.modules.get("alignflow.flows.ray.watch")  # Ray's node died: say which
         said = watch.line() if watch is not None else ""
         print(said or "interrupted", file=sys.stderr)
-        return watch.EXIT_CODE if said else 130
+        return watch.EXIT_CODE if watch is not None and said else 130
     except Exception as exc:  # the one place that turns errors into exit codes
         from alignflow.artifacts.redact import redact
         from alignflow.errors import AlignflowError

@@ -24,6 +24,9 @@ class AlignflowError(Exception):
 class ConfigError(AlignflowError, ValueError):
     """A flag, config key, value or config file is wrong."""
 
+    field: str = ""  # the dotted config key, when one key is at fault (`invalid`)
+    detail: str = ""  # what is wrong with it, without the key
+
 
 class SchemaError(AlignflowError, ValueError):
     """Data in the store does not match what alignflow expects (version, fields, Parquet)."""
@@ -75,18 +78,20 @@ class EngineError(AlignflowError, RuntimeError):
 class TaskFailed(FlowError):
     """A task raised in user code; the run is FAILED and resumable after a fix."""
 
-    def __init__(self, task_key: str, error: str, *, kind: Kind = "user") -> None:
+    def __init__(self, task_key: str, error: str, *, kind: Kind = "user",
+                 fault: str = "") -> None:
         super().__init__(f"task {task_key!r} failed: {error}")
         self.task_key = task_key
         self.error = error
         self.kind = kind
+        self.fault = fault  # the exception type behind a system failure (control/recovery.py)
 
 
 def invalid(field: str, message: str) -> ConfigError:
     """A bad value found by a config class's own check. The config loader prefixes `field`
     with its section's dotted path: `config key 'actor.adam.lr': expected ..., got 0.0`."""
     err = ConfigError(f"config key {field!r}: {message}")
-    err.field, err.detail = field, message  # type: ignore[attr-defined]
+    err.field, err.detail = field, message
     return err
 
 
@@ -108,9 +113,10 @@ _FOUND: ContextVar[list[ConfigError] | None] = ContextVar("alignflow_config_prob
 def collecting() -> Iterator[list[ConfigError]]:
     """Inside, `report` (and `require`) record problems in the yielded list instead of
     raising, so a config is checked whole and every problem is reported at once."""
-    token = _FOUND.set([])
+    found: list[ConfigError] = []
+    token = _FOUND.set(found)
     try:
-        yield _FOUND.get()
+        yield found
     finally:
         _FOUND.reset(token)
 

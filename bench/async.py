@@ -52,7 +52,7 @@ def _child(sets: list[str], store: str) -> None:
     """Run one mode (in a child process: its own Ray)."""
     from alignflow.flows.config import load_config
     from alignflow.flows.control import api
-    from alignflow.flows.control.loader import load_flow
+    from alignflow.flows.loader import load_flow
 
     flow, cls = load_flow("grpo")
     api.run(flow, load_config(cls, sets=sets), store=store, executor="ray", seed=0,

@@ -73,8 +73,8 @@ def run_one(model: str, engine: str, args: argparse.Namespace) -> dict:
     from alignflow.artifacts.store import Store
     from alignflow.flows.config import load_config
     from alignflow.flows.control import api
-    from alignflow.flows.control.loader import load_flow
     from alignflow.flows.journal import runs
+    from alignflow.flows.loader import load_flow
 
     path = _model_path(model)
     flow, cfg_cls = load_flow("grpo")

@@ -89,6 +89,14 @@ def load_flow(ref: str, fresh: bool = False, *, named: bool = False) -> tuple[Fl
     return flow, config_class(flow)
 
 
+def config_class_of(ref: str) -> type:
+    """The config class of a flow that has one (the built-in flows'); `ConfigError` else."""
+    _fn, cls = load_flow(ref)
+    if cls is None:
+        raise ConfigError(f"flow {ref!r} takes no config class; expected a built-in flow")
+    return cls
+
+
 def allow_named(path: str) -> None:
     """Allow the code file the user named here, as it is now."""
     digest = usercode.sha256_of(path)

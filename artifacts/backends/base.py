@@ -10,7 +10,9 @@ A new backend is one subclass registered in `backends/__init__.py`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from typing import IO, Any, TypeVar
 
 import fsspec
@@ -25,9 +27,10 @@ T = TypeVar("T")
 Listing = dict[str, dict[str, Any]]
 
 
-class Backend:
+class Backend(ABC):
     """One store root reached one way. Every method takes paths relative to the root,
-    already checked by `Store.path` to stay below it."""
+    already checked by `Store.path` to stay below it. The byte methods are abstract: a
+    backend that forgets one fails when it is made, not on the first call that needs it."""
 
     protocol = ""
     is_local = False
@@ -69,44 +72,54 @@ class Backend:
     def make_local_folder(self, folder: str) -> None:
         """Make `folder` when it lies inside this store (a local store); elsewhere its
         writer makes it."""
+        return None  # not abstract: only a local store has folders to make
 
     # -- bytes -----------------------------------------------------------------------------------
+    @abstractmethod
     def exists(self, rel: str) -> bool:
-        raise NotImplementedError
+        """Whether a file is at `rel`."""
 
+    @abstractmethod
     def read(self, rel: str, limit: int) -> bytes:
-        raise NotImplementedError
+        """The file's bytes; refused past `limit` bytes (`bounds.too_big`)."""
 
     def read_many(self, rels: list[str], read_one: Callable[[str], bytes]
                   ) -> dict[str, bytes | Exception]:
         """Several files (`read_one` each, here one after another); a file that cannot be
         read maps to its exception."""
-        return {rel: _attempt(lambda rel=rel: read_one(rel)) for rel in rels}
+        return {rel: _attempt(partial(read_one, rel)) for rel in rels}
 
+    @abstractmethod
     def write(self, rel: str, data: bytes) -> None:
-        raise NotImplementedError
+        """Write (or replace) `rel`."""
 
+    @abstractmethod
     def create(self, rel: str, data: bytes) -> None:
         """Write `rel` only if nothing is there; `CommitConflict` otherwise."""
-        raise NotImplementedError
 
+    @abstractmethod
     def put_file(self, local_path: str, rel: str) -> None:
-        raise NotImplementedError
+        """Copy a local file to `rel`."""
 
+    @abstractmethod
     def open_file(self, rel: str) -> IO[bytes]:
-        raise NotImplementedError
+        """`rel` opened for reading (streamed)."""
 
+    @abstractmethod
     def get_file(self, rel: str, local_path: str) -> None:
-        raise NotImplementedError
+        """Copy `rel` to a local file."""
 
+    @abstractmethod
     def size(self, rel: str) -> int:
-        raise NotImplementedError
+        """`rel`'s size in bytes."""
 
+    @abstractmethod
     def delete(self, rel: str, recursive: bool) -> None:
-        raise NotImplementedError
+        """Remove `rel` (a folder with everything below it when `recursive`)."""
 
+    @abstractmethod
     def find(self, prefix: str) -> Listing:
-        raise NotImplementedError
+        """Every file below `prefix`: relative path -> type, size, mtime, stamp."""
 
 
 class FsspecBackend(Backend):

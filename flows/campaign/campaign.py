@@ -53,7 +53,7 @@ def campaign(cfg: CampaignConfig) -> dict:
         row = {"round": r, "due": when.due, "skipped_due_times": when.skipped,
                "policy_in_version": policy.version, "policy_in": policy.path,
                "incumbent_score": incumbent.of(cfg.gate.metric), "metric": cfg.gate.metric}
-        candidate = None
+        candidate: tuple[Policy, Score] | None = None
         if read_control.options(key=f"{k}/control")():
             new, row["status"] = Inputs(), "paused"
         else:
@@ -67,8 +67,9 @@ def campaign(cfg: CampaignConfig) -> dict:
                 history.append(row["round_run"])
         out = candidate[0] if candidate is not None and row["promoted"] else policy
         row.update(policy_out_version=out.version, policy_out=out.path)
-        if record_round.options(key=f"{k}/record")(row)["promoted"]:  # a recorded round's
-            policy, incumbent = candidate  # decision stands, whatever the gate says now
+        promoted = record_round.options(key=f"{k}/record")(row)["promoted"]  # a recorded
+        if promoted and candidate is not None:  # round's decision stands, whatever the gate
+            policy, incumbent = candidate  # says now
         retain.options(key=f"{k}/retain")(cfg.retention.keep_rounds, history, policy)
         consumed, due = consumed + [f.path for f in new.files], when.due
     return {"rounds": cfg.max_rounds, "policy": dataclasses.asdict(policy), "model": policy.path}

@@ -45,6 +45,8 @@ def read_control() -> bool:
 @task(version=1)
 def consume_inputs(cfg: CampaignConfig, consumed: list[str], when: Due) -> Inputs:
     """The source's files no earlier round consumed (none if fewer than min_files)."""
+    if cfg.inputs.source is None:  # a campaign without a source consumes nothing
+        return Inputs()
     new = inputs.new_files(cfg.inputs.source, cfg.inputs.pattern, consumed)
     if len(new) < cfg.inputs.min_files:
         return Inputs()

@@ -55,7 +55,7 @@ def columns(spec: str, split: str | None) -> list[str]:
 def prompt_column_notes(cfg: Any) -> list[str]:
     """A note when a DPO/RM run leaves a `prompt` column of its data unread."""
     data = getattr(cfg, "data", None)  # a loop's (iterative DPO) is prompt data: no pairs
-    if getattr(cfg, "KIND", None) not in PAIR_KINDS or not hasattr(data, "dataset") \
+    if data is None or getattr(cfg, "KIND", None) not in PAIR_KINDS or not hasattr(data, "dataset") \
             or getattr(data, "prompt_key", None) is not None:
         return []
     for part in (p.strip() for p in data.dataset.split(",") if p.strip()):

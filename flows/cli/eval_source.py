@@ -33,7 +33,7 @@ def eval_from_training(resolved: Resolved) -> tuple[Resolved, list[str], list[st
     named, notes, problems)."""
     cfg, origins = resolved.config, resolved.origins
     ev, data = getattr(cfg, "eval", None), getattr(cfg, "data", None)
-    if not hasattr(ev, "ratio") or ev.dataset or ev.ratio > 0 or "eval.split" not in origins:
+    if ev is None or data is None or not hasattr(ev, "ratio") or ev.dataset or ev.ratio > 0 or "eval.split" not in origins:
         return resolved, [], []
     named = origins["eval.split"]
     single = _one_split(data.dataset)

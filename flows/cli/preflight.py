@@ -139,7 +139,7 @@ def _check_data(key: str, spec: str, split: str | None, columns: tuple[str | Non
         try:
             ds = _read(item, split)
             require_keys(ds, *columns)
-            if key in ("data.prompt_dataset", "eval.dataset"):
+            if key in ("data.prompt_dataset", "eval.dataset") and columns[0] is not None:
                 refuse_empty(ds, columns[0])
         except ConfigError as exc:
             raise ConfigError(f"config key {key!r} = {item!r}: {exc}") from None

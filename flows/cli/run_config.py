@@ -95,7 +95,8 @@ def plan_here(config: Any, cluster: Cluster | None = None) -> RunPlan | None:
     none."""
     if not isinstance(config, planning.Planned):
         return None
-    return config.run_plan(cluster or Cluster.local())
+    plan = config.run_plan(cluster or Cluster.local())
+    return plan if isinstance(plan, RunPlan) else None  # the built-in flows' plans
 
 
 def _resolve_all(cls: type, config_file: str | None,

@@ -115,14 +115,14 @@ def work_lines(work: Work, speed: Speed | None) -> list[str]:
              f"{_count(work.tokens_per_iteration)} tokens per iteration; {its} "
              f"({work.iterations_why})"]
     seconds = work.seconds(speed) if speed is not None else None
-    if seconds is None:
+    if speed is None or seconds is None:
         why = "speed not measured" if speed is None else \
             "the actor's size or the iteration count is unknown"
         return [*lines, f"time: not estimated ({why})"]
     lines.append(f"time: roughly {_long(seconds)} on this machine (every sequence at full "
                  f"length, compute alone: "
                  f"{work.flop_per_param_token:g} FLOP per parameter per token × "
-                 f"{_count(work.params)} parameters; this machine's {speed.device}: "
+                 f"{_count(work.params or 0)} parameters; this machine's {speed.device}: "
                  f"{speed.flops / 1e9:,.0f} GFLOP/s, {speed.how})")
     if seconds >= DAY_S:
         lines.append(f"note: this run would take days here (~{_long(seconds)}): it is sized "

@@ -15,7 +15,7 @@ from alignflow.flows.compat import reference, rules
 from alignflow.flows.config.build import resolve_config
 from alignflow.flows.config.types import config_paths
 from alignflow.flows.config.values import coerce
-from alignflow.flows.loader import load_flow
+from alignflow.flows.loader import config_class_of
 
 HARDWARE = ("runs anywhere: OpenRLHF's default needs GPUs (alignflow trains with PyTorch on "
             "what the machine has; the run plan places work on GPUs when there are some)")
@@ -63,10 +63,10 @@ DIFFERENT: dict[tuple[str, str], str] = {
 
 def differences(flow: str) -> list[tuple[str, Any, Any]]:
     """(key, OpenRLHF's default, alignflow's) for every key of `flow` where they differ."""
-    _fn, cls = load_flow(flow)
+    cls = config_class_of(flow)
     paths, ours = config_paths(cls), _defaults(flow)
     out = []
-    for cli in cls.OPENRLHF[:1]:  # the flow's own CLI (the loops borrow theirs)
+    for cli in getattr(cls, "OPENRLHF", ())[:1]:  # the flow's own CLI (loops borrow theirs)
         newest = max(reference.release(f.last) for f in reference.of_cli(cli).values())
         for flag in reference.of_cli(cli).values():
             decision = rules.decide(flag, paths)
@@ -99,7 +99,7 @@ def _typed(text: str, tp: Any, key: str) -> Any:
 @functools.cache
 def _defaults(flow: str) -> dict[str, Any]:
     """Every leaf key's default in `flow`'s config."""
-    _fn, cls = load_flow(flow)
+    cls = config_class_of(flow)
     cfg = resolve_config(cls, sets=_required(flow)).config
     out = {}
     for key in config_paths(cls):

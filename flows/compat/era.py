@@ -170,7 +170,8 @@ def _number(given: dict[str, list[str]], found: list, name: str, at: reference.R
     if values:
         return int(values[0])
     flag = _flag(found, name)
-    return int(reference.value_of(flag.default_at(at))) if flag else 0
+    value = reference.value_of(flag.default_at(at)) if flag else 0
+    return int(value) if isinstance(value, int | float | str) else 0
 
 
 def _lengths(found: list, given: dict[str, list[str]], at: reference.Release, out: Any) -> None:

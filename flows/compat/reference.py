@@ -64,7 +64,8 @@ def value_of(text: str) -> object:
     text = text.strip()
     for wrap, cast in (("int(", int), ("float(", float)):
         if text.startswith(wrap) and text.endswith(")"):
-            return cast(value_of(text[len(wrap):-1]))
+            inner = value_of(text[len(wrap):-1])
+            return cast(inner) if isinstance(inner, int | float | str) else inner
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -184,8 +184,7 @@ def decide(flag: reference.Flag, paths: Container[str]) -> Decision:
         return Decision("inert", reason=f"no effect in OpenRLHF either ({flag.note})")
     lacking = [k for k in found.keys if k not in paths]
     if not lacking:
-        kind = "key" if found.value is None else "switch"
-        return Decision(kind, found.keys, found.value)
+        return Decision("key" if found.value is None else "switch", found.keys, found.value)
     key = lacking[0]
     if key in INERT:
         return Decision("inert", (key,), reason=INERT[key])

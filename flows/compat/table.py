@@ -16,7 +16,7 @@ from pathlib import Path
 from alignflow.flows.compat import defaults, era, reference, rules
 from alignflow.flows.config import config_fields
 from alignflow.flows.config.types import config_paths
-from alignflow.flows.loader import load_flow
+from alignflow.flows.loader import config_class_of
 
 FLOW_OF_CLI = {"train_ppo_ray": "grpo", "train_ppo": "grpo", "train_sft": "sft",
                "train_dpo": "dpo", "train_rm": "rm", "train_kd": "distill", "train_kto": "kto",
@@ -29,7 +29,7 @@ BEGIN, END = "<!-- flag table: begin (generated) -->", "<!-- flag table: end -->
 @functools.cache
 def _keys(flow: str) -> tuple[dict[str, object], dict[str, str]]:
     """(the flow's dotted key paths, the help text of each key)."""
-    _fn, cls = load_flow(flow)
+    cls = config_class_of(flow)
     return config_paths(cls), {f.path: f.help for f in config_fields(cls)}
 
 

@@ -17,7 +17,7 @@ from alignflow.flows.compat import argv, notes
 from alignflow.flows.compat.script import Launch
 from alignflow.flows.config import dump_yaml, resolve_config
 from alignflow.flows.config.tokens import groups
-from alignflow.flows.loader import load_flow
+from alignflow.flows.loader import config_class_of
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Translation:
 
 
 def translate(launch: Launch) -> Translation:
-    _fn, cls = load_flow(launch.flow)
+    cls = config_class_of(launch.flow)
     found = argv.sort(cls, launch.flags, [], builtin=True, ignore_hardware=False)
     config, refused = _resolve(cls, found)
     found.problems += refused

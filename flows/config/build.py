@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -37,10 +37,14 @@ from alignflow.flows.config.types import (
 )
 from alignflow.flows.config.values import coerce
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")  # a config class (`check_config_class`)
 
 
-def _section_value(sub: type, f: dataclasses.Field, base: Any, over: Overrides, key: str) -> Any:
+def _section_value(sub: type[DataclassInstance], f: dataclasses.Field, base: Any,
+                   over: Overrides, key: str) -> Any:
     current = getattr(base, f.name) if base is not None else default_of(f)
     built = _build(sub, current if isinstance(current, sub) else None, over, key + ".")
     return current if built is None else built  # a bad section: its problems are reported
@@ -70,9 +74,9 @@ def _build(cls: type[T], base: T | None, over: Overrides, prefix: str) -> T | No
 
 
 def _located(exc: Exception, cls: type, prefix: str) -> ConfigError:
-    field = getattr(exc, "field", None)
+    field, detail = getattr(exc, "field", None), getattr(exc, "detail", "")
     if field:
-        return ConfigError(f"config key {prefix + field!r}: {exc.detail}")  # type: ignore[attr-defined]
+        return ConfigError(f"config key {prefix + field!r}: {detail}")
     if isinstance(exc, ConfigError) and str(exc).startswith("config key "):
         return exc
     where = f" at {prefix.rstrip('.')!r}" if prefix else ""
@@ -82,18 +86,18 @@ def _located(exc: Exception, cls: type, prefix: str) -> ConfigError:
 def _construct(cls: type[T], base: T | None, kw: dict[str, Any], prefix: str) -> T | None:
     """Run the class's own checks, reporting each of its problems located by `prefix`
     (an exception after a reported problem is its consequence and is dropped)."""
+    caught: list[Exception] = []
     with collecting() as found:
         try:
             obj = dataclasses.replace(base, **kw) if base is not None else cls(**kw)
         except Exception as exc:
             if not found and not isinstance(exc, ValueError | TypeError):
                 raise
-            if not found:
-                found.append(exc)
-            obj = None
-    for problem in found:
+            caught, obj = [exc], None
+    problems = found or caught  # the check's own exception only when it reported none
+    for problem in problems:
         report(_located(problem, cls, prefix))
-    return None if found else obj
+    return None if problems else obj
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +152,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
         raise ConfigError(f"{cls.__name__}: expected a mapping, got a {type(data).__name__}")
     over: Overrides = {}
     flatten(Keys.of(cls), data, "dict", over)
-    return _build(cls, None, over, "")
+    built = _build(cls, None, over, "")
+    if built is None:  # never: outside `collecting()` a problem raises as it is reported
+        raise ConfigError(f"{cls.__name__}: invalid config")
+    return built
 
 
 def with_sets(config: Any, sets: list[str] | tuple[str, ...]) -> Any:

@@ -13,7 +13,10 @@ import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 @functools.cache
@@ -48,12 +51,12 @@ def is_optional(tp: Any) -> bool:
     return is_union(tp) and type(None) in get_args(tp)
 
 
-def section(tp: Any) -> type | None:
+def section(tp: Any) -> type[DataclassInstance] | None:
     """The dataclass behind `D` or `D | None`, else None."""
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return tp
     if is_union(tp):
-        found = [a for a in get_args(tp) if dataclasses.is_dataclass(a)]
+        found = [a for a in get_args(tp) if dataclasses.is_dataclass(a) and isinstance(a, type)]
         return found[0] if len(found) == 1 else None
     return None
 

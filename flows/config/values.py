@@ -125,7 +125,7 @@ def coerce(value: Any, tp: Any, key: str, origin: str = "code") -> Any:
         kt, vt = get_args(tp)
         return {coerce(k, kt, f"{key}.<key>", origin): coerce(v, vt, f"{key}.{k}", origin)
                 for k, v in _parse_map(value, key, origin).items()}
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if isinstance(value, tp):
             return value
         raise bad_value(key, value, f"a {tp.__name__} section (set its keys, e.g. "

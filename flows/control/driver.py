@@ -16,14 +16,18 @@ from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import redact
 from alignflow.errors import FlowError, TaskFailed
 from alignflow.flows.control.live import LiveFuture, backoff, manifest_record
+from alignflow.flows.control.planning import Plan
+from alignflow.flows.control.recovery import Budget
 from alignflow.flows.control.redo import redo_lost
 from alignflow.flows.control.worker_groups import WorkerGroups
 from alignflow.flows.engine import Done, Task, TaskError, scope_prefix
 from alignflow.flows.journal import codec, runs
 from alignflow.flows.journal.commit_queue import CommitQueue
 from alignflow.flows.journal.identity import cache_key, task_seed
+from alignflow.flows.journal.lease import Lease
 from alignflow.flows.journal.timers import Timers
 from alignflow.flows.ray.executors import fault_record, is_transient
+from alignflow.flows.seams import ProgressSink
 from alignflow.timeline import mark
 
 
@@ -36,12 +40,14 @@ class Driver(Timers, WorkerGroups):
 
     check_interval = 1.0
 
-    def __init__(self, state: Any, executor: Any, *, block: bool = True,
-                 progress: Any = None, lease: Any = None) -> None:
+    def __init__(self, state: runs.RunState, executor: Any, *, block: bool = True,
+                 progress: ProgressSink | None = None, lease: Lease | None = None) -> None:
         """`state`: the run as its life read it (`flows/journal/runs.py:RunState`)."""
         self.store, self.run_id, self.executor = state.store, state.run_id, executor
         self.seed = state.meta["seed"]
-        self.block, self.progress, self.lease = block, progress, lease
+        self.block = block
+        self.progress: ProgressSink | None = progress
+        self.lease: Lease | None = lease
         self.manifests = dict(state.manifests)
         self.seq = 1 + max((m.get("seq", 0) for m in self.manifests.values()), default=0)
         self.first_seq = self.seq
@@ -55,9 +61,10 @@ class Driver(Timers, WorkerGroups):
         self.replayed = self.ran = 0
         self.outcome: str | None = None  # the run's status when this attempt ended
         self.listeners: list[Any] = []  # called with each manifest this driver commits
-        self.plan = self.budget = None  # set by the runner: the plan, recoveries by role
+        self.plan: Plan | None = None  # set by the runner: the plan, recoveries by role
+        self.budget: Budget | None = None
         self.workers_of: dict[str, str | None] = {}  # live task key -> its worker group
-        self.incarnations: Counter[str] = Counter()  # worker group -> processes replaced
+        self.incarnations: Counter[str | None] = Counter()  # worker group -> processes replaced
         self._last_check = 0.0
 
     # -- keys and boundaries ---------------------------------------------------------------
@@ -103,7 +110,7 @@ class Driver(Timers, WorkerGroups):
         if key in self.manifests:
             return Done(self.replay(task, self.manifests[key]))
         input_hash = self._input_hash(task, args, kwargs)
-        if task.opts.cache:
+        if task.opts.cache and input_hash is not None:  # None: not cacheable (raised above)
             hit = self._cache_hit(task, key, input_hash)
             if hit is not None:
                 return Done(hit)
@@ -132,7 +139,7 @@ class Driver(Timers, WorkerGroups):
                 raise
             return None
 
-    def _cache_hit(self, task: Task, key: str, input_hash: str | None) -> Any:
+    def _cache_hit(self, task: Task, key: str, input_hash: str) -> Any:
         rel = f"cache/{cache_key(task.name, task.opts.version, task.code_hash, input_hash)}.json"
         if not self.store.exists(rel):
             return None
@@ -196,7 +203,7 @@ class Driver(Timers, WorkerGroups):
                               f"{redact(err['message'])}); retrying in {wait:.1f}s")
         time.sleep(wait)
         fut.attempt += 1
-        if restart:
+        if restart and worker is not None:
             self._restart_worker(worker, fut.incarnation,
                                  charge=lambda: self._charge(err, worker, fut.key))
         fut.handle = self.launch(fut)
@@ -206,14 +213,12 @@ class Driver(Timers, WorkerGroups):
         now = time.time()
         started = (res or {}).get("started", now)
         tries = f" after {fut.attempt} attempts" if fut.attempt > 1 else ""
-        message = redact(f"{err['type']}: {err['message']}{tries}")
+        message = redact(f"{err['type']}: {err['message']}{tries}") or ""
         if not fut.task.opts.catch_exceptions:
             if self.progress is not None:
                 self.progress.task_finished(fut.key, now - started, status="FAILED")
-            failed = TaskFailed(fut.key, message, kind=err["kind"])
-            failed.fault = err["type"]  # type: ignore[attr-defined]  # control/recovery.py
-            raise failed
-        error = TaskError(fut.key, err["type"], redact(err["message"]), err["kind"])
+            raise TaskFailed(fut.key, message, kind=err["kind"], fault=err["type"])
+        error = TaskError(fut.key, err["type"], redact(err["message"]) or "", err["kind"])
         self.commit(fut.task, fut.key, fut.input_hash, {
             "status": "FAILED_CAUGHT", "output": codec.encode(error), "attempts": fut.attempt,
             "started": started, "ended": (res or {}).get("ended", now)})
@@ -236,7 +241,7 @@ class Driver(Timers, WorkerGroups):
 
     def _write_live(self, fut: LiveFuture, fields: dict) -> None:
         self._write_manifest(fut.task, fut.key, fut.input_hash, fields)
-        if fut.task.opts.cache:
+        if fut.task.opts.cache and fut.input_hash is not None:
             ck = cache_key(fut.task.name, fut.task.opts.version, fut.task.code_hash, fut.input_hash)
             self.store.write_json(f"cache/{ck}.json", {
                 "manifest": runs.manifest_path(self.run_id, fut.key), "run_id": self.run_id,

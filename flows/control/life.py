@@ -42,7 +42,8 @@ def start(store: Store, meta: dict, flow: Flow, config: FlowConfig, how: Attempt
     """Drive a run whose run.json was just created (what it names already admitted)."""
     with Lease(store, meta["run_id"]).acquire() as lease:
         state = new_state(store, meta)
-        with joined(how.executor, how.address, runner.warm_modules(flow), store) as executor:
+        kind = how.executor or meta["executor"]  # the executor run.json records, resolved
+        with joined(kind, how.address, runner.warm_modules(flow), store) as executor:
             plan, planned = planning.settle(state, config)
             drive = runner.Drive(executor, lease, plan, planned)
             return runner.drive(state, flow, config, drive, how)

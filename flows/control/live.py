@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from alignflow.flows.engine import Task
 
 
 def backoff(attempt: int) -> float:
@@ -15,7 +18,7 @@ def backoff(attempt: int) -> float:
 class LiveFuture:
     """A task running now; `.result()` waits, retries and commits."""
 
-    def __init__(self, driver: Any, task: Any, key: str, args: tuple, kwargs: dict,
+    def __init__(self, driver: Any, task: Task, key: str, args: tuple, kwargs: dict,
                  input_hash: str | None) -> None:
         self.driver, self.task, self.key = driver, task, key
         self.args, self.kwargs, self.input_hash = args, kwargs, input_hash
@@ -34,7 +37,7 @@ class LiveFuture:
         return self._done or self.handle.ready()
 
 
-def manifest_record(run_id: str, seed: int, seq: int, task: Any, key: str,
+def manifest_record(run_id: str, seed: int, seq: int, task: Task | None, key: str,
                     input_hash: str | None, fields: dict) -> dict:
     """A task's manifest as the journal keeps it (`runs/<id>/tasks/<key>.json`)."""
     return {"format": 1, "run_id": run_id, "task_key": key,

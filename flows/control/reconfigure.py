@@ -124,7 +124,9 @@ def _plan_refusals(meta: dict, old: Any, new: Any, diff: Changes) -> dict[str, s
 
 def _refusal(config: Any, recorded: Any) -> str | None:
     try:
-        planning.plan_of(config).follow(recorded)
+        plan = planning.plan_of(config)  # a config that makes none has nothing to follow
+        if plan is not None:
+            plan.follow(recorded)
     except ConfigError as exc:
         return str(exc).split(": ", 1)[-1].split("; start a new run")[0]
     return None

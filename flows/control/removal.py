@@ -19,6 +19,7 @@ import os
 import time
 import uuid
 
+from alignflow.artifacts.localfs import LocalRoot
 from alignflow.artifacts.store import Store
 from alignflow.errors import LeaseHeld, RunNotFound
 from alignflow.flows.journal import runs
@@ -42,22 +43,23 @@ def delete_run(store: Store, run_id: str) -> None:
                         "delete") from None
     lease.stop_heartbeat()  # the lease file goes with the run
     try:
-        if store.is_local:
-            _delete_local(store, run_id)
+        local = store.local  # None: not a local store
+        if local is not None:
+            _delete_local(store, local, run_id)
         else:
             _delete_remote(store, run_id, tombstoned)
     finally:
         lease.release()  # only if the deletion stopped before the lease file went
 
 
-def _delete_local(store: Store, run_id: str) -> None:
+def _delete_local(store: Store, local: LocalRoot, run_id: str) -> None:
     """Rename the run folder into trash/ (both reached through no link: a link there would
     move, then delete, folders outside the store), then empty the trash."""
     name = f"{run_id}-{uuid.uuid4().hex[:8]}"
     store.writable_path(f"{TRASH}/{name}")  # makes trash/, refuses a link on the way
     with store._errors(runs.run_dir(run_id)), \
-            store.local.parent(runs.run_dir(run_id), doing="deleting") as (src, old), \
-            store.local.folder(TRASH, doing="deleting") as dst:
+            local.parent(runs.run_dir(run_id), doing="deleting") as (src, old), \
+            local.folder(TRASH, doing="deleting") as dst:
         os.rename(old, name, src_dir_fd=src, dst_dir_fd=dst)  # gone for readers, all at once
     empty_trash(store)
 
@@ -65,8 +67,11 @@ def _delete_local(store: Store, run_id: str) -> None:
 def empty_trash(store: Store) -> None:
     """Remove what interrupted local deletions left in `trash/` (a link there is removed
     itself; nothing is followed)."""
+    local = store.local
+    if local is None:  # only a local store deletes through trash/
+        return
     try:
-        with store.local.folder(TRASH, doing="deleting") as fd:
+        with local.folder(TRASH, doing="deleting") as fd:
             names = os.listdir(fd)
     except FileNotFoundError:
         return

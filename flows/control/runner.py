@@ -178,9 +178,8 @@ class Recover(Exception):
 
 def _fault(key: str, exc: BaseException, line: str) -> TaskFailed:
     """A Ray fault outside any task, as the failure `_recover_or` judges."""
-    failed = TaskFailed(key, f"{type(exc).__name__}: {line}", kind="system")
-    failed.fault = type(exc).__name__  # type: ignore[attr-defined]
-    return failed
+    return TaskFailed(key, f"{type(exc).__name__}: {line}", kind="system",
+                      fault=type(exc).__name__)
 
 
 def _recover_or(driver: Driver, exc: TaskFailed) -> TaskFailed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from alignflow.artifacts import usercode
@@ -29,7 +30,7 @@ class WorkerGroups:
         announced: set[str]
         restored: set[str]
         latest_ckpt: dict[str, str]
-        incarnations: Counter[str]
+        incarnations: Counter[str | None]  # None: a plain task (no group) reads 0
 
         def _charge(self, err: dict, worker: str | None, key: str) -> None: ...
 
@@ -73,10 +74,10 @@ class WorkerGroups:
                     self._charge(fault_record(cause, name), name, key)
                     continue
                 return self._restart_worker(
-                    name, charge=lambda exc=exc: self._charge(fault_record(exc, name), name, key))
+                    name, charge=partial(self._charge, fault_record(exc, name), name, key))
 
     def _restart_worker(self, name: str, seen: int | None = None,
-                        charge: Callable[[], Any] | None = None) -> None:
+                        charge: Callable[[], object] | None = None) -> None:
         """Replace `name`, whose process died under an attempt launched on its incarnation
         `seen` (default: the current one), unless committing what is done replaced it
         since (`redo.py`, which charged the recovery): it then stands restored to the

@@ -65,9 +65,7 @@ def _wait(queue: CommitQueue, fut: Any, handle: Any,
 
 
 def _failed(key: str, error: str, fault: str) -> TaskFailed:
-    failed = TaskFailed(key, error, kind="system")
-    failed.fault = fault  # type: ignore[attr-defined]
-    return failed
+    return TaskFailed(key, error, kind="system", fault=fault)
 
 
 def _settled(fields: dict, done: dict) -> dict:

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from typing import TypeGuard
 
 from alignflow.artifacts.store import Store
 from alignflow.errors import CommitConflict, LeaseHeld
@@ -78,7 +79,7 @@ def read_lease(store: Store, run_id: str) -> tuple[int, dict | None]:
         return gens[-1], None
 
 
-def is_live(record: dict | None, now: float | None = None) -> bool:
+def is_live(record: dict | None, now: float | None = None) -> TypeGuard[dict]:
     """Held and not expired (a released lease is not live)."""
     if not record or record.get("released"):
         return False

@@ -32,6 +32,12 @@ def segments(store: Store, run_id: str) -> list[str]:
     return sorted(p for p in store.list(folder(run_id)) if _SEGMENT.search(p))
 
 
+def _number(path: str) -> int:
+    """A segment's number (`segments` lists only paths that have one)."""
+    found = _SEGMENT.search(path)
+    return int(found.group(1)) if found else -1
+
+
 class ProgressLog:
     """Progress lines of one driver, written to the store (never failing the run)."""
 
@@ -40,7 +46,7 @@ class ProgressLog:
         self.lock = threading.Lock()
         self.text, self.dirty, self.flushed = "", False, 0.0
         done = segments(store, run_id)
-        self.number = int(_SEGMENT.search(done[-1]).group(1)) + 1 if done else 0
+        self.number = _number(done[-1]) + 1 if done else 0
 
     def write(self, line: str) -> None:
         with self.lock:

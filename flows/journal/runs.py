@@ -59,7 +59,7 @@ def update_run(store: Store, run_id: str, **fields: Any) -> dict:
 
 def effective_status(store: Store, meta: dict, now: float | None = None) -> str:
     """Status as users see it: a RUNNING run whose lease expired is RESUMABLE."""
-    status = meta.get("status")
+    status: str = meta.get("status", "")
     if status != RUNNING:
         return status
     from alignflow.flows.journal.lease import lease_expired

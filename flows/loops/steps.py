@@ -76,9 +76,9 @@ def train_round(cfg: LoopConfig, data: OfflineData, round_: int, step: int,
     plan = make_plan.options(key=f"{k}/plan")(
         data.train_rows, cfg.train.batch_size, cfg.train.max_epochs, cfg.ckpt.save_steps,
         False, None, step)
-    out = None
-    for c in range(plan.chunks):
-        out = on(train_steps, f"{k}/train-{c:04d}")(data, ref, None, c, plan, cfg.train_spec())
+    outs = [on(train_steps, f"{k}/train-{c:04d}")(data, ref, None, c, plan, cfg.train_spec())
+            for c in range(plan.chunks)]
+    out = outs[-1]  # a plan has at least one chunk
     on(sync_weights, f"{k}/sync")(out.checkpoint, round_ + 1)
     return out
 

@@ -15,7 +15,7 @@ from alignflow.artifacts.scope import current_scope
 from alignflow.flows.control import planning
 from alignflow.flows.engine import expect, task
 from alignflow.flows.lazyref import LazyRef
-from alignflow.flows.offline.config import OfflineConfig
+from alignflow.flows.offline.config import DistillConfig, OfflineConfig
 from alignflow.flows.ray.workers import plan_group
 from alignflow.tasks.offline.config import POLICY, TEACHER
 from alignflow.tasks.offline.fingerprint import fingerprint
@@ -75,7 +75,7 @@ def declare_policy(cfg: OfflineConfig, plan: Plan) -> None:
                            value_head=objective(cfg.KIND).value_head,
                            num_threads=cfg.num_threads, keep_checkpoints=cfg.ckpt.max_num)
     plan_group(policy, functools.partial(OFFLINE_HOST, spec))
-    if TEACHER in (h.name for h in run_plan.hosts):
+    if isinstance(cfg, DistillConfig) and TEACHER in (h.name for h in run_plan.hosts):
         plan_group(run_plan.host(TEACHER), functools.partial(
             TEACHER_HOST, cfg.teacher.model_name_or_path, dtype=cfg.ds.param_dtype,
             num_threads=cfg.num_threads))

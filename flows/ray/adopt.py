@@ -58,7 +58,7 @@ def adopt_ranks(names: list[str], pg_name: str) -> tuple[list[Any], Any, int] | 
         return last[0] is not None
 
     found = take_over(names, pg_name, ready=ready)
-    return (*found, last[0]) if found else None
+    return (*found, last[0]) if found and last[0] is not None else None
 
 
 def settle(actors: list[Any], timeout: float = 20.0) -> int | None:

@@ -136,11 +136,12 @@ class RayExecutor:
         if adopt and self._adopt(name, factory, options, run_id):
             return True
         plain = not options.get("num_gpus") and group_size(options) == 1
-        actor = self.pool.take() if self.pool and plain else None
-        if actor is None:
+        pool = self.pool if plain else None
+        actor = pool.take() if pool else None
+        if pool is None or actor is None:
             self.restart_worker(name, factory, options, run_id)
             return False
-        self.pool.track(actor, actor.install.remote(factory, name))
+        pool.track(actor, actor.install.remote(factory, name))
         self.workers[name] = actor
         return False
 
@@ -272,7 +273,8 @@ def _ray_faults() -> tuple:
 def fault_record(exc: BaseException, worker: str | None) -> dict:
     """The error record of a fault outside user code. A dead Ray process is named with its
     exit code when Ray knows it (`sys.exit` in a task is caught before the process dies)."""
-    record = {"type": type(exc).__name__, "kind": "system", "message": wrapper.first_line(exc)}
+    record: dict[str, str | None] = {"type": type(exc).__name__, "kind": "system",
+                                     "message": wrapper.first_line(exc)}
     if not isinstance(exc, _ray_faults()) or type(exc).__name__ == "GetTimeoutError":
         return record
     text = str(exc)

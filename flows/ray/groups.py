@@ -21,6 +21,7 @@ import socket
 from typing import Any
 
 from alignflow import detached
+from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError
 from alignflow.flows.ray import adopt, spares
 from alignflow.flows.ray.worker_host import WorkerHost
@@ -42,7 +43,8 @@ class GroupWorker(WorkerHost):
         mark("rank up")
         detached.own(owner)  # the engines rank 0 starts outlive it (supervised runs)
         self.obj, self.failure = factory(), None  # a failed start raises at `join`
-        self.seq, self.running, self.last_call = 0, False, None  # the calls it was given
+        self.seq, self.running = 0, False  # the calls it was given
+        self.last_call: dict | None = None
 
     def call(self, call: dict) -> dict:
         """Run the group's call numbered `group_seq` once: a number already run is a call
@@ -84,8 +86,7 @@ class GroupWorker(WorkerHost):
         join = getattr(self.obj, "join_group", None)
         if join is None:
             raise FlowError(f"{type(self.obj).__name__} has no join_group(rank, world_size, "
-                            "master_addr, master_port); a worker group of several workers "
-                            "needs one")
+                            "master_addr, master_port); a worker group of several needs one")
         os.environ[RANK_GPUS] = gpus
         join(rank, world_size, addr, port)
         mark(f"rank {rank} joined")
@@ -217,7 +218,7 @@ class RayWorkerGroup:
             raise err
         return pg
 
-    def restore(self, store: Any, checkpoint: str) -> None:
+    def restore(self, store: Store, checkpoint: str) -> None:
         import ray
 
         mark(f"group {self.name} restore")

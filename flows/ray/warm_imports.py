@@ -102,7 +102,7 @@ class WarmImports:
         """Whether the main thread runs work (then no more pacing) or waits on an import."""
         if self.arrived.is_set():
             return True
-        frame = sys._current_frames().get(self._main)
+        frame = sys._current_frames().get(self._main) if self._main is not None else None
         if frame is None:
             return True
         if frame.f_code.co_filename.startswith("<frozen importlib"):

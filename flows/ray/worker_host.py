@@ -60,7 +60,8 @@ class WorkerHost:
     pool actor starts without one (`factory=None`) and runs plain tasks until `install`."""
 
     def __init__(self, factory: Any, name: str = "", owner: str = "") -> None:
-        self.obj, self.failure = None, None
+        self.obj: Any = None  # the group's object (a user class: any type)
+        self.failure: WorkerStartFailed | None = None
         detached.own(owner)  # what its object starts to outlive it is named after it
         if factory is not None:
             self.install(factory, name)

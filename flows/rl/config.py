@@ -18,6 +18,7 @@ from alignflow.flows.config.lookup import value_at
 from alignflow.flows.rl import async_config, checks
 from alignflow.flows.rl.async_config import AsyncConfig, AsyncTrainKeys
 from alignflow.flows.tracking.config import LoggerConfig
+from alignflow.tasks.advantages.names import Estimator
 from alignflow.tasks.agents.config import AgentConfig
 from alignflow.tasks.data.source import DataConfig
 from alignflow.tasks.engines.vllm.config import VLLMSection
@@ -169,8 +170,8 @@ class RLConfig:
         roles, ckpt = self.run_roles, self.actor.gradient_checkpointing_enable
         sections = {"actor": self.actor, "ref": self.ref, "critic": self.critic,
                     "reward": self.reward}
-        trains = {r: sections[r].trainer_config(1, self.train, self.ds, gradient_checkpointing=ckpt)
-                  for r in ("actor", "critic") if r in roles}
+        trains = {r: (self.actor if r == "actor" else self.critic).trainer_config(
+            1, self.train, self.ds, gradient_checkpointing=ckpt) for r in ("actor", "critic") if r in roles}
         hosts = tuple(HostAsk(
             name=name, roles=rs, workers=host_workers(rs, sections),
             trains=tuple((r, trains[r]) for r in rs if r in trains),
@@ -240,7 +241,7 @@ class RLConfig:
                              packing=self.ds.packing_samples,
                              n_samples=self.rollout.n_samples_per_prompt,
                              temperature=self.rollout.temperature,
-                             max_len=self.rollout.max_new_tokens or self.data.max_len,
+                             max_len=self.rollout.max_new_tokens or self.data.max_len or 0,  # one is set
                              max_tokens=self.train.max_tokens_per_gpu if dynamic else None,
                              rollout_max_tokens=self.rollout_max_tokens,
                              keep_groups=self.rollout.batch_size if self.refills else None)
@@ -250,10 +251,9 @@ class RLConfig:
         return pi_old_notes(plan, self.ds.param_dtype, self.staleness, self.algo.advantage)
 
 
-def _estimator(name: str, **algo):
-    def factory() -> AlgoConfig:
-        return AlgoConfig(advantage=EstimatorConfig(estimator=name), **algo)
-    return factory
+def _estimator(name: Estimator, **algo):
+    """The default factory of an algorithm section with `name`'s advantage estimator."""
+    return lambda: AlgoConfig(advantage=EstimatorConfig(estimator=name), **algo)
 
 
 @dataclass(frozen=True, kw_only=True)

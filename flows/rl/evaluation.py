@@ -50,6 +50,8 @@ class Evaluation:
 
     def _evaluate(self, it: int, k: str, policy: PolicyRef | None) -> None:
         cfg = self.cfg
+        if cfg.eval.dataset is None:  # never: `eval.due` is False without a data set
+            return
         if self.prompts is None:
             data = dataclasses.replace(cfg.data, prompt_dataset=cfg.eval.dataset,
                                        prompt_split=cfg.eval.split, prompt_probs=None,

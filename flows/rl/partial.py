@@ -38,6 +38,8 @@ class PartialRollouts(ScheduledRollouts):
     def __init__(self, cfg: RLConfig, prompts: StepOutput, hosts: dict[Role, str],
                  iterations: int) -> None:
         super().__init__(cfg, prompts, hosts, iterations)
+        if cfg.rollout.max_new_tokens is None:  # refused with the config (`RLConfig`)
+            raise ConfigError("asynchronous generation needs rollout.max_new_tokens")
         self.tokens = cfg.async_.segment_length(cfg.rollout.max_new_tokens)
         self.segments: dict[int, list[SegmentOutput]] = {}
         self.finished: dict[int, StepOutput] = {}

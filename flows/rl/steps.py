@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 
+from alignflow.errors import FlowError
 from alignflow.flows.engine import Done, task
 from alignflow.flows.lazyref import LazyRef
 from alignflow.flows.ray.workers import plan_group
 from alignflow.flows.rl.config import RLConfig
 from alignflow.flows.rl.shared_steps import MODEL_HOST
-from alignflow.tasks.plan.placement import Role
+from alignflow.tasks.plan.placement import Role, is_role
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.rl.rollout_spec import RolloutSpec
 from alignflow.tasks.steps.host_spec import HostSpec
@@ -27,7 +28,7 @@ learn_actor = task(version=1)("alignflow.tasks.rl.learn:learn_actor")
 learn_critic = task(version=1)("alignflow.tasks.rl.learn_critic:learn_critic")
 
 
-def planned_peak(plan: RunPlan, roles: tuple[Role, ...]) -> int | None:
+def planned_peak(plan: RunPlan, roles: tuple[str, ...]) -> int | None:
     """The plan's peak bytes of the GPU holding these roles (`tasks/plan/memory/`), recorded
     beside each step's measured peak; None where the plan has no GPUs or a size is unknown."""
     peaks = [plan.memory.peak_of(r) for r in roles] if plan.memory is not None else []
@@ -39,9 +40,10 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
     """One worker group per host of the plan; returns role -> host (worker) name."""
     plan.check_runnable()
     steps = cfg.optimizer_steps(iterations)
-    offload = tuple(r for r, on_ in (("ref", cfg.ref.offload), ("reward", cfg.reward.offload))
-                    if on_)
-    sampled_by = plan.generation.kind
+    offloaded: tuple[tuple[Role, bool], ...] = (("ref", cfg.ref.offload),
+                                                ("reward", cfg.reward.offload))
+    offload = tuple(r for r, on_ in offloaded if on_)
+    sampled_by = plan.generation.kind if plan.generation else "hf"  # HostSpec's default
     for host in plan.hosts:
         spec = HostSpec(plan=host.for_steps(steps), engines=plan.engines_of(host),
                         sampled_by=sampled_by, pretrain=cfg.actor.model_name_or_path,
@@ -56,12 +58,15 @@ def declare_hosts(cfg: RLConfig, plan: RunPlan, iterations: int) -> dict[Role, s
                         trainer_sleep=cfg.ds.enable_sleep, ds=cfg.ds,
                         planned_peak=planned_peak(plan, host.roles))
         plan_group(host, functools.partial(MODEL_HOST, spec))
-    return {role: plan.host_of(role) for role in plan.roles}
+    return {role: plan.host_of(role) for role in plan.roles if is_role(role)}
 
 
 def declare_generator(cfg: RLConfig, plan: RunPlan) -> str:
     """The generator worker of an asynchronous run (or of agent episodes): an engine only."""
     host = plan.generator
+    if host is None:
+        raise FlowError("the run plan has no generator worker (an asynchronous run or agent "
+                        "episodes plan one: tasks/plan/build.py)")
     spec = RolloutSpec(plan=host, engines=plan.engines_of(host),
                        pretrain=cfg.actor.model_name_or_path, dtype=cfg.ds.param_dtype,
                        micro_rollout_batch_size=cfg.rollout.micro_batch_size,

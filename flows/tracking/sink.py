@@ -41,7 +41,7 @@ class LiveLog:
     def __init__(self, store: Store, run_id: str, cfg: LoggerConfig, config: Any) -> None:
         self.store, self.run_id, self.cfg = store, run_id, cfg
         rel = logger_path(run_id)
-        self.state = store.read_json(rel) if store.exists(rel) else {"seq": 0}
+        self.state: dict = store.read_json(rel) if store.exists(rel) else {"seq": 0}
         self.state.setdefault("wandb_id", secrets.token_hex(4))
         self.writers: list[Any] = []
         self.failed = False
@@ -56,8 +56,9 @@ class LiveLog:
             from alignflow.flows.tracking.wandb_writer import WandbWriter
 
             plain = to_dict(config) if not isinstance(config, dict) else config
+            masked = redact_tree(plain)  # a dict, as `plain` is
             self.writers.append(WandbWriter(cfg.wandb, run_id, self.state["wandb_id"],
-                                            redact_tree(plain)))
+                                            masked if isinstance(masked, dict) else {}))
 
     def catch_up(self, journal: dict[str, dict]) -> None:
         """Log the commits a killed driver committed but did not log."""

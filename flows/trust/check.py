@@ -53,7 +53,9 @@ def record_of(refs: Iterable[Reference]) -> list[dict]:
 
 def recorded_hashes(meta: dict) -> dict[str, str]:
     """Resolved path -> sha256 of the code a run recorded (its flow file and code refs)."""
-    code = meta.get("code") if isinstance(meta.get("code"), dict) else {}
+    code = meta.get("code")
+    if not isinstance(code, dict):
+        code = {}
     found = {r["path"]: r["sha256"] for r in code.get("refs") or []
              if isinstance(r, dict) and isinstance(r.get("path"), str) and r.get("sha256")}
     if isinstance(code.get("flow_file"), str) and code.get("flow_sha256"):

@@ -137,6 +137,8 @@ def check_identity(meta: dict, config: FlowConfig) -> None:
     if not isinstance(recorded, dict):
         return  # a run started before identities were recorded
     now = redact_tree(codec.encode(identity(config)))
+    if not isinstance(now, dict):  # never: an identity encodes to a dict
+        now = {}
     differ = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     if differ:
         shown = "; ".join(f"{k}: recorded {recorded.get(k)!r}, decodes to {now.get(k)!r}"
@@ -176,12 +178,13 @@ def restore_masked(meta: dict, given: set[str] | frozenset[str]) -> dict:
             node = node[step]
         value = node[path[-1]]
         parts = [_given_for(part, given) for part in str(value).split(",")]
-        if None in parts:
+        known = [part for part in parts if part is not None]
+        if len(known) < len(parts):
             missing.append(f"config key '{_dotted(path)}' holds a credential stored masked "
                            f"({value!r}); give it again: --trust '<the value>' (or start runs "
                            "with ${NAME} in its place: the value stays in the environment)")
         else:
-            node[path[-1]] = ",".join(parts)
+            node[path[-1]] = ",".join(known)
     if missing:
         from alignflow.flows.trust.check import untrusted
 

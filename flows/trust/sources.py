@@ -88,7 +88,7 @@ def sources_of(config: FlowConfig) -> list[tuple[str, str, str]]:
         items = _items(leaf, value)
         for i, item in enumerate(items):
             kind = _kind(leaf, item) if item is not None else None
-            if kind is not None:
+            if item is not None and kind is not None:
                 spec = _local(item) if kind == "local" else normal(item)
                 found.append((key if len(items) == 1 else f"{key}[{i}]", spec, kind))
     return found
@@ -158,7 +158,8 @@ def pin(config: FlowConfig, recorded: dict | None = None, named: Iterable[str] =
 
 def _pins(config: FlowConfig, recorded: dict | None, named: Iterable[str],
           vouched: bool) -> tuple[Pins, list[str]]:
-    record, hashes, notes, refusals = {}, {}, [], []
+    record, notes, refusals = {}, [], []
+    hashes: dict[str, tuple[str, str, str] | None] = {}  # spec -> sha256, fingerprint, kind
     given, recorded = _named(named), (recorded if vouched else None) or {}
     for key, spec, kind in sources_of(config):
         if not vouched and spec not in given:
@@ -170,10 +171,11 @@ def _pins(config: FlowConfig, recorded: dict | None, named: Iterable[str],
         if spec not in hashes:  # named again: as the source is now (a Hub id: its branch)
             found = _identify(spec, kind, None if spec in given else before)
             hashes[spec] = (*found, kind) if found else None
-        if hashes[spec] is None:  # a local source gone: its pin, if any, is kept
+        pinned = hashes[spec]
+        if pinned is None:  # a local source gone: its pin, if any, is kept
             record.update({key: before} if before else {})
             continue
-        sha, fingerprint, _ = hashes[spec]
+        sha, fingerprint, _ = pinned
         old = before.get("sha256") if before else None
         if old and old != sha:
             if spec not in given:

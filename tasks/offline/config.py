@@ -99,7 +99,7 @@ class TrainSpec:
     micro_train_batch_size: int
     save_steps: int
     eval_steps: int
-    placeholder_token: str = "ки"
+    placeholder_token: str | None = "ки"
     reward_tokens: tuple[str, ...] | None = None
     packing: bool = False
     loss_normalizer: str = "step"  # train.loss_normalizer: step, or micro_batch (<= v0.10.2)

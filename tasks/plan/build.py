@@ -67,7 +67,7 @@ def build(ask: RunAsk, cluster: Cluster) -> RunPlan:
     generator = _generator(ask, cluster) if ask.generator else None
     groups = hosts + ((generator,) if generator else ())
     shared = ask.hybrid and hosts[0].gpus > 0  # hybrid: within the colocated host's GPUs
-    engines = next((_engines(g, ask.vllm, hybrid=shared) for g in groups
+    engines = next((_engines(g, g.engine, ask.vllm, hybrid=shared) for g in groups
                     if g.engine and not g.engine.in_host), None)
     reason = rules.ray_reason(cluster, groups, generator=ask.generator, engines=engines,
                               colocated=ask.colocated)
@@ -138,8 +138,9 @@ def _generator(ask: RunAsk, cluster: Cluster) -> HostPlan:
                     engine=engine)
 
 
-def _engines(host: HostPlan, vllm: VLLMSection, *, hybrid: bool) -> VLLMEngines:
-    on_gpu = host.engine.on_gpu
+def _engines(host: HostPlan, engine: EnginePlan, vllm: VLLMSection, *,
+             hybrid: bool) -> VLLMEngines:
+    on_gpu = engine.on_gpu
     return VLLMEngines(host=host.name, count=vllm.engines,
                        tensor_parallel=vllm.tensor_parallel_size,
                        gpus_each=float(vllm.tensor_parallel_size) if on_gpu else 0.0,

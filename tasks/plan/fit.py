@@ -55,7 +55,8 @@ def problem(groups: list[Group], cluster: Cluster) -> str | None:
     that states them; on a CPU machine the hosts share its cores (one machine's warm
     workers reserve none: `flows/ray/pool.py`)."""
     counted = cluster.cpus_per_node if cluster.gpus > 0 else None
-    free = [[float(cluster.gpus_per_node), counted] for _ in range(cluster.nodes)]
+    free: list[tuple[float, float | None]] = [(float(cluster.gpus_per_node), counted)
+                                              for _ in range(cluster.nodes)]
     for group in sorted(groups, key=lambda g: (-max(b[0] for b in g.bundles), -g.gpus)):
         if group.spread and len(group.bundles) > cluster.nodes:
             return (f"{group.name} spreads over {len(group.bundles)} nodes; the cluster has "
@@ -69,9 +70,8 @@ def problem(groups: list[Group], cluster: Cluster) -> str | None:
                         + " free and none has them (free per node then: "
                         + ", ".join(_room(g, c) for g, c in free) + ")")
             taken.add(node)
-            free[node][0] -= gpus
-            if free[node][1] is not None:
-                free[node][1] -= cpus
+            left_gpus, left_cpus = free[node]
+            free[node] = (left_gpus - gpus, None if left_cpus is None else left_cpus - cpus)
     return None
 
 
@@ -79,7 +79,7 @@ def _room(gpus: float, cpus: float | None) -> str:
     return f"{gpus:g} GPU(s)" + ("" if cpus is None else f" {cpus:g} CPU(s)")
 
 
-def _best(free: list[list], gpus: float, cpus: float, taken: set[int]) -> int | None:
+def _best(free: list[tuple[float, float | None]], gpus: float, cpus: float, taken: set[int]) -> int | None:
     """The node that fits the bundle with the least room to spare."""
     fits = [i for i, (g, c) in enumerate(free) if i not in taken and g + EPS >= gpus
             and (c is None or c + EPS >= cpus)]

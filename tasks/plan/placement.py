@@ -12,12 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeGuard, get_args
 
 from alignflow.errors import require
 
 Role = Literal["actor", "ref", "critic", "reward"]
+ROLES: tuple[Role, ...] = get_args(Role)
 ALL_IN_ONE = "models"  # the host of colocated roles
+
+
+def is_role(name: str) -> TypeGuard[Role]:
+    """Whether a host's role `name` is one of RL's (an offline flow's hosts hold others)."""
+    return name in ROLES
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from alignflow.artifacts.journal import journal_record
 from alignflow.artifacts.shared import ENV as SHARED_ENV
@@ -26,6 +26,9 @@ from alignflow.tasks.plan import fit
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.hosts import EnginePlan, HostPlan, TrainerPlan, VLLMEngines
 from alignflow.tasks.plan.memory.report import MemoryPlan
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 Executor = Literal["inline", "ray"]
 
@@ -154,7 +157,7 @@ class RunPlan:
                          + (f" within host {self.hosts[0].name}" if e.hybrid else ""))
         return ", ".join(parts) or "no GPUs"
 
-    def check_store(self, store: Any) -> None:
+    def check_store(self, store: Store) -> None:
         """Refuse, in one line, a run over several nodes whose store is a path on each
         node's own disk: every node would write its part (DeepSpeed's rank shards, a
         host's checkpoints) to a different store (`artifacts/shared.py`); a simulated
@@ -232,7 +235,7 @@ def _refusal(role: str, recorded: RunPlan, now: RunPlan) -> str | None:
 
 def _trainer_notes(role: str, recorded: RunPlan, now: RunPlan) -> list[str]:
     old, new = recorded.trainer(role), now.trainer(role)
-    if old.world_size == new.world_size:
+    if old is None or new is None or old.world_size == new.world_size:
         return []
     return [f"{role} trains on {new.world_size} worker(s), was {old.world_size} "
             "(every rank loads the full weights and optimizer)"]

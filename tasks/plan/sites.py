@@ -47,11 +47,11 @@ def engine_sites(plan: RunPlan) -> tuple[EngineSite, ...]:
     if e is not None:
         return tuple(EngineSite(index=i, kind="vllm", host=None, gpus=e.gpus_each)
                      for i in range(e.count))
-    host = next((h for h in reversed(plan.groups) if h.engine is not None), None)
-    if host is None:
+    found = next((h for h in reversed(plan.groups) if h.engine is not None), None)
+    if found is None or found.engine is None:
         return ()
-    ranks = range(host.workers) if host.engine.per_rank else range(1)
-    return tuple(_on(host, r, host.engine.kind, (r,)) for r in ranks)
+    ranks = range(found.workers) if found.engine.per_rank else range(1)
+    return tuple(_on(found, r, found.engine.kind, (r,)) for r in ranks)
 
 
 def _on(host: HostPlan, index: int, kind: str, ranks: range | tuple[int, ...]) -> EngineSite:

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.advantages.estimators import AdvantageConfig, RolloutBatch, compute_advantages
 from tests.rl.test_rl_resume import _kill_during_learn
 

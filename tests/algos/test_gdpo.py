@@ -8,7 +8,7 @@ import torch
 from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.advantages.estimators import group_normalize
 from alignflow.tasks.advantages.multi_reward import gdpo_reward, per_source_normalize
 

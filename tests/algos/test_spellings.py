@@ -6,7 +6,7 @@ import pytest
 
 from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 
 def _cfg(flow, sets=(), flags=None):

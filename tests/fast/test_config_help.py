@@ -9,8 +9,8 @@ import pytest
 
 from alignflow.flows.campaign.config import CampaignConfig
 from alignflow.flows.config.help import config_fields
-from alignflow.flows.control.loader import load_flow
-from alignflow.flows.control.registry import BUILTIN
+from alignflow.flows.loader import load_flow
+from alignflow.flows.registry import BUILTIN
 
 CONNECTIVES = re.compile(r"\b(with|of|the|a|an|to|and|or|for|in|instead|from|than)$")
 INTERVAL = re.compile(r"[\[(][^\[\]()]*[\])]")  # [0, 0.5), (0, 1]: not parentheses

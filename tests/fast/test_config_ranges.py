@@ -8,8 +8,8 @@ import pytest
 
 from alignflow.errors import ConfigError
 from alignflow.flows.config import config_fields, load_config
-from alignflow.flows.control.loader import load_flow
-from alignflow.flows.control.registry import BUILTIN
+from alignflow.flows.loader import load_flow
+from alignflow.flows.registry import BUILTIN
 
 # int keys where any integer means something (a seed)
 ANY_INT = {"data.seed"}

@@ -10,8 +10,8 @@ from alignflow.flows.compat.table import BEGIN, END
 from alignflow.flows.config import load_config
 from alignflow.flows.config.sources import Keys, flatten, read_yaml
 from alignflow.flows.config.types import aliases, config_paths
-from alignflow.flows.control.loader import load_flow
-from alignflow.flows.control.registry import BUILTIN
+from alignflow.flows.loader import load_flow
+from alignflow.flows.registry import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -101,7 +101,7 @@ def test_typed_config_flags_reach_the_flow(env, capsys):
 
 def test_builtin_names_resume_all_and_tick(env, capsys, monkeypatch):
     from alignflow.artifacts.store import Store
-    from alignflow.flows.control import registry
+    from alignflow.flows import registry
     from alignflow.flows.journal import runs
 
     monkeypatch.setitem(registry.BUILTIN, "steps-demo", ("tests.flows_for_tests:steps", None))

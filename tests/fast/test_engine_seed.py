@@ -8,7 +8,7 @@ import sys
 
 CHILD = r'''
 import json, sys
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 
 def body():
     import torch

@@ -52,7 +52,7 @@ def test_tick_resumes_on_the_recorded_address(store, tmp_path, monkeypatch):
 
 
 def test_builtin_variants_are_recorded_under_their_own_names(monkeypatch):
-    from alignflow.flows.control.loader import builtin_name
+    from alignflow.flows.loader import builtin_name
     from alignflow.flows.rl.config import DrGRPOConfig, RLConfig, RLOOConfig
 
     assert builtin_name("grpo", RLOOConfig()) == "rloo"

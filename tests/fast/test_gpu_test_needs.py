@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from alignflow.flows.config import load_config
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.plan import rules
 from tests.gpu import test_gpu_flows as gpu
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from alignflow.flows.config import load_config
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.distributed import group
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster

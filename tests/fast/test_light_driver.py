@@ -21,7 +21,7 @@ HEAVY = ("torch", "transformers", "datasets", "peft", "pandas")
 
 IMPORT_FLOWS = """
 import importlib, json, sys
-from alignflow.flows.control.registry import BUILTIN
+from alignflow.flows.registry import BUILTIN
 for target, config in BUILTIN.values():
     for ref in (target, config):
         if ref:
@@ -61,7 +61,7 @@ def _lazy_tasks() -> list[Task]:
     """Every task the built-in flows declare by name (their modules and step modules)."""
     import importlib
 
-    from alignflow.flows.control.registry import BUILTIN
+    from alignflow.flows.registry import BUILTIN
 
     for target, _ in BUILTIN.values():
         importlib.import_module(target.partition(":")[0])

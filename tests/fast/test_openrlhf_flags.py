@@ -10,7 +10,7 @@ import pytest
 
 from alignflow.flows.compat import defaults, reference, refgen, rules, table
 from alignflow.flows.config.types import config_paths
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md"
 FLOWS = ("grpo", "ppo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "dr_grpo", "sft",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from alignflow.flows.config import load_config
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.plan import rules
 from alignflow.tasks.plan.cluster import Cluster
 from tests.fast.openrlhf_layouts import CASES, Case, layout

@@ -13,8 +13,8 @@ import pytest
 from alignflow.errors import ConfigError
 from alignflow.flows.config import from_dict, load_config, to_dict
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.loader import load_flow
 from alignflow.flows.rl.config import PPOConfig, RLConfig
 from alignflow.flows.trust.config import decode_config
 from alignflow.tasks.plan.cluster import Cluster

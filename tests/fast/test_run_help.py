@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from alignflow.cli import main
-from alignflow.flows.control.registry import BUILTIN
+from alignflow.flows.registry import BUILTIN
 
 
 @pytest.mark.parametrize("flow", sorted(BUILTIN))

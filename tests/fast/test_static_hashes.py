@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from alignflow.flows.control import registry
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows import registry
 from alignflow.flows.engine import Task
 from alignflow.flows.journal.static_hashes import flow_task_hashes
+from alignflow.flows.loader import load_flow
 
 MODULES = sorted({target.partition(":")[0] for target, _ in registry.BUILTIN.values()})
 

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from alignflow.errors import AlignflowError
+from alignflow.flows import registry
 from alignflow.flows.config import load_config
 from alignflow.flows.config.types import init_fields, key_of, section
-from alignflow.flows.control import api, registry, runner
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.control import api, runner
 from alignflow.flows.journal import codec
+from alignflow.flows.loader import load_flow
 from alignflow.flows.trust.config import IDENTITY_LEAVES, identity
 
 SPELLINGS = {

@@ -16,7 +16,7 @@ import pytest
 from alignflow.artifacts.masked_output import LineMasker
 from alignflow.artifacts.store import Store
 from alignflow.errors import ConfigError
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 from alignflow.tasks.agents.loader import load_agent_executor
 from alignflow.tasks.rewards.remote import RemoteRewardModel
 from tests.fast.test_agents import _agent, _episodes
@@ -54,7 +54,7 @@ from pathlib import Path
 from alignflow.artifacts import usercode
 from alignflow.artifacts.redact import register_secret
 from alignflow.artifacts.store import Store
-from alignflow.flows.control import wrapper
+from alignflow.flows import wrapper
 from alignflow.tasks.rewards.python_func import PythonRewardFunc
 
 def body(path):

@@ -19,7 +19,7 @@ from alignflow.catalog.catalog import Catalog
 from alignflow.errors import ConfigError
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.zoo.registry import resolve_model
 

@@ -94,8 +94,8 @@ def test_kuberay_manifests_use_crd_fields_the_image_and_the_s3_store(rel):
 
 
 def test_rayjob_entrypoint_is_a_command_the_cli_and_the_config_accept():
+    from alignflow.flows import registry
     from alignflow.flows.cli.run_config import build_config
-    from alignflow.flows.control import registry
 
     argv = shlex.split(_load("kuberay/rayjob.yaml")["spec"]["entrypoint"])
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from alignflow.flows import registry
 from alignflow.flows.cli.run_config import build_config
-from alignflow.flows.control import registry
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.simulate import node_health
 from tests.infra.manifests import (

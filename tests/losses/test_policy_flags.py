@@ -10,7 +10,7 @@ import pytest
 from alignflow.flows.cli.run_config import build_config
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.losses.names import PolicyLossType
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:

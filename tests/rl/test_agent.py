@@ -13,8 +13,8 @@ from alignflow.catalog.catalog import Catalog
 from alignflow.errors import TaskFailed
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
 from alignflow.flows.journal import runs
+from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
 PARTIAL = ["async.max_staleness=1", "train.partial_rollout_enable=true", "async.segment_tokens=2"]

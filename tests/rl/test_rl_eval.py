@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from tests.fast.test_rl_eval_metrics import openrlhf_eval_metrics
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
 

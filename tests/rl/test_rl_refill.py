@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
 B, N, LOW, HIGH = 4, 4, 0.08, 1.0

@@ -10,8 +10,8 @@ import pytest
 from alignflow.errors import FlowError
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
 from alignflow.flows.journal import runs
+from alignflow.flows.loader import load_flow
 
 pytestmark = pytest.mark.slow
 

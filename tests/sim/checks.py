@@ -22,8 +22,8 @@ from safetensors.torch import load_file
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
 from alignflow.flows.journal import codec, runs
+from alignflow.flows.loader import load_flow
 from alignflow.tasks.plan.cluster import Cluster
 from alignflow.tasks.plan.records import RunPlan
 from alignflow.tasks.simulate.cluster import default_cpus

@@ -42,7 +42,7 @@ def _run(flow: str, sets: list[str], store: str, run_id: str, seed: int) -> dict
     from alignflow.flows.cli.clusters import record
     from alignflow.flows.config import load_config
     from alignflow.flows.control import api
-    from alignflow.flows.control.loader import load_flow
+    from alignflow.flows.loader import load_flow
 
     sim, started, error, output = _SIM["cluster"], time.time(), None, None
     try:

@@ -11,7 +11,7 @@ from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.report import render_report
 from alignflow.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from tests.fast.test_catalog_report import alts, titles
 from tests.slow.chromium import find_chromium
 

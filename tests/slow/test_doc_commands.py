@@ -21,8 +21,8 @@ from alignflow.cli import main
 from alignflow.flows.campaign import control
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
 from alignflow.flows.journal import runs
+from alignflow.flows.loader import load_flow
 from tests.doc_commands import ROOT, DocCommand, commands
 from tests.rl.conftest import rl_sets  # noqa: F401 - the small GRPO run's settings
 

@@ -13,7 +13,7 @@ import pytest
 
 from alignflow.cli import main
 from alignflow.flows.config.sources import Keys
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 from tests.openrlhf_launch import places, release_launches, swapped
 
 pytestmark = pytest.mark.slow

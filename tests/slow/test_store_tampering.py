@@ -70,7 +70,7 @@ def test_config_route(failed_run):
 def test_typed_config_must_be_the_flows_class(tmp_path):
     store, marker = tmp_path / "store", tmp_path / "marker"
     from alignflow.config import load_config
-    from alignflow.flows.control.loader import load_flow
+    from alignflow.flows.loader import load_flow
 
     flow, cls = load_flow(f"{FLOWS}:typed")
     cfg = load_config(cls, sets=["n=1", f"dir={tmp_path}"])

@@ -20,7 +20,7 @@ pytest.importorskip("vllm")
 from alignflow.catalog.catalog import Catalog
 from alignflow.flows.config import load_config
 from alignflow.flows.control import api
-from alignflow.flows.control.loader import load_flow
+from alignflow.flows.loader import load_flow
 
 MISMATCH_ATOL = 1e-4  # fp32 on CPU: measured ~1e-6
 

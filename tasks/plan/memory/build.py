@@ -64,6 +64,8 @@ def refusal(peak: GpuPeak, total: float, found: list[str], ask: MemoryAsk) -> st
 
 def _kv_problem(gpus: GpuSet, eng: engine.EngineBytes, ask: MemoryAsk) -> list[str]:
     shape = ask.model("actor") or ask.model("model")
+    if shape is None or gpus.vllm is None:  # no model or no vLLM: no KV cache to hold
+        return []
     need = engine.engine_seq_len(shape, gpus.vllm, ask.seq_len)
     if eng.sequences(need) >= 1:
         return []

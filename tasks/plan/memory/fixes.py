@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.plan.hosts import HostPlan, TrainerPlan
@@ -34,7 +36,7 @@ def _fits(name: str, plan: RunPlan, ask: MemoryAsk, total: float) -> bool:
         if gpus.name == name:
             peak, eng = gpu_peak(gpus, plan, ask, total)
             shape = ask.model("actor") or ask.model("model")
-            starts = eng is None or gpus.vllm is None or \
+            starts = eng is None or gpus.vllm is None or shape is None or \
                 eng.sequences(engine.engine_seq_len(shape, gpus.vllm, ask.seq_len)) >= 1
             return peak.peak <= total and starts
     return False
@@ -55,9 +57,7 @@ def _families(plan: RunPlan, ask: MemoryAsk) -> list[Callable[[], Iterator[Candi
 def _zero(plan: RunPlan, ask: MemoryAsk, trainers: list[TrainerPlan]) -> Iterator[Candidate]:
     now = max(t.ds.stage if t.backend == "deepspeed" else -1 for t in trainers)
     for stage in range(max(now + 1, 1), 4):
-        yield f"--ds.zero_stage {stage}", _trainers(plan, lambda t, s=stage: dataclasses.replace(
-            t, backend="deepspeed", ds=dataclasses.replace(t.ds, trainer="auto",
-                                                          zero_stage=s))), ask
+        yield f"--ds.zero_stage {stage}", _trainers(plan, partial(_at_stage, stage)), ask
 
 
 def _offload_adam(plan: RunPlan, ask: MemoryAsk,
@@ -93,8 +93,7 @@ def _micro(plan: RunPlan, ask: MemoryAsk, trainers: list[TrainerPlan]) -> Iterat
     micro = max(t.config.micro_train_batch_size for t in trainers) // 2
     while micro >= 1:
         try:
-            changed = _trainers(plan, lambda t, m=micro: dataclasses.replace(
-                t, config=dataclasses.replace(t.config, micro_train_batch_size=m)))
+            changed = _trainers(plan, partial(_with_micro, micro))
         except ConfigError:  # the batch is no multiple of it
             micro //= 2
             continue
@@ -123,18 +122,29 @@ def _vllm_sleep(plan: RunPlan, ask: MemoryAsk) -> Iterator[Candidate]:
     yield "--vllm.enable_sleep", _vllm(plan, enable_sleep=True), ask
 
 
+def _at_stage(stage: int, t: TrainerPlan) -> TrainerPlan:
+    return dataclasses.replace(t, backend="deepspeed", ds=dataclasses.replace(
+        t.ds, trainer="auto", zero_stage=stage))
+
+
+def _with_micro(micro: int, t: TrainerPlan) -> TrainerPlan:
+    return dataclasses.replace(t, config=dataclasses.replace(t.config,
+                                                             micro_train_batch_size=micro))
+
+
 def _trainers(plan: RunPlan, change: Callable[[TrainerPlan], TrainerPlan]) -> RunPlan:
     hosts = tuple(dataclasses.replace(h, trainers=tuple(map(change, h.trainers)))
                   for h in plan.hosts)
     return dataclasses.replace(plan, hosts=hosts)
 
 
-def _vllm(plan: RunPlan, **section: object) -> RunPlan:
-    def host(h: HostPlan | None) -> HostPlan | None:
-        if h is None or h.engine is None or h.engine.vllm is None:
+def _vllm(plan: RunPlan, **section: Any) -> RunPlan:
+    """`plan` with the vLLM section's fields in `section` changed on every engine."""
+    def host(h: HostPlan) -> HostPlan:
+        if h.engine is None or h.engine.vllm is None:
             return h
         cfg = h.engine.vllm
         cfg = dataclasses.replace(cfg, section=dataclasses.replace(cfg.section, **section))
         return dataclasses.replace(h, engine=dataclasses.replace(h.engine, vllm=cfg))
     return dataclasses.replace(plan, hosts=tuple(map(host, plan.hosts)),
-                               generator=host(plan.generator))
+                               generator=host(plan.generator) if plan.generator else None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alignflow.tasks.engines.vllm.config import VLLMEngineConfig
-from alignflow.tasks.plan.hosts import HostPlan
+from alignflow.tasks.plan.hosts import EnginePlan, HostPlan
 from alignflow.tasks.plan.records import RunPlan
 
 
@@ -39,9 +39,9 @@ def gpu_sets(plan: RunPlan) -> list[GpuSet]:
     packed = tuple(h for h in plan.groups if 0 < h.gpus_per_worker < 1)
     if packed:
         name = "shared GPU (" + ", ".join(h.name for h in packed) + ")"
-        engine = next((h for h in packed if _in_process(h)), None)
-        out.append(GpuSet(name, 1, packed, engine=engine.engine.kind if engine else "",
-                          vllm=engine.engine.vllm if engine else None))
+        engine = next(filter(None, map(_in_process, packed)), None)
+        out.append(GpuSet(name, 1, packed, engine=engine.kind if engine else "",
+                          vllm=engine.vllm if engine else None))
     e = plan.engines
     if e is not None and not e.hybrid and e.gpus_each >= 1:
         out.append(GpuSet("vLLM engines", e.count * e.tensor_parallel, (), engine="vllm actor",
@@ -49,8 +49,10 @@ def gpu_sets(plan: RunPlan) -> list[GpuSet]:
     return out
 
 
-def _in_process(host: HostPlan) -> bool:
-    return host.engine is not None and host.engine.in_host and host.engine.on_gpu
+def _in_process(host: HostPlan) -> EnginePlan | None:
+    """The host's engine when it runs in the host's own GPU processes."""
+    engine = host.engine
+    return engine if engine is not None and engine.in_host and engine.on_gpu else None
 
 
 def _engine_config(plan: RunPlan) -> VLLMEngineConfig | None:
@@ -69,12 +71,13 @@ def _host_sets(plan: RunPlan, host: HostPlan) -> list[GpuSet]:
                              tensor_parallel=e.tensor_parallel)
         rest = [GpuSet(host.name, workers - ranks, (host,))] if workers > ranks else []
         return [with_engine, *rest]
-    if _in_process(host) and host.engine.per_rank:  # an engine in every rank's process
+    engine = _in_process(host)
+    if engine is not None and engine.per_rank:  # an engine in every rank's process
         return [GpuSet(f"{host.name} with a vLLM engine", workers, (host,),
-                       engine=host.engine.kind, vllm=host.engine.vllm)]
-    if _in_process(host):
+                       engine=engine.kind, vllm=engine.vllm)]
+    if engine is not None:
         first = GpuSet(f"{host.name} rank 0" if workers > 1 else host.name, 1, (host,),
-                       engine=host.engine.kind, vllm=host.engine.vllm)
+                       engine=engine.kind, vllm=engine.vllm)
         others = "rank 1" if workers == 2 else f"ranks 1-{workers - 1}"
         rest = [GpuSet(f"{host.name} {others}", workers - 1, (host,))] if workers > 1 else []
         return [first, *rest]

@@ -51,7 +51,7 @@ def trained(role: str, shape: ModelShape, plan: TrainerPlan, ask: MemoryAsk,
     if role == "critic":
         extra["forward"] = _forward(role, shape, ask, precision, head=False)
     if plan.backend == "deepspeed" and plan.ds.stage == 3:
-        one = {f"{role} ZeRO-3 gathers": mb * shape.largest_tensor}  # a tensor at a time
+        one: dict[str, float] = {f"{role} ZeRO-3 gathers": mb * shape.largest_tensor}  # a tensor at a time
         extra |= {"sync": one, "save": one}
         if "forward" in extra:
             extra["forward"][f"{role} ZeRO-3 gathers"] = states.gathered(shape, mb)
@@ -109,10 +109,10 @@ def engine_part(gpus: GpuSet, plan: RunPlan, ask: MemoryAsk,
                           by_bucket=ask.frozen == "alignflow")
     else:
         return None
-    away = ("forward", "learn", "save") if got.sleeps else ()
+    away: tuple[str, ...] = ("forward", "learn", "save") if got.sleeps else ()
     sync = got.sync
-    if got.sleeps and ask.frozen == "openrlhf":  # woken for a sync with its weights only
-        away += ("sync",)
+    if got.sleeps and ask.frozen == "openrlhf" and gpus.vllm is not None:
+        away += ("sync",)  # woken for a sync with its weights only
         sync = {**sync, "vLLM weights": shape.params * engine.dtype_bytes(gpus.vllm)
                 / gpus.tensor_parallel}
     return Part("engine", got.resident, {"generate": got.generate, "sync": sync}, away), got
@@ -146,6 +146,6 @@ def parts(gpus: GpuSet, plan: RunPlan, ask: MemoryAsk) -> list[Part]:
 
 def _base_of_actor(role: str, ask: MemoryAsk, actor: TrainerPlan | None) -> bool:
     """LoRA's reference is the actor with its adapters off: no second copy."""
-    same = ask.model("ref") is not None and ask.model("actor") is not None and \
-        ask.model("ref").name == ask.model("actor").name
+    ref, trained = ask.model("ref"), ask.model("actor")
+    same = ref is not None and trained is not None and ref.name == trained.name
     return role == "ref" and actor is not None and actor.ds.lora.enabled and same
