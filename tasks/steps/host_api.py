@@ -16,19 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torch import nn
 
 from alignflow.tasks.engines.base import GenerationEngine
 from alignflow.tasks.trainers.base import Trainer
 
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
+
 
 class Host(Protocol):
     """What the flow engine calls: `restore` before a resumed group's first live task, with
     the newest checkpoint its tasks committed (`preload`, when a host has it, at start)."""
 
-    def restore(self, store: Any, folder: str) -> None: ...
+    def restore(self, store: Store, folder: str) -> None: ...
 
 
 class Generator(Protocol):
@@ -68,7 +71,7 @@ class Trained(Protocol):
 
     def memo(self, key: Hashable, build: Callable[[], Any]) -> Any: ...
 
-    def save(self, store: Any, folder: str) -> str:
+    def save(self, store: Store, folder: str) -> str:
         """Checkpoint into `folder` (in the background); returns the folder."""
 
 
@@ -117,7 +120,7 @@ class Sampler(Protocol):
     @property
     def agent(self) -> Any: ...
 
-    def use_policy(self, store: Any, policy: Any) -> None: ...
+    def use_policy(self, store: Store, policy: Any) -> None: ...
 
 
 class Teacher(Protocol):

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alignflow.artifacts.scope import current_scope
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 
 class BackgroundSaves:
@@ -23,7 +26,7 @@ class BackgroundSaves:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
 
-    def save(self, trainer: Any, store: Any, rel_dir: str, extra: dict,
+    def save(self, trainer: Any, store: Store, rel_dir: str, extra: dict,
              after: Callable[[int], list]) -> None:
         """Checkpoint `trainer` into `rel_dir`, then `after(bytes)` (index rows, pruning;
         returns the refs it wrote) — in the background when the trainer can `snapshot`."""

@@ -7,14 +7,17 @@ megabytes instead of the whole model, and a restored trainer continues bitwise o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
 from alignflow.tasks.modeling import lora
 
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
-def save(trainer: Any, store: Any, rel_dir: str, *, extra: dict | None = None,
+
+def save(trainer: Any, store: Store, rel_dir: str, *, extra: dict | None = None,
          rng: bool | dict = True, state: dict | None = None) -> int:
     """Writes the adapter checkpoint; returns bytes written. `rng`, `state`: the RNG and
     adapter tensors captured earlier (a background write), else now."""
@@ -27,7 +30,7 @@ def save(trainer: Any, store: Any, rel_dir: str, *, extra: dict | None = None,
                             rng=rng, extra=meta)
 
 
-def restore(trainer: Any, store: Any, rel_dir: str) -> dict:
+def restore(trainer: Any, store: Store, rel_dir: str) -> dict:
     """Loads an adapter checkpoint into a trainer built on the same base and LoRA config."""
     _check(trainer, rel_dir)
     ckpt = checkpoints.load(store, rel_dir)

@@ -7,13 +7,16 @@ optimizer, the LR schedule, precision and checkpoints. One `step` call = one opt
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
 from alignflow.tasks.trainers.config import Precision as Precision  # re-exported
 from alignflow.tasks.trainers.config import TrainerConfig as TrainerConfig  # re-exported
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 Batch = Mapping[str, Any]
 LossFn = Callable[[nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]]
@@ -38,11 +41,11 @@ class Trainer(Protocol):
         the driving rank (ZeRO-3's gathers), nothing else."""
         ...
 
-    def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> None:
+    def save(self, store: Store, rel_dir: str, *, extra: dict | None = None) -> None:
         """Model, optimizer, scheduler, RNG and step count → a checkpoint dir in the store."""
         ...
 
-    def restore(self, store: Any, rel_dir: str) -> dict:
+    def restore(self, store: Store, rel_dir: str) -> dict:
         """The inverse of `save`; returns the `extra` saved with it."""
         ...
 

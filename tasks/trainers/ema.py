@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load as load_tensors
@@ -24,6 +24,9 @@ from safetensors.torch import save as save_tensors
 from torch import nn
 
 from alignflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 FILE = "ema.safetensors"
 
@@ -57,13 +60,13 @@ class EMA:
             for name, param in _trained(model):
                 param.copy_(kept[name])
 
-    def save(self, store: Any, rel_dir: str) -> int:
+    def save(self, store: Store, rel_dir: str) -> int:
         """Write `rel_dir/ema.safetensors`; returns its size."""
         data = save_tensors({n: t.contiguous().cpu() for n, t in self.params.items()})
         store.write_bytes(f"{rel_dir}/{FILE}", data)
         return len(data)
 
-    def restore(self, store: Any, rel_dir: str) -> None:
+    def restore(self, store: Store, rel_dir: str) -> None:
         """Load what `save` wrote (same model, same names)."""
         try:
             saved = load_tensors(store.read_bytes(f"{rel_dir}/{FILE}"))

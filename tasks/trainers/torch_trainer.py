@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,6 +29,9 @@ from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers import adapter_checkpoint, muon
 from alignflow.tasks.trainers.base import Batch, LossFn, TrainerConfig, micro_batch_weights
 from alignflow.tasks.trainers.master_weights import MasterWeights
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 
 class TorchTrainer:
@@ -125,7 +128,7 @@ class TorchTrainer:
     def take_part_in_sync(self) -> None:
         """Every rank holds the whole model: the driving rank's sync needs no one else."""
 
-    def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
+    def save(self, store: Store, rel_dir: str, *, extra: dict | None = None) -> int:
         """Checkpoint everything needed to continue bitwise; returns bytes written (rank 0
         writes, other ranks of a group return 0)."""
         return self.snapshot(extra=extra)(store, rel_dir)
@@ -149,7 +152,7 @@ class TorchTrainer:
         with self._exposed():  # views of the fp32 masters, which no step changes meanwhile
             rng, state = checkpoints.rng_state(), self.model.state_dict()
 
-        def write(store: Any, rel_dir: str) -> int:
+        def write(store: Store, rel_dir: str) -> int:
             return checkpoints.save(store, rel_dir, state, optimizer=self.optimizer,
                                     scheduler=self.scheduler, rng=rng, extra=meta)
         return write
@@ -164,13 +167,13 @@ class TorchTrainer:
         if held is not None:
             held.result()
 
-    def restore(self, store: Any, rel_dir: str) -> dict:
+    def restore(self, store: Store, rel_dir: str) -> dict:
         """Loads a `save`d checkpoint into this trainer (same model class and config)."""
         self.settle()
         with self._exposed():
             return self._restore(store, rel_dir)
 
-    def _restore(self, store: Any, rel_dir: str) -> dict:
+    def _restore(self, store: Store, rel_dir: str) -> dict:
         if lora.is_lora(self.model):
             return adapter_checkpoint.restore(self, store, rel_dir)
         ckpt = checkpoints.load(store, rel_dir)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -30,6 +30,9 @@ from alignflow.tasks.distributed.group import rank_and_size
 from alignflow.tasks.distributed.reduce import global_sum
 from alignflow.tasks.modeling import lora
 from alignflow.tasks.trainers.deepspeed.config import import_deepspeed
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 zero = import_deepspeed().zero
 
@@ -157,7 +160,7 @@ def layout(engine: Any) -> dict[str, Any]:
             "backend": dist.get_backend() if dist.is_initialized() else None}
 
 
-def save(engine: Any, scheduler: Any, store: Any, rel_dir: str, extra: dict[str, Any]) -> int:
+def save(engine: Any, scheduler: Any, store: Store, rel_dir: str, extra: dict[str, Any]) -> int:
     """Collective: every rank writes its shard, then rank 0 the full weights. Returns bytes."""
     rank, world = rank_and_size()
     masters = {f"master/{i}": m for i, m in enumerate(_masters(engine))}
@@ -189,7 +192,7 @@ def _check_layout(rel_dir: str, saved: dict[str, Any], now: dict[str, Any]) -> N
                 "and stage: use the same, or restore with optimizer=False (fresh AdamW state)")
 
 
-def restore(engine: Any, scheduler: Any, store: Any, rel_dir: str, *,
+def restore(engine: Any, scheduler: Any, store: Store, rel_dir: str, *,
             optimizer: bool = True) -> dict[str, Any]:
     """The inverse of `save` (collective under ZeRO-3); returns the saved `extra`."""
     ckpt = checkpoints.load(store, rel_dir)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -56,6 +56,9 @@ from alignflow.tasks.trainers.deepspeed.config import (
 )
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
+
+if TYPE_CHECKING:
+    from alignflow.artifacts.store import Store
 
 deepspeed = import_deepspeed()
 
@@ -182,12 +185,12 @@ class DeepSpeedTrainer:
         base = ds_ckpt.full_state(self.engine, keep=keep, only=ds_ckpt.base_names)
         yield from lora.merged_state(self.model, base, adapters=adapters) if keep else base
 
-    def save(self, store: Any, rel_dir: str, *, extra: dict | None = None) -> int:
+    def save(self, store: Store, rel_dir: str, *, extra: dict | None = None) -> int:
         """Collective checkpoint (see module docstring); returns bytes written by all ranks."""
         meta = {"global_step": self.global_step, **(extra or {})}
         return ds_ckpt.save(self.engine, self.scheduler, store, rel_dir, meta)
 
-    def restore(self, store: Any, rel_dir: str, *, optimizer: bool = True) -> dict:
+    def restore(self, store: Store, rel_dir: str, *, optimizer: bool = True) -> dict:
         """Loads a `save`d checkpoint; `optimizer=False` keeps fresh AdamW moments."""
         extra = ds_ckpt.restore(self.engine, self.scheduler, store, rel_dir, optimizer=optimizer)
         self.global_step = int(extra.get("global_step", 0))
