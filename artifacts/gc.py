@@ -28,7 +28,7 @@ class Orphan:
 
 
 def _referenced(store: Store, run_id: str) -> tuple[set[str], list[str]]:
-    files, dirs = set(), []
+    files, dirs = set[str](), list[str]()
     for _, m in manifests(store, run_id):
         files.update(a["path"] for a in m["artifacts"])
         if m.get("checkpoint"):

@@ -19,9 +19,7 @@ import fnmatch
 import json
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
-
-import fsspec
+from typing import IO, TYPE_CHECKING, Any
 
 from alignflow.artifacts import bounds
 from alignflow.artifacts.backends import open_backend
@@ -30,6 +28,9 @@ from alignflow.artifacts.localfs import LocalRoot
 from alignflow.artifacts.locations import local_folder
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.errors import ConfigError
+
+if TYPE_CHECKING:  # fsspec is imported when a store that needs it is opened (urls.py)
+    import fsspec
 
 DEFAULT_URL = "./alignflow-store"
 

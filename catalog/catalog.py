@@ -27,7 +27,7 @@ from alignflow.artifacts.store import Store
 from alignflow.catalog import connection
 from alignflow.catalog.cursor import GuardedCursor, Params
 from alignflow.catalog.deadline import deadline
-from alignflow.catalog.guard import check_read_only, tables_named
+from alignflow.catalog.guard import check_read_only, parsing_on, tables_named
 from alignflow.catalog.index import Index
 from alignflow.catalog.index import load as load_index
 from alignflow.catalog.limits import SqlLimits, human_bytes
@@ -77,7 +77,11 @@ class Catalog:
         self._snap: Snapshot | None = None
         self._built: connection.Built | None = None
         self._left_out: dict[str, Problem] = {}
-        self._names = tables_named(for_query) if for_query is not None else None
+        self._names, self._first = None, None
+        if for_query is not None:  # parsed on the connection its views go in (one database)
+            self._first = duckdb.connect(":memory:")
+            with parsing_on(self._first):
+                self._names = tables_named(for_query)
         self._index = Index(self.store.url, None)
         self.refresh()
 
@@ -95,8 +99,10 @@ class Catalog:
     def _install(self, snap: Snapshot, left_out: dict[str, Problem],
                  until: float | None = None) -> None:
         seconds = None if until is None else until - time.monotonic()
+        first, self._first = self._first, None
         built = connection.build(self.store, snap, self.limits, self._temp_dir, left_out,
-                                 seconds=seconds, index=self._index, names=self._names)
+                                 seconds=seconds, index=self._index, names=self._names,
+                                 con=first)
         with self._lock:
             self._con, self._built, self._snap = built.con, built, snap
             self._left_out, self._cursors = left_out, []
@@ -158,7 +164,8 @@ class Catalog:
         first batch is left out and the query run again; found later, the error names it
         (later queries leave it out). `materialize`: the result is held by DuckDB instead
         (`Rows.relation`, for rendering as a table; no Arrow, no batches)."""
-        statements = check_read_only(query, self.limits.max_query_bytes)
+        with parsing_on(self._raw_cursor()):
+            statements = check_read_only(query, self.limits.max_query_bytes)
         until = time.monotonic() + self.limits.timeout_s if until is None else until
         for _ in range(_MAX_LEFT_OUT_PER_QUERY):
             cur = self._raw_cursor()
@@ -185,6 +192,7 @@ class Catalog:
         """Rebuild the views from the same snapshot without the file a query could not read."""
         with self._lock:
             snap, left_out = self._snap, dict(self._left_out)
+        assert snap is not None, "a query ran before the catalog opened"
         left_out[rel] = problem
         self._install(snap, left_out)
 
@@ -201,9 +209,10 @@ class Catalog:
 
     def close(self) -> None:
         with self._lock:
-            if self._con is not None:
-                self._con.close()
-            self._con = None
+            for con in (self._con, self._first):  # `_first`: opening failed before its views
+                if con is not None:
+                    con.close()
+            self._con = self._first = None
             self._generation += 1
         self._cleanup()
 

@@ -76,16 +76,18 @@ class Built:
 
 def build(store: Store, snap: Snapshot, limits: SqlLimits, temp_dir: str,
           left_out: dict[str, Problem] | None = None, *, seconds: float | None = None,
-          index: Index | None = None, names: set[str] | None = None) -> Built:
+          index: Index | None = None, names: set[str] | None = None,
+          con: duckdb.DuckDBPyConnection | None = None) -> Built:
     """A locked connection with the views over the committed files of `snap`, less the
     files in `left_out` (found unreadable by an earlier query: path → its problem): all of
     them, or only those a query `names` needs (`plan`). The limits are set before any file is
     read, and the whole build is bounded by `seconds` (default the time limit): past it,
-    `QueryLimit` naming the step it was at. `index` spares re-checking unchanged files."""
+    `QueryLimit` naming the step it was at. `index` spares re-checking unchanged files. `con`:
+    a fresh in-memory connection to build in (else one is made)."""
     left_out = left_out or {}
     tables, runs, tasks = plan(snap, names)
     by_name = {rel.rsplit("/", 1)[-1]: rel for rels in snap.files.values() for rel in rels}
-    built = Built(duckdb.connect(":memory:"), by_name, list(left_out.values()))
+    built = Built(con or duckdb.connect(":memory:"), by_name, list(left_out.values()))
     con = built.con
 
     def late(what: str) -> QueryLimit:
@@ -164,7 +166,7 @@ def _checked(store: Store, snap: Snapshot, built: Built, name: str, rels: list[s
     index's summary instead of checking each file again."""
     digest = index.digest(rels, snap.refs) if index is not None and rels else None
     same = index.summary(f"table/{name}", digest) if index is not None else None
-    if same is not None:
+    if same is not None and index is not None:
         index.carry(rels)
     else:
         before = len(built.problems)

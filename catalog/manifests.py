@@ -14,6 +14,7 @@ file; its run is marked (`runs.problem`) and everything else is served.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,7 @@ class Snapshot:
         """The rows of `tasks` (made when asked for: `rows.check_task` vetted them)."""
         return [task_row(rel, manifest) for rel, manifest in self.manifests]
 
-    def runs_table(self, extra: list[Problem] = ()) -> list[dict[str, Any]]:
+    def runs_table(self, extra: Sequence[Problem] = ()) -> list[dict[str, Any]]:
         """The `runs` rows, each with the problems of its files (`problem` column)."""
         by_run: dict[str, list[str]] = {}
         for p in [*self.problems, *extra]:
@@ -87,7 +88,7 @@ def scan(store: Store, index: Index | None = None) -> Snapshot:
     read = [rel for rel, blob in blobs.items() if not isinstance(blob, dict)]  # not indexed
     for rel in run_rels:
         row = _use(store, rel, blobs, snap.problems, lambda obj, rel=rel: run_row(rel, obj))
-        snap.runs.append(row or blank_run(run_of(rel), []))
+        snap.runs.append(row or blank_run(rel.split("/")[1], []))  # runs/<id>/run.json
     for rel in manifest_rels:
         entry = _use(store, rel, blobs, snap.problems,
                      lambda obj, rel=rel: _manifest_entry(store, rel, obj))

@@ -157,7 +157,7 @@ def check_out_path(out: str, store: Store | None, force: bool, flag: str = "--ou
     return path
 
 
-def write_file(path: str, write: Callable[[IO[bytes]], None], force: bool) -> None:
+def write_file(path: str, write: Callable[[IO[bytes]], object], force: bool) -> None:
     """Create `path` with `write(file)` through a temp file in the same folder, put in place
     only once complete: renamed over `path` with `force`, else linked (never replacing)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))

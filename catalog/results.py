@@ -76,7 +76,8 @@ class Rows:
         self.started = False  # has a batch been handed out?
         self.schema: pa.Schema | None = None
         self.relation: duckdb.DuckDBPyRelation | None = None  # a materialized result
-        self._text, self._reader, self._first = "", None, None
+        self._text, self._first = "", None
+        self._reader: pa.RecordBatchReader | None = None
 
     def start(self, cur: duckdb.DuckDBPyConnection, statements: Sequence[str],
               params: object, materialize: bool = False) -> None:
@@ -99,6 +100,7 @@ class Rows:
         if materialize:
             self._check_caps()
             return
+        assert self._reader is not None  # a statement ran and was not materialized
         self.schema = self._reader.schema
         self._first = self._next()
 
@@ -115,6 +117,7 @@ class Rows:
         return pa.Table.from_batches(list(self), schema=self.schema)
 
     def _next(self) -> pa.RecordBatch | None:
+        assert self._reader is not None  # a materialized result is read from its relation
         with self._errors():
             try:
                 batch = self._reader.read_next_batch()
@@ -155,7 +158,7 @@ class Rows:
         except OSError as exc:
             raise self._wording(as_duckdb(exc)) from None
 
-    def _wording(self, exc: duckdb.Error) -> Exception:
+    def _wording(self, exc: duckdb.Error) -> BaseException:
         if isinstance(exc, duckdb.InterruptException) and not self._fired.is_set():
             return KeyboardInterrupt()  # not our deadline: a signal (deadline.stop_all)
         return self._translate(exc, self._text, self._fired.is_set())

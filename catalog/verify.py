@@ -50,8 +50,9 @@ def verified(store: Store, con: duckdb.DuckDBPyConnection, snap: Snapshot, rels:
     footers = _footers(store, con, fresh, problems, say) | known
     kept = [rel for rel in ok if rel in footers and _matches(store, snap, rel, footers[rel],
                                                                 problems)]
-    for rel in (r for r in kept if index and r not in known and footers[r] is not None):
-        index.put(rel, "footer", list(footers[rel]))
+    for rel in (r for r in kept if r not in known):
+        if index is not None and (footer := footers[rel]) is not None:
+            index.put(rel, "footer", list(footer))
     return kept
 
 
@@ -82,9 +83,10 @@ def _listed(store: Store, snap: Snapshot, rel: str) -> str | None:
 
 
 def _footers(store: Store, con: duckdb.DuckDBPyConnection, rels: list[str],
-             problems: list[Problem], say: Any) -> dict[str, tuple]:
-    """rel -> (rows, schema name, schema version) from the footers; a file whose footer
-    cannot be read is a problem (and the pass is run again without it)."""
+             problems: list[Problem], say: Any) -> dict[str, tuple | None]:
+    """rel -> (rows, schema name, schema version) from the footers (None for every file
+    when DuckDB names none of them); a file whose footer cannot be read is a problem (and the
+    pass is run again without it)."""
     if not rels:
         return {}
     from alignflow.artifacts.schemas import META_NAME, META_VERSION  # pyarrow: only here

@@ -13,15 +13,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
-from typing import IO, Any, TypeVar
-
-import fsspec
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from alignflow.artifacts import bounds, retry
 from alignflow.artifacts.localfs import LocalRoot
 from alignflow.artifacts.s3errors import translate_errors
 from alignflow.artifacts.urls import filesystem
 from alignflow.errors import CommitConflict, ConfigError
+
+if TYPE_CHECKING:  # imported where a filesystem is made (urls.filesystem)
+    import fsspec
 
 T = TypeVar("T")
 Listing = dict[str, dict[str, Any]]

@@ -1,15 +1,22 @@
 """A store in a local folder: every operation walks from the root through no link and reads
 only regular files (`localfs.LocalRoot`); writes are atomic (temp + rename), a commit is a
-hard link that never replaces. An error is named, never retried: the disk is here."""
+hard link that never replaces. An error is named, never retried: the disk is here. Its fsspec
+filesystem (for the libraries that take one) is made on first use: the store's own reads,
+writes and listings never need it, and `alignflow sql` imports no fsspec."""
 
 from __future__ import annotations
 
 import shutil
-from typing import IO, Any
+from functools import cached_property
+from typing import IO, TYPE_CHECKING, Any
 
 from alignflow.artifacts.backends.base import Backend, Listing, checked
 from alignflow.artifacts.localfs import LocalRoot
 from alignflow.artifacts.locations import relative_inside
+from alignflow.artifacts.urls import filesystem
+
+if TYPE_CHECKING:
+    import fsspec
 
 
 class LocalBackend(Backend):
@@ -17,8 +24,15 @@ class LocalBackend(Backend):
     is_local = True
 
     def __init__(self, url: str, root: str, options: dict[str, Any]) -> None:
-        super().__init__(url, root, options)
+        # not Backend.__init__: it makes the fsspec filesystem at once (see `fs`)
+        self.url, self.root, self.reached = url, root, False
+        self._options = options
         self._walker = LocalRoot(root, url)
+
+    @cached_property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """fsspec's local filesystem, made (and fsspec imported) when first asked for."""
+        return filesystem(self.protocol, self._options)
 
     @property
     def local(self) -> LocalRoot:

@@ -2,8 +2,9 @@
 at 100 tasks, the gap imports and databases). A query over every view (`SELECT 42` builds
 them all, empty ones included) imports neither torch, Ray, pandas, psutil nor any of the
 engine or steps (the CLI's GPU probe imported `alignflow.tasks` and the store, an empty
-view's Arrow table pandas: 0.3 CPU s), and opens two DuckDB databases: the catalog's and
-the read-only guard's, which also renders the result (each is ~0.03-0.05 CPU s). Nor,
+view's Arrow table pandas: 0.3 CPU s), and opens one DuckDB database, the catalog's: the
+read-only guard parses on it (`guard.parsing_on`) and DuckDB renders the result from it
+(each database is ~0.015 CPU s to open and close, a tenth of a bare DuckDB process). Nor,
 for the default table format, pyarrow or numpy (~0.08 CPU s, a bare DuckDB process's
 whole query at 100 tasks): DuckDB holds and renders the result itself."""
 
@@ -33,7 +34,7 @@ print(json.dumps({"code": code, "databases": len(opened),
 """
 
 
-def test_sql_loads_no_engine_torch_ray_or_pandas_and_two_databases(tmp_path):
+def test_sql_loads_no_engine_torch_ray_or_pandas_and_one_database(tmp_path):
     from alignflow.artifacts.store import Store
 
     store = Store.open(str(tmp_path / "store"))  # a run with no task yet: every view empty
@@ -44,28 +45,30 @@ def test_sql_loads_no_engine_torch_ray_or_pandas_and_two_databases(tmp_path):
     lines = proc.stdout.strip().splitlines()
     assert "42" in proc.stdout
     seen = json.loads(lines[-1])
-    assert seen == {"code": 0, "databases": 2, "loaded": []}, seen
+    assert seen == {"code": 0, "databases": 1, "loaded": []}, seen
 
 
-# The package's own __init__ re-exports its Parquet names eagerly (pyarrow); run as it will
-# once it imports them on use (the change proposed with issue 46), so this checks what the
-# catalog and the modules it reads manifests through import.
-LAZY_PACKAGE = """
-import sys, types
-import alignflow
-lazy = types.ModuleType("alignflow.artifacts")
-lazy.__path__ = [sys.argv[2]]
-sys.modules["alignflow.artifacts"] = alignflow.artifacts = lazy
-"""
 NO_ARROW = """
+import json, sys
+from alignflow.artifacts import urls
+made = []
+filesystem = urls.filesystem
+def counted(*args, **kwargs):
+    made.append(args[:1])
+    return filesystem(*args, **kwargs)
+urls.filesystem = counted
+from alignflow.artifacts.backends import base, local
+base.filesystem = local.filesystem = counted
 from alignflow.cli import main
-code = main(["sql", sys.argv[3], "--store", sys.argv[1]])
-print(json.dumps({"code": code, "loaded": sorted(m for m in ("pyarrow", "numpy", "pandas")
-                                                  if m in sys.modules)}))
+code = main(["sql", sys.argv[2], "--store", sys.argv[1]])
+print(json.dumps({"code": code, "filesystems": len(made),
+                  "loaded": sorted(m for m in ("pyarrow", "numpy", "pandas") if m in sys.modules)}))
 """
 
 
-def test_a_table_answer_loads_no_pyarrow_or_numpy(tmp_path):
+def _answers(tmp_path, queries: list[str]) -> list[dict]:
+    """What each `alignflow sql QUERY` loaded, in a fresh process each, over a store of one
+    committed rollouts file (one local index for them all)."""
     from alignflow.artifacts.commit import commit
     from alignflow.artifacts.parquet_io import write_table
     from alignflow.artifacts.store import Store
@@ -76,14 +79,39 @@ def test_a_table_answer_loads_no_pyarrow_or_numpy(tmp_path):
     ref = write_table(store, "rollouts", _rollouts("r1", 0), run_id="r1", task="generate",
                       partition={"iter": 0})
     commit(store, "r1", "iter-0000/generate", {"artifacts": [ref]})
-    # twice each: the first opening checks the footers (schema names from schemas.py, which
-    # is Arrow); the second, as every later one, finds them in the local index
     seen = []
-    for query in ["SELECT count(*) AS n FROM rollouts", "SELECT count(*) AS n FROM tasks"] * 2:
-        proc = subprocess.run([sys.executable, "-c", "import json\n" + LAZY_PACKAGE + NO_ARROW,
-                               store.url, str(ROOT / "artifacts"), query],
+    for query in queries:
+        proc = subprocess.run([sys.executable, "-c", NO_ARROW, store.url, query],
                               cwd=ROOT, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "ALIGNFLOW_CATALOG_CACHE": str(tmp_path / "c")})
         assert proc.returncode == 0, proc.stderr[-3000:]
         seen.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    assert seen[2:] == [{"code": 0, "loaded": []}] * 2, seen
+    return seen
+
+
+def test_a_table_answer_loads_no_pyarrow_numpy_or_filesystem(tmp_path):
+    """The package's own `__init__` imports its Arrow names on use (issue 46: it imported
+    pyarrow for any `alignflow.artifacts.*`, ~0.1 CPU s), and a local store makes no fsspec
+    filesystem unless a library asks for one (the cold opening's footer reads do)."""
+    # twice each: the first opening checks the footers (schema names from schemas.py, which
+    # is Arrow, read through fsspec); the second, as every later one, finds them in the index
+    seen = _answers(tmp_path, ["SELECT count(*) AS n FROM rollouts",
+                               "SELECT count(*) AS n FROM tasks"] * 2)
+    assert seen[2:] == [{"code": 0, "filesystems": 0, "loaded": []}] * 2, seen
+
+
+FSSPEC = """
+import sys
+from alignflow.cli import main
+main(["sql", "SELECT count(*) FROM rollouts", "--store", sys.argv[1]])
+print("fsspec" in sys.modules)
+"""
+
+
+def test_a_local_store_imports_no_fsspec(tmp_path):
+    _answers(tmp_path, ["SELECT count(*) AS n FROM rollouts"])  # the index, made once
+    proc = subprocess.run([sys.executable, "-c", FSSPEC, str(tmp_path / "store")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ALIGNFLOW_CATALOG_CACHE": str(tmp_path / "c")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "False"  # asyncio & co: ~0.04 CPU s
