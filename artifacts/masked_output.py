@@ -11,7 +11,7 @@ child's prints would reach a terminal unmasked, and never the task's log. So the
 writes into two pipes instead (`serve` redirects its file descriptors 1 and 2, which also
 catches `os.write` and subprocesses), and `ChildOutput` relays what comes through them,
 masked, to this process's `sys.stdout`/`sys.stderr`: the terminal, and while a task runs
-its log too (`flows/control/wrapper.py`).
+its log too (`flows/wrapper.py`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import overload
 from urllib.parse import unquote
 
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD", re.IGNORECASE)
@@ -77,6 +78,10 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[tuple[str, s
     return sorted(found, key=lambda nv: -len(nv[1]))
 
 
+@overload
+def redact(text: str, environ: Mapping[str, str] | None = None) -> str: ...
+@overload
+def redact(text: None, environ: Mapping[str, str] | None = None) -> None: ...
 def redact(text: str | None, environ: Mapping[str, str] | None = None) -> str | None:
     """`text` with secret environment values and URL passwords masked (None stays None)."""
     if not text:

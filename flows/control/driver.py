@@ -213,12 +213,12 @@ class Driver(Timers, WorkerGroups):
         now = time.time()
         started = (res or {}).get("started", now)
         tries = f" after {fut.attempt} attempts" if fut.attempt > 1 else ""
-        message = redact(f"{err['type']}: {err['message']}{tries}") or ""
+        message = redact(f"{err['type']}: {err['message']}{tries}")
         if not fut.task.opts.catch_exceptions:
             if self.progress is not None:
                 self.progress.task_finished(fut.key, now - started, status="FAILED")
             raise TaskFailed(fut.key, message, kind=err["kind"], fault=err["type"])
-        error = TaskError(fut.key, err["type"], redact(err["message"]) or "", err["kind"])
+        error = TaskError(fut.key, err["type"], redact(err["message"]), err["kind"])
         self.commit(fut.task, fut.key, fut.input_hash, {
             "status": "FAILED_CAUGHT", "output": codec.encode(error), "attempts": fut.attempt,
             "started": started, "ended": (res or {}).get("ended", now)})

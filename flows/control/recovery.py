@@ -103,4 +103,4 @@ class Budget:
         from alignflow.artifacts.redact import redact
 
         return self.charge(role_of(worker, err["type"]), task_key,
-                           redact(f"{err['type']}: {err['message']}") or "")
+                           redact(f"{err['type']}: {err['message']}"))
