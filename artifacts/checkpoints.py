@@ -127,13 +127,13 @@ def save(store: Store, rel_dir: str, model_state: dict[str, torch.Tensor], *,
     """Write a checkpoint folder at `rel_dir`; returns its size in bytes. `rng`: True saves
     the RNG state now, a dict is a state captured earlier (by `rng_state()`)."""
     tensors: dict[str, torch.Tensor] = {}
-    rng = rng_state() if rng is True else rng or None
+    rng_saved = rng_state() if rng is True else rng or None
     tree = {
         "optimizer": treecodec.encode(optimizer.state_dict(), tensors, "optimizer")
         if optimizer is not None else None,
         "scheduler": treecodec.encode(scheduler.state_dict(), tensors, "scheduler")
         if scheduler is not None else None,
-        "rng": treecodec.encode(rng, tensors, "rng") if rng else None,
+        "rng": treecodec.encode(rng_saved, tensors, "rng") if rng_saved else None,
         "extra": treecodec.encode(extra or {}, tensors, "extra"),
     }
     weights, tied = _weights(model_state)

@@ -9,12 +9,14 @@ Anything else — an unknown column, a string where a number belongs, an int ove
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import pyarrow as pa
 
 from alignflow.artifacts.schemas import TableSchema
 from alignflow.errors import SchemaError
 
-Data = pa.Table | pa.RecordBatch
+Data: TypeAlias = "pa.Table | pa.RecordBatch"
 
 
 def _kind(t: pa.DataType) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import io
 import os
 import sys
 from multiprocessing.connection import wait
@@ -143,5 +144,6 @@ def serve(out: Any, err: Any, conn: Any, path: str, func_name: str,
         os.dup2(end.fileno(), fd)
         end.close()
         with contextlib.suppress(Exception):
-            stream.reconfigure(line_buffering=True)
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
     usercode.serve_calls(_FlushingConn(conn), path, func_name, allowed)

@@ -86,7 +86,8 @@ def _batches(data: Any) -> Iterator[pa.RecordBatch | pa.Table]:
 def _stream(writer: pq.ParquetWriter, data: Any, schema: TableSchema,
             fill: dict[str, object]) -> int:
     """Write conformed row groups as batches arrive; buffers at most one row group."""
-    rows, buf, buf_rows, buf_bytes = 0, [], 0, 0
+    rows, buf_rows, buf_bytes = 0, 0, 0
+    buf: list[Any] = []
 
     def flush() -> None:
         if buf:

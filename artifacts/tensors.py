@@ -7,13 +7,13 @@ sequences turns into a tensor without a Python loop over tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-Seqs = pa.Array | pa.ChunkedArray | Sequence[Sequence[int]]
+Seqs: TypeAlias = "pa.Array | pa.ChunkedArray | Sequence[Sequence[int]]"
 
 
 def _flat(seqs: Seqs) -> tuple[np.ndarray, np.ndarray]:
@@ -37,9 +37,9 @@ def pad(seqs: Seqs, pad_id: int, side: Literal["left", "right"] = "right",
     values, offsets = _flat(seqs)
     lens = np.diff(offsets)
     b, t = len(lens), int(lens.max(initial=0))
-    ids = np.full((b, t), pad_id, dtype=np.int64)
-    mask = np.zeros((b, t), dtype=np.int64)
-    row = np.repeat(np.arange(b), lens)
+    ids: np.ndarray = np.full((b, t), pad_id, dtype=np.int64)
+    mask: np.ndarray = np.zeros((b, t), dtype=np.int64)
+    row: np.ndarray = np.repeat(np.arange(b), lens)
     pos = np.arange(len(values)) - np.repeat(offsets[:-1], lens)
     if side == "left":
         pos = pos + np.repeat(t - lens, lens)

@@ -65,7 +65,7 @@ def _table_text(schema: pa.Schema | None, batches: Iterable[pa.RecordBatch]) -> 
     materialize=True)`), else of its Arrow batches."""
     relation = getattr(batches, "relation", None)
     if relation is not None:
-        return render_relation(relation, batches.rows)
+        return render_relation(relation, getattr(batches, "rows", 0))
     import pyarrow as pa
 
     return render_table(pa.Table.from_batches(list(batches), schema))
@@ -135,7 +135,7 @@ def check_outside_store(out: str, store: Store | None, flag: str = "--out") -> s
         roots = {os.path.abspath(store.root), os.path.realpath(store.root)}
     for candidate in (path, os.path.realpath(path)):
         if any(candidate == r or candidate.startswith(r + os.sep) for r in roots):
-            raise ConfigError(f"{flag} {out}: inside the store {store.url}; the store holds "
+            raise ConfigError(f"{flag} {out}: inside the store {store and store.url}; the store holds "
                               "only what runs commit, write results outside it")
     other = enclosing_store(path)
     if other is not None:

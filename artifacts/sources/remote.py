@@ -80,8 +80,10 @@ def download(found: Listing, dest: Path, progress: Progress) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         path = found.store.path("" if found.single else rel)
-        _io(found.store, rel, lambda p=path, t=target: found.store.fs.get_file(
-            p, str(t), callback=_Counted(progress)))
+
+        def fetch(p: str = path, t: Path = target) -> None:  # a fresh count on each try
+            found.store.fs.get_file(p, str(t), callback=_Counted(progress))
+        _io(found.store, rel, fetch)
 
 
 def read_member(url: str, name: str, limit: int = 16 * 2**20) -> bytes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -137,7 +137,7 @@ def histograms(groups: Sequence[tuple[str, Sequence[float]]], xlabel: str) -> st
     return data_uri(fig)
 
 
-def stacked_bars(x: Sequence[int], parts: dict[str, Sequence[float]], xlabel: str,
+def stacked_bars(x: Sequence[int], parts: Mapping[str, Sequence[float]], xlabel: str,
                  ylabel: str = "seconds") -> str:
     """One bar per x, split into named parts (seconds per step of each iteration)."""
     fig = _single(_PANEL_W * 1.6, _PANEL_H * 1.2, top=0.45)
