@@ -38,28 +38,33 @@ from alignflow.flows.rl.grpo import grpo
 CURVE = ("SELECT iteration, avg(correct) AS correct, count(*) AS n FROM eval_results "
          "WHERE run_id = ? AND scope = ? GROUP BY iteration ORDER BY iteration")
 TASK, SFT_TASK = "alignflow:arith-3", "alignflow:arith-slip-3"
+SFT_STEPS, ITERATIONS = 1600, 30  # the defaults, measured over seeds 0-4 (tests/learning)
 
 
 def sft_sets(model: str, task: str, steps: int) -> list[str]:
-    """SFT on the task's training split, in the model's chat template, at a constant lr
-    (a decayed one left some seeds short of the sums at 700-1000 steps)."""
+    """SFT on the task's training split, in the model's chat template: a 5% warmup to
+    6e-3, then a cosine to a tenth of it. The tiny model learns the tens digit in ~100
+    steps and the units digit (a sum mod 10) only late, at a seed-dependent step; at a
+    constant 3e-3 seed 1 never did (loss ~1.0 at 1600 steps, held-out 0.04), the cosine
+    lets it settle (loss ~0.25, held-out ~0.6)."""
     return [f"model.model_name_or_path={model}", f"data.dataset={task}",
             "data.output_key=output", "data.input_template=null",
             "data.apply_chat_template=true", "train.batch_size=32",
             "train.micro_batch_size=32", f"train.max_steps={steps}", "train.max_epochs=50",
-            "adam.lr=3e-3", "lr_warmup_ratio=0", "min_lr_ratio=1.0",
+            "adam.lr=6e-3", "lr_warmup_ratio=0.05", "min_lr_ratio=0.1",
             f"ckpt.save_steps={steps}", "num_threads=1"]
 
 
 def grpo_sets(policy: str, task: str, iterations: int) -> list[str]:
     """GRPO on the training split, 64 prompts × 8 samples and one optimizer step an
-    iteration; greedy evaluation on the held-out split at the start and the end."""
+    iteration at lr 1e-3 (at 2e-4 the held-out rise stalled after ~15 iterations, z 1.0
+    on seed 1); greedy evaluation on the held-out split at the start and the end."""
     return [f"actor.model_name_or_path={policy}", f"data.prompt_dataset={task}",
             "data.apply_chat_template=true", "data.max_samples=1024",
             "rollout.batch_size=64", "rollout.n_samples_per_prompt=8",
             "rollout.max_new_tokens=4", "rollout.micro_batch_size=128",
             "reward.sources=rule:correct", "train.batch_size=512",
-            "train.micro_batch_size=128", "actor.adam.lr=2e-4", "actor.lr_warmup_ratio=0",
+            "train.micro_batch_size=128", "actor.adam.lr=1e-3", "actor.lr_warmup_ratio=0",
             "algo.advantage.estimator=group_norm", "algo.kl.init_coef=0",
             f"train.max_iterations={iterations}", "train.num_episodes=100",
             f"eval.dataset={task}", "eval.split=test", f"eval.steps={iterations}",
@@ -110,8 +115,8 @@ def main() -> None:
     parser.add_argument("--store", default="./alignflow-store")
     parser.add_argument("--task", default=TASK)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft-steps", type=int, default=800)
-    parser.add_argument("--iterations", type=int, default=15)
+    parser.add_argument("--sft-steps", type=int, default=SFT_STEPS)
+    parser.add_argument("--iterations", type=int, default=ITERATIONS)
     parser.add_argument("--executor", default="inline")
     args = parser.parse_args()
     model = args.model
