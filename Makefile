@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 export MALLOC_MMAP_THRESHOLD_ ?= 33554432
 export MALLOC_TRIM_THRESHOLD_ ?= 1073741824
 
-.PHONY: demo test typecheck test-fast test-vllm lint install bench clean
+.PHONY: demo test typecheck test-fast test-vllm lint install bench bench-trl clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,11 +63,29 @@ $(VLLM_VENV)/.installed: pyproject.toml
 test-vllm: $(VLLM_VENV)/.installed
 	$(VLLM_RUN) $(VLLM_PY) -m pytest -q -p no:cacheprovider tests/vllm
 
+# TRL 1.16 beside alignflow on the same GRPO task (bench/learn_vs_trl.py), in its own venv:
+# TRL pins its own transformers range, kept out of the main venv.
+TRL_VENV ?= .venv-trl
+TRL_PY := $(TRL_VENV)/bin/python
+TRL_PIP := $(TRL_PY) -m pip --disable-pip-version-check -q
+SEEDS ?= 1,2,3
+ITERATIONS ?= 8
+
+$(TRL_VENV)/.installed: pyproject.toml
+	test -x $(TRL_PY) || $(PYTHON) -m venv $(TRL_VENV)
+	$(TRL_PIP) install --upgrade pip
+	$(TRL_PIP) install torch==2.13.0 || $(TRL_PIP) install torch
+	$(TRL_PIP) install -e '.[bench,models]' trl==1.16.0
+	touch $@
+
+bench-trl: $(VENV)/.installed $(TRL_VENV)/.installed
+	$(PY) bench/learn_vs_trl.py --seeds $(SEEDS) --iterations $(ITERATIONS) --trl-python $(TRL_PY)
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) alignflow-store build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(TRL_VENV) alignflow-store build *.egg-info
 
 # An offline install for GPU nodes (cp312, beside the node's own CUDA torch), <= 60 MB:
 # see README "Installing on a GPU node without internet" and bench/gpu_bundle/.

@@ -7,22 +7,27 @@ after the same number of steps, and each side's wall time and CPU seconds, per s
         [--set KEY=VALUE ...] [--json FILE]
 
 The work is the demo's (`flows/cli/demo.py` DEMO_SETS, read here and turned into TRL's
-arguments, so one list sets both sides): `alignflow:arith`, the first 64 training problems
-in SmolLM2's chat written out, 8 prompts x 8 samples per generation, 16 new tokens,
-temperature 1, the exact answer as the only reward, group-normalised advantages, PPO clip
-0.2 on token-mean losses (TRL `loss_type=dapo`), β 0 on both (no reference model), AdamW
-with alignflow's betas, the linear warmup + half cosine to `min_lr_ratio` (TRL
-`cosine_with_min_lr`), two optimizer steps per generation. HF generation on both sides
-(alignflow's HF engine on a CPU; TRL without vLLM), fp32, the same torch thread count and
-the glibc allocator settings of the Makefile. Differences left: the order in which each
-side's sampler visits the 64 prompts (both seeded), and each side's random draws.
+arguments, so one list sets both sides): `alignflow:arith`, the first `data.max_samples`
+training problems in SmolLM2's chat written out, 8 prompts x 8 samples per generation, 16
+new tokens ending at the first `rollout.stop` (on TRL's side the tokens holding it join the
+EOS ids), temperature 1, the exact answer as the only reward, group-normalised advantages,
+PPO clip 0.2 on token-mean losses (TRL `loss_type=dapo`), β 0 on both (no reference
+model), AdamW with alignflow's betas, the same warmup + half cosine to `min_lr_ratio` (the
+schedule alignflow's trainers build; TRL `cosine_warmup_with_min_lr`), two optimizer steps
+per generation. HF generation on both sides (alignflow's HF engine on a CPU; TRL without
+vLLM), fp32, the same torch thread count and the Makefile's glibc allocator settings.
+Differences left: the order in which each side's sampler visits the prompts (both seeded),
+each side's random draws, and TRL's loss divisor (the generation's tokens / 2 per step,
+alignflow's the step's own tokens: equal when the lengths are).
 
 Each side trains in a fresh process measured from outside (`bench/peer_measure.py`: wall,
 CPU seconds and peak RSS of the process tree, model load and save included); the held-out
-evaluation (the first 64 `test` problems, greedy, `rule:correct`'s check) runs afterwards
-here, the same code for the start model and both trained ones, outside the timings.
+evaluation (the first `data.max_samples` `test` problems, greedy, ended at the stop,
+`rule:correct`'s check) runs afterwards here, the same code for the start model and both
+trained ones, outside the timings.
 TRL runs in its own venv (`.venv-trl`, `make bench-trl`); without one the TRL side is
-left out, said in one line.
+left out, said in one line. Each side's per-step log (reward per generation, loss, grad
+norm, lr) is printed per seed as curves and kept in `--json`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.learn_vs_trl_sides import prompts, settings, train_alignflow, train_trl  # noqa: E402
 from bench.peer_measure import measure  # noqa: E402
 
 TRL_VENV = ROOT / ".venv-trl"
@@ -48,91 +54,16 @@ ENV = {"TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
        "MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 
 
-def settings(model: str, iterations: int, threads: int, sets: list[str]):
-    """The demo's RLConfig for this work, with the in-run evaluation off (it is done here,
-    outside the timings) and the model and thread count given."""
-    from alignflow.flows.cli.demo import DEMO_SETS
-    from alignflow.flows.config import load_config
-    from alignflow.flows.rl.config import RLConfig
-
-    return load_config(RLConfig, sets=[
-        *DEMO_SETS, f"actor.model_name_or_path={model}", f"train.max_iterations={iterations}",
-        "eval.dataset=null", "eval.steps=-1", "eval.at_start=false", f"num_threads={threads}",
-        *sets])
-
-
-def prompts(cfg, split: str) -> list[dict]:
-    """`{prompt, label}` of `split` as alignflow's prompt step reads them (the first
-    `data.max_samples` rows, `data.input_template` applied), in dataset order."""
-    from alignflow.tasks.data.loading import mix_datasets
-    from alignflow.tasks.data.named import with_own_columns
-    from alignflow.tasks.data.prompts import prepare_prompts
-
-    data = with_own_columns(cfg.data, cfg.data.prompt_dataset)
-    rows = prepare_prompts(
-        mix_datasets(data.prompt_dataset, split=split, max_samples=data.max_samples),
-        input_key=data.input_key, label_key=data.label_key, input_template=data.input_template,
-        apply_chat_template=data.apply_chat_template).rows
-    return [{"prompt": r["prompt"], "label": r["label"]} for r in rows]
-
-
-def trl_args(cfg, seed: int, out: Path) -> dict:
-    """GRPOConfig's arguments for the same work as `cfg` on alignflow's side."""
-    assert cfg.algo.kl.init_coef == 0 and cfg.algo.advantage.estimator == "group_norm"
-    assert cfg.algo.loss_agg == "token-mean" and cfg.train.max_epochs == 1
-    actor, roll, train = cfg.actor, cfg.rollout, cfg.train
-    per_gen = roll.batch_size * roll.n_samples_per_prompt
-    steps = train.max_iterations * per_gen // train.batch_size
-    return dict(
-        output_dir=str(out), use_cpu=True, bf16=False, fp16=False, report_to=[],
-        gradient_checkpointing=False, save_strategy="no", logging_steps=10_000,
-        dataloader_num_workers=0, seed=seed, per_device_train_batch_size=train.micro_batch_size,
-        gradient_accumulation_steps=train.batch_size // train.micro_batch_size,
-        generation_batch_size=per_gen, num_generations=roll.n_samples_per_prompt,
-        max_completion_length=roll.max_new_tokens, temperature=roll.temperature, top_p=1.0,
-        top_k=0, max_steps=steps,
-        num_iterations=1, beta=0.0, epsilon=actor.eps_clip, loss_type="dapo",
-        scale_rewards="group", learning_rate=actor.adam.lr, adam_beta1=actor.adam.betas[0],
-        adam_beta2=actor.adam.betas[1], adam_epsilon=actor.adam.eps,
-        weight_decay=actor.adam.weight_decay, max_grad_norm=actor.max_norm,
-        warmup_steps=math.ceil(actor.lr_warmup_ratio * steps), lr_scheduler_type="cosine_with_min_lr",
-        lr_scheduler_kwargs={"min_lr_rate": actor.min_lr_ratio})
-
-
-def _correct(completions: list[str], label: list[str], **_kwargs) -> list[float]:
-    """The reward on TRL's side: `rule:correct`'s check, imported from alignflow."""
-    from alignflow.tasks.rewards.answers import is_correct
-
-    return [float(is_correct(c, lab)) for c, lab in zip(completions, label, strict=True)]
-
-
-def train_trl(cfg, seed: int, out: Path) -> dict:
-    import datasets
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
-    path = cfg.actor.model_name_or_path
-    tok, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
-    data = datasets.Dataset.from_list(prompts(cfg, "train"))
-    trainer = GRPOTrainer(model=model, reward_funcs=[_correct], processing_class=tok,
-                          args=GRPOConfig(**trl_args(cfg, seed, out / "trl")), train_dataset=data)
-    trainer.train()
-    trainer.save_model(str(out / "model"))
-    tok.save_pretrained(out / "model")
-    return {"model": str(out / "model"), "steps": trainer.state.global_step}
-
-
-def train_alignflow(cfg, seed: int, out: Path) -> dict:
-    from alignflow.flows.control import api
-    from alignflow.flows.rl.grpo import grpo
-
-    store = api.open_store(str(out / "store"))
-    res = api.run(grpo, cfg, run_id="bench", store=store, seed=seed, executor="auto")
-    return {"model": str(out / "store" / res["model"]), "iterations": res["iterations"]}
+def cut(text: str, stops: tuple[str, ...]) -> str:
+    """`text` up to and with its first stop string, as `rollout.stop` ends a response (and
+    the in-run evaluation's): greedy tokens after it do not change those before it."""
+    ends = [i + len(s) for s in stops if (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
 
 
 def evaluate(cfg, model_dir: str, rows: list[dict]) -> float:
-    """Held-out greedy accuracy of `model_dir`: one left-padded batch, HF generate."""
+    """Held-out greedy accuracy of `model_dir`: one left-padded batch, HF generate, each
+    answer ended at `rollout.stop` as alignflow's evaluation ends it."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -145,8 +76,9 @@ def evaluate(cfg, model_dir: str, rows: list[dict]) -> float:
               add_special_tokens=False)
     with torch.no_grad():
         gen = model.generate(**enc, do_sample=False, max_new_tokens=cfg.rollout.max_new_tokens,
-                             pad_token_id=tok.pad_token_id)
-    texts = tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    texts = [cut(t, cfg.rollout.stop) for t in tok.batch_decode(
+        gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
     return sum(is_correct(t, r["label"]) for t, r in zip(texts, rows, strict=True)) / len(rows)
 
 
@@ -166,8 +98,9 @@ def run_side(side: str, python: str, a: argparse.Namespace, seed: int, cfg) -> d
     if res["rc"] != 0:
         raise RuntimeError(f"{side} seed {seed} failed (exit {res['rc']}):\n{res['tail']}")
     info = json.loads((out / "side.json").read_text())
-    return {"seed": seed, "side": side, "load": load, **info,
-            "end": evaluate(cfg, info["model"], prompts(cfg, "test")),
+    end = evaluate(cfg, info["model"], prompts(cfg, "test"))
+    shutil.rmtree(out, ignore_errors=True)  # a 135M alignflow store holds ~5 GB of checkpoints
+    return {"seed": seed, "side": side, "load": load, **info, "end": end,
             **{k: res[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")}}
 
 
@@ -195,6 +128,45 @@ def table(rows: list[dict], start: float, n_eval: int) -> str:
                      f"{min(ends):.3f}-{max(ends):.3f}); mean command "
                      f"{statistics.mean(r['wall_s'] for r in mine):.0f}s, CPU "
                      f"{statistics.mean(r['cpu_s'] for r in mine):.0f}s")
+    return "\n".join(lines)
+
+
+def per_generation(row: dict) -> list[dict]:
+    """A side's log as one entry per generation: alignflow logs per iteration already;
+    TRL's optimizer steps are grouped (its reward is logged on the steps that generated)."""
+    log = row.get("log") or []
+    if row["side"] != "trl" or not log:
+        return log
+    k = max(len(log) // max(row["generations"], 1), 1)
+    out = []
+    for g in range(0, len(log), k):
+        steps = log[g:g + k]
+        out.append({key: statistics.mean(s[key] for s in steps if key in s)
+                    for key in ("reward", "lr", "grad_norm", "loss", "length")
+                    if any(key in s for s in steps)})
+    return out
+
+
+def curves(rows: list[dict]) -> str:
+    """Per seed and side: each generation's mean training reward, lr, grad norm and loss
+    (means over its optimizer steps); then whether the lr (the one deterministic curve)
+    is the same on both sides, and where it first parts."""
+    lines = ["per generation: training reward | lr | grad norm (before clipping) | loss"]
+    by_seed: dict[int, dict[str, list[dict]]] = {}
+    for r in rows:
+        gens = by_seed.setdefault(r["seed"], {})[r["side"]] = per_generation(r)
+        cells = [" ".join(f"{g.get(k, float('nan')):{f}}" for g in gens)
+                 for k, f in (("reward", ".3f"), ("lr", ".2e"), ("grad_norm", ".2f"),
+                              ("loss", ".4f"))]
+        lines.append(f"seed {r['seed']} {r['side']}: " + " | ".join(cells))
+    for seed, sides in by_seed.items():
+        if len(sides) == 2:
+            a, b = sides.values()
+            parts = [i for i, (x, y) in enumerate(zip(a, b, strict=False))
+                     if not math.isclose(x.get("lr", 0), y.get("lr", -1), rel_tol=1e-6)]
+            lines.append(f"seed {seed}: lr the same on both sides" if not parts and
+                         len(a) == len(b) else f"seed {seed}: lr parts at generation "
+                         f"{parts[0] if parts else min(len(a), len(b))}")
     return "\n".join(lines)
 
 
@@ -247,10 +219,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for seed in map(int, a.seeds.split(",")):
             for side in sides:
                 rows.append(run_side(side, pythons[side], a, seed, cfg))
-                print(json.dumps(rows[-1]), flush=True)
+                rows[-1]["generations"] = a.iterations
+                print(json.dumps({k: v for k, v in rows[-1].items() if k != "log"}), flush=True)
     finally:
         shutil.rmtree(a.tmp, ignore_errors=True)
     print(table(rows, start, len(test)))
+    print(curves(rows))
     if a.json:
         Path(a.json).write_text(json.dumps({"start": start, "rows": rows}, indent=1))
     return [{**r, "start": start} for r in rows]
