@@ -10,23 +10,10 @@ import json
 import pytest
 
 from alignflow.catalog import index, shape
-from alignflow.catalog.catalog import Catalog
-from tests.fast.test_catalog_data import populate
+from tests.fast import test_catalog_index
 
-COUNT = "SELECT run_id, count(*) AS n FROM rollouts GROUP BY 1 ORDER BY 1"
-
-
-@pytest.fixture
-def store(local_store, tmp_path, monkeypatch):
-    monkeypatch.setenv("ALIGNFLOW_CATALOG_CACHE", str(tmp_path / "cache"))
-    populate(local_store)
-    return local_store
-
-
-def _rows(store) -> list:
-    with Catalog(store) as cat:
-        assert not cat.problems, cat.problems
-        return cat.sql(COUNT).to_pylist()
+store = test_catalog_index.store  # the same populated store fixture
+_rows = test_catalog_index._rows
 
 
 def _doc(store) -> tuple[str, dict]:
