@@ -5,7 +5,8 @@ of the name `Any` (`Any` or `typing.Any`, imports not counted) in the package's 
 the same count as `python tests/fast/test_any_budget.py`. It may fall; when it does, lower
 `BUDGET` to the new figure so it cannot creep back. History: 716 on main 5fbb399, 794 on
 52e7454 (before the seams were typed), 691 after (issue 45), 686 once the driver's
-attributes, the live future's task and the engine's own `store: Any` were typed (689 before).
+attributes, the live future's task and the engine's own `store: Any` were typed (689 before),
+669 once the trainers' and hosts' save/restore took the Store seam.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("alignflow", "flows", "tasks", "artifacts", "catalog")
-BUDGET = 686
+BUDGET = 669
 
 
 def _is_any(node: ast.AST) -> bool:
