@@ -110,8 +110,8 @@ def trl_python(given: str | None) -> str | None:
     import importlib.util
 
     for py in (given, TRL_VENV / "bin" / "python"):
-        if py and Path(py).exists():
-            return str(py)
+        if py and Path(py).exists():  # absolute: each side runs in its own folder
+            return os.path.abspath(py)  # (not resolve(): a venv's python is a link)
     return sys.executable if importlib.util.find_spec("trl") else None
 
 
