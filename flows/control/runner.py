@@ -150,7 +150,9 @@ def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver:
         _record(store, driver, status=runs.RESUMABLE, error=f"driver {why}")
         raise
     except Exception as exc:
-        line = (str(exc).strip().splitlines() or [""])[0]
+        if _ray_node_lost(exc):  # as a Ctrl-C from the watch: resumable, one line
+            _record(store, driver, status=runs.RESUMABLE, error=f"driver {ray_watch.interrupted()}")
+            raise KeyboardInterrupt from exc
         cause = getattr(exc, "cause", None)  # a Ray error wraps the real one
         if lost_outside_a_task(exc):
             # a worker group or its engines lost while it started, restored or was rebuilt
@@ -158,13 +160,22 @@ def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver:
             spent = _recover_or(driver, _fault("worker-start", cause or exc, why))
             _record(store, driver, status=runs.FAILED, error=str(spent), ended=time.time())
             raise spent from exc
-        _record(store, driver, status=runs.FAILED, error=f"{type(exc).__name__}: {line}",
-                ended=time.time())
+        line = (str(exc).strip().splitlines() or [""])[0]
+        _record(store, driver, status=runs.FAILED, error=f"{type(exc).__name__}: {line}", ended=time.time())
         raise
     finally:
         _DRIVER.reset(token)
     _record(store, driver, status=runs.SUCCESSFUL, output=codec.encode(output), ended=time.time())
     return output
+
+
+def _ray_node_lost(exc: Exception) -> bool:
+    """This Ray error is the node dying (`ray_watch.settle`); the watch's own interrupt may
+    land while it is asked."""
+    try:
+        return ray_watch.settle(exc) is not None
+    except KeyboardInterrupt:
+        return True
 
 
 class Recover(Exception):

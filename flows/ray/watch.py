@@ -63,6 +63,21 @@ def lost() -> str | None:
     return _STATE["lost"]
 
 
+def settle(exc: BaseException, timeout: float = 3.0) -> str | None:
+    """The dead Ray component, when `exc` (a Ray error in the main thread) may be Ray's node
+    dying: Ray's error can reach the driver before this watch's thread names the process
+    (its pidfd wakes it a little later on a busy node), so wait for that word, briefly."""
+    ray = sys.modules.get("ray")
+    if not _STATE["armed"] or ray is None or not isinstance(exc, ray.exceptions.RayError):
+        return _STATE["lost"]
+    if _STATE["lost"] is None and len(components(_STATE["session"])) == len(COMPONENTS):
+        return None  # the node is whole: a worker's death, not the node's (no wait)
+    deadline = time.monotonic() + timeout
+    while _STATE["lost"] is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _STATE["lost"]
+
+
 def interrupted() -> str:
     """Why the driver was interrupted, for its run's record."""
     return f"ended: Ray's {_STATE['lost']} died" if _STATE["lost"] else "interrupted"
