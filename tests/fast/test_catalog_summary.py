@@ -20,17 +20,13 @@ from alignflow.catalog.catalog import Catalog
 from alignflow.catalog.limits import SqlLimits
 from alignflow.cli import main
 from alignflow.errors import QueryLimit
-from tests.fast.test_catalog_data import populate
+from tests.fast import test_catalog_index
 
 COUNT = "SELECT run_id, count(*) AS n FROM rollouts GROUP BY 1 ORDER BY 1"
 FIRST = [{"run_id": "r1", "n": 6}, {"run_id": "r2", "n": 6}]
 
 
-@pytest.fixture
-def store(local_store, tmp_path, monkeypatch):
-    monkeypatch.setenv("ALIGNFLOW_CATALOG_CACHE", str(tmp_path / "cache"))
-    populate(local_store)
-    return local_store
+store = test_catalog_index.store  # a populated store with a private catalog cache
 
 
 @pytest.fixture

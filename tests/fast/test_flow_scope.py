@@ -7,24 +7,15 @@ from __future__ import annotations
 import pytest
 
 import alignflow
-from alignflow.artifacts.store import Store
 from alignflow.errors import FlowError
 from alignflow.flows.control import api
 from alignflow.flows.engine import flow, scope, scope_prefix
 from alignflow.flows.journal import runs
 from tests import flows_for_tests as F
+from tests.fast import test_engine_control
 
-
-@pytest.fixture
-def store(tmp_path):
-    return Store.open(str(tmp_path / "store"))
-
-
-@pytest.fixture
-def folder(tmp_path):
-    path = tmp_path / "counts"
-    path.mkdir()
-    return str(path)
+store = test_engine_control.store  # the same fixtures: a fresh store, a counts folder
+folder = test_engine_control.folder
 
 
 @flow
