@@ -99,6 +99,14 @@ def test_hybrid_4_engines_tp2_inside_8_actor_gpus(simulated, sim_store, baseline
                          DP_ATOL)
 
 
+def _as_one_process(sim_store, run: str, baselines, key: str, sets: list[str]) -> None:
+    """The run's samples and weights equal one process's (the HF engine) on the same sets."""
+    one = baselines.run(key, "grpo", [*sets, "rollout.engine=hf"])
+    assert_same_rollouts(sim_store, run, baselines.store, one,
+                         logprob_atol=LOGPROB_ATOL, first_atol=LOGPROB_ATOL)
+    assert_close_weights(weights(sim_store, run), weights(baselines.store, one), DP_ATOL)
+
+
 def test_hybrid_8_engines_tp1_one_per_actor_gpu(simulated, sim_store, baselines, grpo_sets):
     sets = [*grpo_sets, *ONE, *HYBRID, *_per(1, 8), "vllm.num_engines=8"]
     plan, procs = _run(simulated, sim_store, "1x8", "hybrid-tp1", sets,
@@ -108,11 +116,8 @@ def test_hybrid_8_engines_tp1_one_per_actor_gpu(simulated, sim_store, baselines,
     ranks, engines = _rank_gpus(procs), _engine_gpus(procs)
     assert len(set(ranks)) == 8 and engines == ranks  # an engine in every rank's process
     _every_engine_sampled(sim_store, "hybrid-tp1", 8)
-    one = baselines.run("grpo-1it-mb2", "grpo", [*grpo_sets, *ONE, "rollout.engine=hf"])
-    assert_same_rollouts(sim_store, "hybrid-tp1", baselines.store, one,
-                         logprob_atol=LOGPROB_ATOL, first_atol=LOGPROB_ATOL)
-    assert_close_weights(weights(sim_store, "hybrid-tp1"), weights(baselines.store, one),
-                         DP_ATOL)
+    _as_one_process(sim_store, "hybrid-tp1", baselines, "grpo-1it-mb2",
+                    [*grpo_sets, *ONE])
 
 
 def test_hybrid_8_engines_tp2_on_two_nodes(simulated, sim_store, baselines, grpo_sets):
@@ -130,8 +135,5 @@ def test_hybrid_8_engines_tp2_on_two_nodes(simulated, sim_store, baselines, grpo
     held = sorted((n, g) for n, pair in engines for g in pair.split(","))
     assert held == ranks  # every actor GPU of both nodes holds exactly one engine
     _every_engine_sampled(sim_store, "hybrid-2x8", 8)
-    one = baselines.run("grpo-1it-b32", "grpo", [*grpo_sets, *batch, "rollout.engine=hf"])
-    assert_same_rollouts(sim_store, "hybrid-2x8", baselines.store, one,
-                         logprob_atol=LOGPROB_ATOL, first_atol=LOGPROB_ATOL)
-    assert_close_weights(weights(sim_store, "hybrid-2x8"), weights(baselines.store, one),
-                         DP_ATOL)
+    _as_one_process(sim_store, "hybrid-2x8", baselines, "grpo-1it-b32",
+                    [*grpo_sets, *batch])
