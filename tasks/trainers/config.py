@@ -18,9 +18,11 @@ OptimName = Literal["adam", "muon"]
 class TrainerConfig:
     """Optimizer, schedule and batching. `total_steps` counts optimizer steps (the schedule's length).
 
-    LR: linear warmup over `ceil(lr_warmup_ratio * total_steps)` steps to `lr` (step i of the
-    warmup uses `lr * (i + 1) / warmup`), then a half cosine down to `lr * min_lr_ratio`,
-    reached at the last step. `max_norm <= 0` disables clipping (the norm is still reported).
+    LR: OpenRLHF's `cosine_with_min_lr` (transformers' `get_cosine_with_min_lr_schedule_with_
+    warmup`): step i of the `ceil(lr_warmup_ratio * total_steps)` warmup steps uses
+    `lr * i / warmup` (the first is at 0, as OpenRLHF's), then a half cosine from `lr` towards
+    `lr * min_lr_ratio`, reached after the last step. `max_norm <= 0` disables clipping (the
+    norm is still reported).
     `dtype="bf16"` autocasts the forward to bfloat16 and keeps fp32 master weights.
     `optim="muon"`: Muon (`muon_*`) on the hidden 2-D matrices, AdamW on the rest (`muon.py`).
     """

@@ -50,8 +50,7 @@ class MuonAdamW(torch.optim.Optimizer):
                               "expected optim=adam for it")
         adam_groups = [g for g in ({"params": heads, "weight_decay": cfg.weight_decay},
                                    {"params": flat, "weight_decay": 0.0}) if g["params"]]
-        self.adam = torch.optim.AdamW(adam_groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                                      foreach=False)
+        self.adam = adamw(adam_groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
         self.muon = torch.optim.Muon(matrices, lr=cfg.muon_lr,
                                      weight_decay=cfg.weight_decay, momentum=cfg.muon_momentum,
                                      nesterov=cfg.muon_nesterov, ns_steps=cfg.muon_ns_steps)
@@ -89,4 +88,12 @@ def build(named: Iterable[tuple[str, nn.Parameter]], cfg: TrainerConfig) -> torc
     params = [p for _, p in named if p.requires_grad]
     groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, foreach=False)
+    return adamw(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+
+
+def adamw(groups: list[dict], **kw: Any) -> torch.optim.AdamW:
+    """torch's fused AdamW: one kernel per step over every tensor, as HF's Trainer defaults
+    to (`adamw_torch_fused`). At SmolLM2-135M on one CPU thread a step takes 0.17 s fused
+    against 0.65 s for the per-tensor loop alignflow used before (`bench/peers.py`: the SFT
+    and DPO gap to TRL); the same update, on CPU and CUDA."""
+    return torch.optim.AdamW(groups, fused=True, **kw)

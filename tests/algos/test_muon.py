@@ -95,9 +95,10 @@ def test_torch_trainer_muon_step_matches_hand_step(tiny_model_dir):
 def test_schedule_scales_both_groups_and_checkpoint_round_trips(tiny_model_dir):
     cfg = TrainerConfig(**{**CFG, "lr_warmup_ratio": 0.5, "total_steps": 4})
     trainer = TorchTrainer(load_causal_lm(str(tiny_model_dir)), cfg)
+    assert {g["lr"] for g in trainer.optimizer.param_groups} == {0.0}  # warmup step 0 of 2
+    trainer.step([_batch()], lm_loss)
     lrs = {g["lr"] for g in trainer.optimizer.param_groups}
     assert lrs == {cfg.lr / 2, cfg.muon_lr / 2}  # warmup step 1 of 2 scales both
-    trainer.step([_batch()], lm_loss)
     state = trainer.optimizer.state_dict()
     other = TorchTrainer(load_causal_lm(str(tiny_model_dir)), cfg)
     other.optimizer.load_state_dict(state)

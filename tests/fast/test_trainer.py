@@ -84,9 +84,10 @@ def test_warmup_cosine_lr_by_hand():
     trainer = _linear_trainer(lr=1e-3, lr_warmup_ratio=0.2, min_lr_ratio=0.1, total_steps=10)
     lrs = [trainer.step([{"x": torch.ones(1, 2)}], _dot_loss)["lr"] for _ in range(10)]
     cos = lambda p: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p))  # noqa: E731
-    expected = [5e-4, 1e-3] + [1e-3 * cos((s - 1) / 8) for s in range(2, 10)]
-    assert lrs == pytest.approx(expected, rel=1e-9)
-    assert lrs[2] == pytest.approx(9.657457e-4, rel=1e-6) and lrs[-1] == pytest.approx(1e-4)
+    # OpenRLHF's cosine_with_min_lr: the warmup starts at 0, the cosine at the peak
+    expected = [0.0, 5e-4] + [1e-3 * cos((s - 2) / 8) for s in range(2, 10)]
+    assert lrs == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert lrs[2] == 1e-3 and lrs[-1] == pytest.approx(1.342542e-4, rel=1e-6)
 
 
 @pytest.mark.parametrize(("max_norm", "grad"), [(1.0, [0.6, 0.8]), (0.0, [3.0, 4.0])])

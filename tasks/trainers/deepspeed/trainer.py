@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import get_cosine_with_min_lr_schedule_with_warmup_lr_rate
+from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import group
@@ -55,6 +55,7 @@ from alignflow.tasks.trainers.deepspeed.config import (
     muon_section,
 )
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
+from alignflow.tasks.trainers.muon import adamw
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class DeepSpeedTrainer:
     def _schedule(self, optimizer: torch.optim.Optimizer):
         """Warmup then cosine, over whichever optimizer DeepSpeed ends up stepping."""
         cfg = self.cfg
-        return get_cosine_with_min_lr_schedule_with_warmup_lr_rate(
+        return get_cosine_with_min_lr_schedule_with_warmup(
             optimizer, num_warmup_steps=cfg.warmup_steps,
             num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
 
@@ -110,7 +111,7 @@ class DeepSpeedTrainer:
         kw = dict(lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
         if self.ds.adam_offload:
             return cpu_adam(groups, **kw)  # says first where and how long its build takes
-        return torch.optim.AdamW(groups, foreach=False, **kw)
+        return adamw(groups, **kw)
 
     @property
     def zero_stage(self) -> int:
