@@ -1,7 +1,8 @@
 """Where the seconds and MiB of one `alignflow run` go, per executor (issue 25: measure first).
 
     .venv/bin/python bench/breakdown.py [--kinds grpo,dpo,sft] [--executors inline,ray]
-        [--reps 3] [--examples 128] [--before MAIN_CHECKOUT] [--json OUT]
+        [--reps 3] [--examples 128] [--model bench|tiny|smollm2-135m|PATH]
+        [--before MAIN_CHECKOUT] [--json OUT]
 
 Runs the command as a user types it, on the work of `bench/peers.py` (5.28M Llama, fp32, one
 thread, the same malloc settings), interleaved (order rotated each repetition). Three
@@ -196,6 +197,7 @@ def main() -> None:
     p.add_argument("--executors", default="inline,ray")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--examples", type=int, default=128)
+    p.add_argument("--model", default="bench", help="bench (5.28M), tiny, smollm2-135m or a path")
     p.add_argument("--before", help="another checkout to run the same executors from")
     p.add_argument("--before-executors", help="executors to run from --before (default: all)")
     p.add_argument("--json")
@@ -205,7 +207,7 @@ def main() -> None:
     sides = sides_of(executors, args.before, (args.before_executors or args.executors).split(","))
     work = Work(examples=args.examples)
     tmp = Path(tempfile.mkdtemp(prefix="bench-breakdown-"))
-    model, data = build_model(tmp / "model"), write_data(tmp / "data", work)
+    model, data = build_model(tmp / "model", args.model), write_data(tmp / "data", work)
     results = []
     for rep in range(args.reps):
         order = list(sides)[rep % len(sides):] + list(sides)[: rep % len(sides)]

@@ -13,7 +13,7 @@ new tokens ending at the first `rollout.stop` (on TRL's side the tokens holding 
 EOS ids), temperature 1, the exact answer as the only reward, group-normalised advantages,
 PPO clip 0.2 on token-mean losses (TRL `loss_type=dapo`), β 0 on both (no reference
 model), AdamW with alignflow's betas, the same warmup + half cosine to `min_lr_ratio` (the
-schedule alignflow's trainers build; TRL `cosine_warmup_with_min_lr`), two optimizer steps
+OpenRLHF's `cosine_with_min_lr`, which alignflow builds; TRL the same), two optimizer steps
 per generation. HF generation on both sides (alignflow's HF engine on a CPU; TRL without
 vLLM), fp32, the same torch thread count and the Makefile's glibc allocator settings.
 Differences left: the order in which each side's sampler visits the prompts (both seeded),

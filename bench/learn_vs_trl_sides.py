@@ -3,11 +3,10 @@ from the demo's settings, turned into TRL's GRPOConfig), each side's training, a
 side's per-step log (reward, loss, grad norm, lr), so that curves can be laid side by side
 and the first step where the sides part found.
 
-The LR schedule: alignflow's trainers take the warmup + half cosine to `min_lr_ratio` of
-transformers' `get_cosine_with_min_lr_schedule_with_warmup_lr_rate` (step i of the run uses
-the factor of step i + 1: the first step is already below the peak, the last one at the
-floor). TRL's `cosine_with_min_lr` is the other transformers schedule (step i at factor i:
-the first step at the peak); the same schedule on TRL's side is `cosine_warmup_with_min_lr`.
+The LR schedule: alignflow's trainers build OpenRLHF's `cosine_with_min_lr` (transformers'
+`get_cosine_with_min_lr_schedule_with_warmup`: step i at factor i, the first step at the
+peak or, with a warmup, at 0); TRL is given the same name, so HF's Trainer builds the same
+schedule (`tests/fast/test_learn_vs_trl_schedule.py` steps both).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import math
 from pathlib import Path
 
 # transformers' name of the schedule alignflow's trainers build (`tasks/trainers/`)
-TRL_SCHEDULE = "cosine_warmup_with_min_lr"
+TRL_SCHEDULE = "cosine_with_min_lr"
 # TRL's log keys -> this bench's names (TRL logs the reward on the steps that generated)
 TRL_KEYS = {"learning_rate": "lr", "grad_norm": "grad_norm", "loss": "loss",
             "reward": "reward", "entropy": "entropy", "clip_ratio/region_mean": "clip_frac",
