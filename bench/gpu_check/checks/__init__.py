@@ -101,6 +101,15 @@ CHECKS: tuple[Check, ...] = (
           "SFT, DPO and GRPO with HF generation: tokens/s, MFU, peak memory (issue 46); "
           "last in line: run it alone with --only versions,trl_peers",
           "both sides run; alignflow >= TRL's tokens/s on each (issue 46's target)"),
+    Check("learn_bf16", "learn_bf16", 480, False,
+          "examples/learn_arith.py on the GPU (issue 43): a random-init ~104M Llama in bf16 "
+          "(fp32 masters), SFT then GRPO with the HF engine, seed 0, inline; the held-out "
+          "curve and each stage's seconds; then the HF engine's behaviour log-probs against "
+          "the learn step's π_old forward (correction.proximal_logprobs) of the same tokens "
+          "in bf16: |Δ log p| p50/p90/p99/max, share outside exp(Δ) in [0.8, 1.2] (no CUDA: "
+          "the tiny model in fp32, a short schedule); alone it takes ~4 min",
+          "held-out correctness after GRPO above after SFT (the CPU run of seed 0: 0.425 -> "
+          "0.490); max |Δ log p| < 0.5 (tests/gpu's bf16 bound)"),
 )
 
 
