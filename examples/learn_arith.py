@@ -38,20 +38,22 @@ from alignflow.flows.rl.grpo import grpo
 CURVE = ("SELECT iteration, avg(correct) AS correct, count(*) AS n FROM eval_results "
          "WHERE run_id = ? AND scope = ? GROUP BY iteration ORDER BY iteration")
 TASK, SFT_TASK = "alignflow:arith-3", "alignflow:arith-slip-3"
-SFT_STEPS, ITERATIONS = 1600, 30  # the defaults, measured over seeds 0-4 (tests/learning)
+SFT_STEPS, ITERATIONS = 3200, 30  # the defaults, measured over seeds 0-2 (tests/learning)
+SFT_LR = 4e-3
 
 
 def sft_sets(model: str, task: str, steps: int) -> list[str]:
     """SFT on the task's training split, in the model's chat template: a 5% warmup to
-    6e-3, then a cosine to a tenth of it. The tiny model learns the tens digit in ~100
-    steps and the units digit (a sum mod 10) only late, at a seed-dependent step; at a
-    constant 3e-3 seed 1 never did (loss ~1.0 at 1600 steps, held-out 0.04), the cosine
-    lets it settle (loss ~0.25, held-out ~0.6)."""
+    `SFT_LR`, then a cosine to a tenth of it. The tiny model learns the tens digit in ~100
+    steps and the units digit (a sum mod 10) only late, at a step that depends on the seed
+    and on the last bit of the arithmetic (1600 steps at 6e-3 learnt it on 4 of seeds 0-4
+    with one optimizer, on none of 0-2 with the fused one); 3200 steps at 4e-3 learn it on
+    each of seeds 0-2 (SFT loss 0.06-0.19, held-out 0.60-0.76)."""
     return [f"model.model_name_or_path={model}", f"data.dataset={task}",
             "data.output_key=output", "data.input_template=null",
             "data.apply_chat_template=true", "train.batch_size=32",
             "train.micro_batch_size=32", f"train.max_steps={steps}", "train.max_epochs=50",
-            "adam.lr=6e-3", "lr_warmup_ratio=0.05", "min_lr_ratio=0.1",
+            f"adam.lr={SFT_LR}", "lr_warmup_ratio=0.05", "min_lr_ratio=0.1",
             f"ckpt.save_steps={steps}", "num_threads=1"]
 
 
