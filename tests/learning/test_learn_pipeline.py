@@ -110,9 +110,14 @@ def _before_after(store: str, run_id: str, prefix: str) -> tuple[list[dict], lis
 def _up_down(store: str, stage: str) -> tuple[float, int, int]:
     """The start's correctness, and the held-out problems turned right and turned wrong."""
     before, after = _before_after(store, "learn", f"{stage}/")
-    up = sum(a["correct"] > b["correct"] for b, a in zip(before, after, strict=True))
-    down = sum(a["correct"] < b["correct"] for b, a in zip(before, after, strict=True))
-    return sum(r["correct"] for r in before) / HELD_OUT, up, down
+    return sum(r["correct"] for r in before) / HELD_OUT, *_turns(before, after)
+
+
+def _turns(before: list[dict], after: list[dict]) -> tuple[int, int]:
+    """Held-out problems turned right, and turned wrong."""
+    pairs = list(zip(before, after, strict=True))
+    return sum(a["correct"] > b["correct"] for b, a in pairs), \
+        sum(a["correct"] < b["correct"] for b, a in pairs)
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda seed: f"seed{seed}")
@@ -129,13 +134,18 @@ def test_rl_raises_held_out_correctness(stores, seed, stage):
     assert points[-1]["correct"] - points[0]["correct"] == pytest.approx((up - down) / HELD_OUT)
 
 
+def _learnt(counts: list[tuple[int, int]]) -> bool:
+    """The pooled sign test: more turned right than wrong, by z >= MARGIN (0/0 is no rise)."""
+    up, down = sum(u for u, _ in counts), sum(d for _, d in counts)
+    return up > down and up - down >= MARGIN * math.sqrt(up + down)
+
+
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_the_rise_is_learning_over_the_seeds(stores, stage):
     """The sign test over every seed's discordant pairs (each seed's problems are its own
     draws): with no learning, up ~ Binomial(up + down, 1/2), so z >= 2 (one-sided p ~ 0.02)."""
     counts = [_up_down(stores[seed], stage)[1:] for seed in SEEDS]
-    up, down = sum(u for u, _ in counts), sum(d for _, d in counts)
-    assert up - down >= MARGIN * math.sqrt(up + down), counts
+    assert _learnt(counts), counts
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda seed: f"seed{seed}")
@@ -145,6 +155,13 @@ def test_zeroed_advantage_changes_no_answer(stores, seed):
     assert [r["response"] for r in after] == [r["response"] for r in before]
     same_start = _answers(store, "learn", "grpo/", -1)  # the same SFT model, greedy
     assert [r["response"] for r in before] == [r["response"] for r in same_start]
+
+
+def test_the_control_fails_the_rise_test(stores):
+    """The control's held-out answers, put through the pooled test the RL stages pass:
+    with the advantage zeroed nothing turns, and the test says no learning."""
+    counts = [_turns(*_before_after(stores[seed], "zero", "")) for seed in SEEDS]
+    assert counts == [(0, 0)] * len(SEEDS) and not _learnt(counts)
 
 
 def test_report_and_progress_show_held_out_correctness(stores):
