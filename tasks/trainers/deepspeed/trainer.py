@@ -111,7 +111,7 @@ class DeepSpeedTrainer:
         kw = dict(lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
         if self.ds.adam_offload:
             return cpu_adam(groups, **kw)  # says first where and how long its build takes
-        return adamw(groups, **kw)
+        return adamw(groups, lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.eps)
 
     @property
     def zero_stage(self) -> int:
