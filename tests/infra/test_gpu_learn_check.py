@@ -86,20 +86,21 @@ def test_the_gpu_mode_model_is_about_100m_and_its_settings_load(tiny_model_dir):
     from alignflow.flows.config import load_config
     from alignflow.flows.offline.config import SFTConfig
     from alignflow.flows.rl.config import RLConfig
-    from examples.learn_arith import SFT_TASK, TASK, grpo_sets, sft_sets
+    from examples.learn_arith import SFT_LR, SFT_TASK, TASK, grpo_sets, sft_sets
 
     cfg = learn_bf16.gpu_config(Path(tiny_model_dir))
     with torch.device("meta"):
         params = sum(p.numel() for p in LlamaForCausalLM(cfg).parameters())
     assert 95e6 < params < 115e6 and cfg.head_dim == 64 and cfg.vocab_size == 512
     sft, grpo = learn_bf16.stage_sets("gpu", cfg.hidden_size, scale_lr=True)
-    offline = load_config(SFTConfig, sets=[*sft_sets("m", SFT_TASK, 1600), *sft])
+    offline = load_config(SFTConfig, sets=[*sft_sets("m", SFT_TASK, learn_bf16.GPU_SFT_STEPS), *sft])
     assert (offline.ds.param_dtype, offline.placement.num_gpus) == ("bf16", 1.0)
-    assert offline.adam.lr == pytest.approx(6e-3 / 12, rel=1e-2)  # width 768 = 12 × 64
+    assert offline.adam.lr == pytest.approx(SFT_LR / 12, rel=1e-2)  # width 768 = 12 × 64
     rl = load_config(RLConfig, sets=[*grpo_sets("m", TASK, 30), *grpo])
     assert (rl.ds.param_dtype, rl.rollout.engine, rl.train.colocate_all) == ("bf16", "hf", True)
     assert rl.actor.adam.lr == pytest.approx(1e-3 / 12, rel=1e-2)
     assert learn_bf16.options([], cuda=True)["mode"] == "gpu"
+    assert learn_bf16.options([], cuda=True)["sft_steps"] == learn_bf16.GPU_SFT_STEPS
     assert learn_bf16.options(["cpu"], cuda=True)["mode"] == "cpu"
     check = by_name()["learn_bf16"]
     assert not check.needs_cuda and check.timeout_s <= 480  # the runner's default end_by
