@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,7 @@ def drive(state: RunState, flow: Flow, config: FlowConfig, how: Drive, attempt: 
             if sink is not None:
                 sink.close()
             driver, sink = _new_driver(state, config, how, attempt, budget, driver)
+            ray_watch.on_exit(_resumable_record(state.store, driver))  # Ray's death ends it
             try:
                 return _run_body(state.store, state.run_id, flow, config, driver)
             except Recover as rec:
@@ -167,6 +169,13 @@ def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver:
         _DRIVER.reset(token)
     _record(store, driver, status=runs.SUCCESSFUL, output=codec.encode(output), ended=time.time())
     return output
+
+
+def _resumable_record(store: Store, driver: Driver) -> Callable[[], None]:
+    """The record the Ray watch writes before it ends the process outright."""
+    def record() -> None:
+        _record(store, driver, status=runs.RESUMABLE, error=f"driver {ray_watch.interrupted()}")
+    return record
 
 
 def _ray_node_lost(exc: Exception) -> bool:

@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 EXIT_CODE = 75  # EX_TEMPFAIL: nothing is wrong with the run; a new driver can go on
 GRACE_S = 12.0  # the exit path's time before the process is ended outright (bound ≤ 30 s)
@@ -56,6 +57,13 @@ def arm(session: str) -> None:
 def disarm() -> None:
     """This process is stopping Ray itself: no death from now on is a fault."""
     _STATE["armed"] = False
+
+
+def on_exit(record: Callable[[], None] | None) -> None:
+    """What runs before the watch ends the process outright (`_interrupt`): the run's
+    record, so that it reads RESUMABLE even when the main thread, blocked in a call into a
+    dead node, never reached its own exit path within `GRACE_S`."""
+    _STATE["on_exit"] = record
 
 
 def lost() -> str | None:
@@ -185,6 +193,8 @@ def _interrupt(session: str, gen: int) -> None:
     time.sleep(GRACE_S)
     if not _fault(gen):
         return  # the exit path stopped Ray itself meanwhile
+    with contextlib.suppress(Exception):
+        (_STATE.get("on_exit") or (lambda: None))()
     text = line()
     if text:
         print(text, file=sys.stderr, flush=True)
