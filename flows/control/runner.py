@@ -153,7 +153,7 @@ def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver:
         raise
     except Exception as exc:
         if _ray_node_lost(exc):  # as a Ctrl-C from the watch: resumable, one line
-            _record(store, driver, status=runs.RESUMABLE, error=f"driver {ray_watch.interrupted()}")
+            _resumable_record(store, driver)()
             raise KeyboardInterrupt from exc
         cause = getattr(exc, "cause", None)  # a Ray error wraps the real one
         if lost_outside_a_task(exc):
@@ -172,7 +172,8 @@ def _run_body(store: Store, run_id: str, flow: Flow, config: FlowConfig, driver:
 
 
 def _resumable_record(store: Store, driver: Driver) -> Callable[[], None]:
-    """The record the Ray watch writes before it ends the process outright."""
+    """The record of a driver whose Ray node died (written by the runner, or by the Ray
+    watch before it ends the process outright)."""
     def record() -> None:
         _record(store, driver, status=runs.RESUMABLE, error=f"driver {ray_watch.interrupted()}")
     return record

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.trainers.config import TrainerConfig
@@ -98,3 +99,11 @@ def adamw(groups: list[dict], *, lr: float, betas: tuple[float, float],
     against 0.65 s for the per-tensor loop alignflow used before (`bench/peers.py`: the SFT
     and DPO gap to TRL); the same update, on CPU and CUDA."""
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
+
+
+def lr_schedule(optimizer: torch.optim.Optimizer, cfg: TrainerConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """OpenRLHF's `cosine_with_min_lr` over `cfg`'s steps (`TrainerConfig`), for whichever
+    optimizer a trainer ends up stepping."""
+    return get_cosine_with_min_lr_schedule_with_warmup(
+        optimizer, num_warmup_steps=cfg.warmup_steps, num_training_steps=cfg.total_steps,
+        min_lr_rate=cfg.min_lr_ratio)

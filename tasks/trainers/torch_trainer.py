@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from alignflow.artifacts import checkpoints
 from alignflow.errors import ConfigError
@@ -47,9 +46,7 @@ class TorchTrainer:
         # bf16: the module in bf16, fp32 masters stepped by AdamW (`master_weights`)
         self.masters = MasterWeights(model) if cfg.dtype == "bf16" else None
         self.optimizer = muon.build(self._named_trained(), cfg)  # AdamW, or Muon + AdamW
-        self.scheduler = get_cosine_with_min_lr_schedule_with_warmup(
-            self.optimizer, num_warmup_steps=cfg.warmup_steps,
-            num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
+        self.scheduler = muon.lr_schedule(self.optimizer, cfg)
 
     def _named_trained(self) -> list[tuple[str, nn.Parameter]]:
         """The stepped tensors (`_trained`) under their module names (Muon's split reads them)."""

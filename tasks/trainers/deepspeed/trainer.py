@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from alignflow.errors import ConfigError
 from alignflow.tasks.distributed import group
@@ -55,7 +54,7 @@ from alignflow.tasks.trainers.deepspeed.config import (
     muon_section,
 )
 from alignflow.tasks.trainers.deepspeed.section import DSConfig
-from alignflow.tasks.trainers.muon import adamw
+from alignflow.tasks.trainers.muon import adamw, lr_schedule
 from alignflow.tasks.trainers.torch_trainer import enable_checkpointing
 
 if TYPE_CHECKING:
@@ -100,10 +99,7 @@ class DeepSpeedTrainer:
 
     def _schedule(self, optimizer: torch.optim.Optimizer):
         """Warmup then cosine, over whichever optimizer DeepSpeed ends up stepping."""
-        cfg = self.cfg
-        return get_cosine_with_min_lr_schedule_with_warmup(
-            optimizer, num_warmup_steps=cfg.warmup_steps,
-            num_training_steps=cfg.total_steps, min_lr_rate=cfg.min_lr_ratio)
+        return lr_schedule(optimizer, self.cfg)
 
     def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         """AdamW over the two decay groups (no decay on 1-D params), as TorchTrainer has it."""
