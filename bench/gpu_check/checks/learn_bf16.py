@@ -61,7 +61,7 @@ PERTURBED_TEMPERATURE = 2.0
 # a logit (correction.py measured 9.5e-7).
 CPU_BOUND = 2.0**-24 * 512 * 3 * 2 * 16
 LIMITS = {"cpu": CPU_BOUND, "gpu": 0.5}  # gpu: tests/gpu's BF16_MISMATCH (bf16 vLLM)
-CPU_CURVE_SEED0 = (0.425, 0.490)  # tests/learning: seed 0, the full schedule on the CPU
+CPU_CURVE_SEED0 = (0.755, 0.900)  # tests/learning: seed 0, the full schedule on the CPU (GRPO 33 up, 4 down)
 PROMPTS = ("SELECT prompt_id, any_value(prompt_ids) AS ids FROM rollouts WHERE run_id = ? "
            "AND starts_with(task_key, 'grpo/') GROUP BY prompt_id ORDER BY prompt_id")
 
